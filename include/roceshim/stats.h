@@ -1,0 +1,182 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * roceshim statistics segment: the contract between libroceshim.so, which
+ * publishes one segment per process, and any reader (roceshim-stat,
+ * monitoring agents).
+ *
+ * Each process that opens a TCP connection under roceshim creates the POSIX
+ * shared-memory object "/roceshim-<pid>" (visible as /dev/shm/roceshim-<pid>)
+ * and removes it at exit.  The segment is a header followed by row_count
+ * rows of row_size bytes.  Readers must check magic and layout_version
+ * before anything else and refuse a segment of another layout version:
+ * fields move between versions.
+ *
+ * Concurrency: counters are 64-bit and only grow while a row keeps its
+ * identity; they are written with relaxed atomic stores or adds and may be
+ * read without locking.  A row's identity (state, fd, addresses, transport,
+ * reason) is published under a sequence count: the writer makes seq odd,
+ * updates, then makes it even.  A reader copies the row and accepts the
+ * copy only if seq was even and unchanged across the copy.
+ */
+#ifndef ROCESHIM_STATS_H
+#define ROCESHIM_STATS_H
+
+#include <stdint.h>
+
+#define ROCESHIM_STATS_MAGIC	      0x4d485352u /* "RSHM" little endian */
+#define ROCESHIM_STATS_LAYOUT_VERSION 1u
+#define ROCESHIM_STATS_SHM_PREFIX     "/roceshim-"
+#define ROCESHIM_STATS_COMMAND_LEN    64
+
+/* Why a connection is not on RDMA.  Values are stable across versions. */
+enum roceshim_reason {
+	ROCESHIM_REASON_NONE = 0,	 /* on RDMA, or not decided yet */
+	ROCESHIM_REASON_DISABLED = 1,	 /* ROCESHIM_ENABLE=0 */
+	ROCESHIM_REASON_EXCLUDED = 2,	 /* include/exclude rules */
+	ROCESHIM_REASON_NO_DEVICE = 3,	 /* no RDMA device on this host */
+	ROCESHIM_REASON_NO_ROUTE = 4,	 /* no RDMA device on the route */
+	ROCESHIM_REASON_PEER_REJECTED = 5, /* peer has no roceshim listener */
+	ROCESHIM_REASON_TIMEOUT = 6,	 /* RDMA handshake timed out */
+	ROCESHIM_REASON_NEGATIVE_CACHE = 7, /* peer recently failed */
+	ROCESHIM_REASON_RESOURCE = 8,	 /* QP, CQ, MR or memory failure */
+	ROCESHIM_REASON_UNSUPPORTED = 9, /* RDMA path not available here */
+	ROCESHIM_REASON_COUNT = 16	 /* array size, room to grow */
+};
+
+enum roceshim_row_state {
+	ROCESHIM_ROW_FREE = 0,
+	ROCESHIM_ROW_CONNECTING = 1,
+	ROCESHIM_ROW_OPEN = 2,
+	ROCESHIM_ROW_LISTENING = 3,
+	ROCESHIM_ROW_FAILED = 4,
+	ROCESHIM_ROW_CLOSED = 5
+};
+
+enum roceshim_role {
+	ROCESHIM_ROLE_ACTIVE = 1,  /* connect() side */
+	ROCESHIM_ROLE_PASSIVE = 2, /* accept() side */
+	ROCESHIM_ROLE_LISTENER = 3
+};
+
+enum roceshim_transport {
+	ROCESHIM_TRANSPORT_TCP = 1,
+	ROCESHIM_TRANSPORT_RDMA = 2
+};
+
+/* An endpoint: IPv4 addresses are stored v4-mapped, family says how. */
+struct roceshim_stats_endpoint {
+	uint8_t addr[16];
+	uint16_t port; /* host byte order */
+	uint16_t family; /* AF_INET or AF_INET6 */
+};
+
+struct roceshim_stats_counters {
+	uint64_t tcp_tx_bytes;
+	uint64_t tcp_rx_bytes;
+	uint64_t rdma_tx_bytes;
+	uint64_t rdma_rx_bytes;
+	uint64_t tx_msgs;
+	uint64_t rx_msgs;
+	uint64_t credit_stalls;
+	uint64_t errors;
+};
+
+struct roceshim_stats_global {
+	uint64_t connections_opened; /* connected or accepted */
+	uint64_t connections_tcp;
+	uint64_t connections_rdma;
+	uint64_t listeners;
+	uint64_t fallbacks[ROCESHIM_REASON_COUNT];
+	uint64_t rows_dropped; /* connections with no free row */
+	uint64_t malformed_input; /* rejected CM or control messages */
+	struct roceshim_stats_counters totals;
+};
+
+struct roceshim_stats_row {
+	uint32_t seq;
+	uint32_t state; /* enum roceshim_row_state */
+	int32_t fd;
+	uint8_t role; /* enum roceshim_role */
+	uint8_t transport; /* enum roceshim_transport */
+	uint8_t reason; /* enum roceshim_reason */
+	uint8_t pad;
+	uint64_t opened_unix_ms;
+	struct roceshim_stats_endpoint local;
+	struct roceshim_stats_endpoint peer;
+	struct roceshim_stats_counters counters;
+};
+
+struct roceshim_stats_header {
+	uint32_t magic;
+	uint32_t layout_version;
+	uint32_t header_size; /* sizeof(struct roceshim_stats_header) */
+	uint32_t row_size; /* sizeof(struct roceshim_stats_row) */
+	uint32_t row_count;
+	int32_t pid;
+	uint64_t start_ticks; /* /proc/<pid>/stat starttime: detects pid reuse */
+	uint64_t created_unix_ms;
+	char command[ROCESHIM_STATS_COMMAND_LEN];
+	struct roceshim_stats_global global;
+};
+
+static inline const char *roceshim_reason_name(unsigned int reason)
+{
+	static const char *const names[] = {
+		[ROCESHIM_REASON_NONE] = "none",
+		[ROCESHIM_REASON_DISABLED] = "disabled",
+		[ROCESHIM_REASON_EXCLUDED] = "excluded",
+		[ROCESHIM_REASON_NO_DEVICE] = "no_device",
+		[ROCESHIM_REASON_NO_ROUTE] = "no_route",
+		[ROCESHIM_REASON_PEER_REJECTED] = "peer_rejected",
+		[ROCESHIM_REASON_TIMEOUT] = "timeout",
+		[ROCESHIM_REASON_NEGATIVE_CACHE] = "negative_cache",
+		[ROCESHIM_REASON_RESOURCE] = "resource",
+		[ROCESHIM_REASON_UNSUPPORTED] = "unsupported",
+	};
+
+	if (reason >= sizeof(names) / sizeof(names[0]) || !names[reason])
+		return "unknown";
+	return names[reason];
+}
+
+static inline const char *roceshim_state_name(unsigned int state)
+{
+	static const char *const names[] = {
+		[ROCESHIM_ROW_FREE] = "free",
+		[ROCESHIM_ROW_CONNECTING] = "connecting",
+		[ROCESHIM_ROW_OPEN] = "open",
+		[ROCESHIM_ROW_LISTENING] = "listening",
+		[ROCESHIM_ROW_FAILED] = "failed",
+		[ROCESHIM_ROW_CLOSED] = "closed",
+	};
+
+	if (state >= sizeof(names) / sizeof(names[0]))
+		return "unknown";
+	return names[state];
+}
+
+static inline const char *roceshim_role_name(unsigned int role)
+{
+	switch (role) {
+	case ROCESHIM_ROLE_ACTIVE:
+		return "active";
+	case ROCESHIM_ROLE_PASSIVE:
+		return "passive";
+	case ROCESHIM_ROLE_LISTENER:
+		return "listener";
+	}
+	return "unknown";
+}
+
+static inline const char *roceshim_transport_name(unsigned int transport)
+{
+	switch (transport) {
+	case ROCESHIM_TRANSPORT_TCP:
+		return "tcp";
+	case ROCESHIM_TRANSPORT_RDMA:
+		return "rdma";
+	}
+	return "unknown";
+}
+
+#endif /* ROCESHIM_STATS_H */

@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Configuration from ROCESHIM_* environment variables.
+ *
+ * Contract: config_load() never fails.  Every variable is validated; a
+ * malformed value produces exactly one warning line, through the warn
+ * callback, naming the variable, the value and what is used instead, and
+ * the default is kept.  The lookup callback makes the parser testable
+ * without touching the process environment.
+ */
+#ifndef ROCESHIM_CONFIG_H
+#define ROCESHIM_CONFIG_H
+
+#include <stdbool.h>
+
+#include "addr_rule.h"
+
+#define CONFIG_PATH_MAX		 512
+#define CONFIG_STATS_ROWS_MIN	 16
+#define CONFIG_STATS_ROWS_MAX	 65536
+#define CONFIG_STATS_ROWS_DEFAULT 1024
+
+struct config {
+	bool enabled; /* ROCESHIM_ENABLE */
+	int log_level; /* ROCESHIM_LOG_LEVEL, enum log_level */
+	char log_file[CONFIG_PATH_MAX]; /* ROCESHIM_LOG_FILE, "" = stderr */
+	struct addr_rules include; /* ROCESHIM_INCLUDE, empty = all */
+	struct addr_rules exclude; /* ROCESHIM_EXCLUDE */
+	bool stats; /* ROCESHIM_STATS */
+	unsigned int stats_rows; /* ROCESHIM_STATS_ROWS */
+};
+
+typedef const char *(*config_lookup_fn)(const char *name);
+typedef void (*config_warn_fn)(const char *line);
+
+void config_defaults(struct config *cfg);
+void config_load(struct config *cfg, config_lookup_fn lookup,
+		 config_warn_fn warn);
+
+#endif /* ROCESHIM_CONFIG_H */

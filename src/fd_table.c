@@ -1,0 +1,100 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <stdlib.h>
+
+#include "fd_table.h"
+
+#define CHUNK_SLOTS (1u << FD_TABLE_CHUNK_SHIFT)
+
+/* Each chunk is an array of CHUNK_SLOTS atomic sock pointers. */
+static struct sock **chunks[FD_TABLE_CHUNKS];
+
+static struct sock **slot_of(int fd, bool create)
+{
+	unsigned int index = (unsigned int)fd >> FD_TABLE_CHUNK_SHIFT;
+	struct sock **chunk, **fresh;
+
+	if (fd < 0 || index >= FD_TABLE_CHUNKS)
+		return NULL;
+	chunk = __atomic_load_n(&chunks[index], __ATOMIC_ACQUIRE);
+	if (chunk || !create)
+		return chunk ? &chunk[fd & (CHUNK_SLOTS - 1)] : NULL;
+	fresh = calloc(CHUNK_SLOTS, sizeof(*fresh));
+	if (!fresh)
+		return NULL;
+	if (!__atomic_compare_exchange_n(&chunks[index], &chunk, fresh, false,
+					 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		free(fresh); /* another thread installed it first */
+	else
+		chunk = fresh;
+	return &chunk[fd & (CHUNK_SLOTS - 1)];
+}
+
+struct sock *fd_table_get(int fd)
+{
+	struct sock **slot = slot_of(fd, false);
+	struct sock *sock;
+
+	if (!slot)
+		return NULL;
+	for (;;) {
+		sock = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+		if (!sock)
+			return NULL;
+		if (!sock_tryget(sock))
+			continue; /* being released: the slot changes soon */
+		/* The sock may have been recycled for another fd meanwhile. */
+		if (__atomic_load_n(slot, __ATOMIC_ACQUIRE) == sock)
+			return sock;
+		sock_put(sock);
+	}
+}
+
+int fd_table_install(int fd, struct sock *sock)
+{
+	struct sock **slot;
+	struct sock *old;
+
+	if (fd < 0 || fd >= FD_TABLE_MAX)
+		return -EBADF;
+	slot = slot_of(fd, true);
+	if (!slot)
+		return -ENOMEM;
+	sock_get(sock);
+	old = __atomic_exchange_n(slot, sock, __ATOMIC_ACQ_REL);
+	if (old)
+		sock_put(old);
+	return 0;
+}
+
+struct sock *fd_table_remove(int fd)
+{
+	struct sock **slot = slot_of(fd, false);
+
+	if (!slot)
+		return NULL;
+	if (!__atomic_load_n(slot, __ATOMIC_RELAXED))
+		return NULL;
+	return __atomic_exchange_n(slot, NULL, __ATOMIC_ACQ_REL);
+}
+
+void fd_table_remove_range(unsigned int first, unsigned int last)
+{
+	unsigned int fd;
+
+	if (last >= FD_TABLE_MAX)
+		last = FD_TABLE_MAX - 1;
+	for (fd = first; fd <= last; fd++) {
+		struct sock *sock;
+
+		/* Skip chunks never allocated: nothing was tracked there. */
+		if (!__atomic_load_n(&chunks[fd >> FD_TABLE_CHUNK_SHIFT],
+				     __ATOMIC_ACQUIRE)) {
+			fd |= CHUNK_SLOTS - 1;
+			continue;
+		}
+		sock = fd_table_remove(fd);
+		if (sock)
+			sock_put(sock);
+	}
+}

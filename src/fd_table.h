@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The fd table: which fds name a tracked socket.
+ *
+ * Contract: lookups are lock-free and safe against concurrent install,
+ * remove and close from other threads; a lookup of an untracked fd costs
+ * two loads.  fd_table_get() returns the sock with a reference the caller
+ * drops with sock_put().  The table holds one reference per fd.  Memory of
+ * the table is never freed, so a racing reader never touches freed memory.
+ * fds at or above FD_TABLE_MAX are never tracked.
+ */
+#ifndef ROCESHIM_FD_TABLE_H
+#define ROCESHIM_FD_TABLE_H
+
+#include "sock.h"
+
+#define FD_TABLE_CHUNK_SHIFT 12
+#define FD_TABLE_CHUNKS	     1024
+#define FD_TABLE_MAX	     (FD_TABLE_CHUNKS << FD_TABLE_CHUNK_SHIFT)
+
+struct sock *fd_table_get(int fd);
+
+/*
+ * Makes fd name sock, taking a reference of its own; whatever fd named
+ * before is released.  Returns 0, -EBADF for an fd out of range or -ENOMEM.
+ */
+int fd_table_install(int fd, struct sock *sock);
+
+/* Forgets fd; returns the sock it named (the caller owns that reference). */
+struct sock *fd_table_remove(int fd);
+
+/* Forgets and releases every fd in [first, last]. */
+void fd_table_remove_range(unsigned int first, unsigned int last);
+
+#endif /* ROCESHIM_FD_TABLE_H */

@@ -1,0 +1,113 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Exported wrappers for control calls: fcntl, ioctl, socket options and
+ * names.  The kernel socket stays the real one, so these reach libc
+ * unchanged; roceshim only watches for the results it must know about
+ * (a duplicated fd, the outcome of a non-blocking connect).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <string.h>
+#include <sys/ioctl.h>
+
+#include "real.h"
+#include "shim.h"
+#include "track.h"
+
+int fcntl64(int fd, int cmd, ...);
+
+static int after_fcntl(int fd, int cmd, int ret)
+{
+	int err;
+
+	if (ret < 0 || (cmd != F_DUPFD && cmd != F_DUPFD_CLOEXEC) ||
+	    !shim_config.enabled)
+		return ret;
+	err = errno;
+	track_dup(fd, ret);
+	errno = err;
+	return ret;
+}
+
+/*
+ * The third argument is an int or a pointer depending on cmd, or absent;
+ * like glibc's own fcntl, read it as a pointer-sized value and pass it on.
+ */
+SHIM_EXPORT int fcntl(int fd, int cmd, ...)
+{
+	va_list ap;
+	void *arg;
+
+	va_start(ap, cmd);
+	arg = va_arg(ap, void *);
+	va_end(ap);
+	shim_ensure_init();
+	return after_fcntl(fd, cmd, real.fcntl(fd, cmd, arg));
+}
+
+SHIM_EXPORT int fcntl64(int fd, int cmd, ...)
+{
+	va_list ap;
+	void *arg;
+
+	va_start(ap, cmd);
+	arg = va_arg(ap, void *);
+	va_end(ap);
+	shim_ensure_init();
+	return after_fcntl(fd, cmd, real.fcntl64(fd, cmd, arg));
+}
+
+SHIM_EXPORT int ioctl(int fd, unsigned long request, ...)
+{
+	va_list ap;
+	void *arg;
+
+	va_start(ap, request);
+	arg = va_arg(ap, void *);
+	va_end(ap);
+	shim_ensure_init();
+	return real.ioctl(fd, request, arg);
+}
+
+SHIM_EXPORT int setsockopt(int fd, int level, int name, const void *val,
+			   socklen_t len)
+{
+	shim_ensure_init();
+	return real.setsockopt(fd, level, name, val, len);
+}
+
+SHIM_EXPORT int getsockopt(int fd, int level, int name, void *val,
+			   socklen_t *len)
+{
+	struct sock *sock;
+	int ret;
+
+	shim_ensure_init();
+	ret = real.getsockopt(fd, level, name, val, len);
+	if (ret || level != SOL_SOCKET || name != SO_ERROR ||
+	    *len < sizeof(int))
+		return ret;
+	/* Gloo and the TCPStore learn a non-blocking connect's fate here. */
+	sock = shim_lookup(fd);
+	if (sock) {
+		int so_error;
+
+		memcpy(&so_error, val, sizeof(so_error));
+		track_connect_result(sock, so_error);
+		sock_put(sock);
+	}
+	return ret;
+}
+
+SHIM_EXPORT int getsockname(int fd, struct sockaddr *addr, socklen_t *len)
+{
+	shim_ensure_init();
+	return real.getsockname(fd, addr, len);
+}
+
+SHIM_EXPORT int getpeername(int fd, struct sockaddr *addr, socklen_t *len)
+{
+	shim_ensure_init();
+	return real.getpeername(fd, addr, len);
+}

@@ -1,0 +1,205 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Exported wrappers for the socket lifecycle: creation, connection,
+ * duplication and close.  Each calls libc, then tells the tracker, and
+ * returns libc's result with libc's errno.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <linux/close_range.h>
+
+#include "real.h"
+#include "shim.h"
+#include "track.h"
+
+SHIM_EXPORT int socket(int domain, int type, int protocol)
+{
+	int fd, err;
+
+	shim_ensure_init();
+	fd = real.socket(domain, type, protocol);
+	if (fd < 0 || !shim_config.enabled)
+		return fd;
+	err = errno;
+	track_socket(fd, domain, type, protocol);
+	errno = err;
+	return fd;
+}
+
+SHIM_EXPORT int socketpair(int domain, int type, int protocol, int sv[2])
+{
+	int ret, err;
+
+	shim_ensure_init();
+	ret = real.socketpair(domain, type, protocol, sv);
+	if (ret || !shim_config.enabled)
+		return ret;
+	err = errno;
+	track_other(sv[0]);
+	track_other(sv[1]);
+	errno = err;
+	return ret;
+}
+
+SHIM_EXPORT int bind(int fd, const struct sockaddr *addr, socklen_t len)
+{
+	shim_ensure_init();
+	return real.bind(fd, addr, len);
+}
+
+SHIM_EXPORT int listen(int fd, int backlog)
+{
+	struct sock *sock;
+	int ret, err;
+
+	shim_ensure_init();
+	ret = real.listen(fd, backlog);
+	if (ret)
+		return ret;
+	sock = shim_lookup(fd);
+	if (!sock)
+		return ret;
+	err = errno;
+	track_listen(sock, fd);
+	sock_put(sock);
+	errno = err;
+	return ret;
+}
+
+static int after_accept(int listen_fd, int fd)
+{
+	struct sock *listener;
+	int err;
+
+	if (fd < 0 || !shim_config.enabled)
+		return fd;
+	err = errno;
+	listener = shim_lookup(listen_fd);
+	if (listener) {
+		track_accept(listener, fd);
+		sock_put(listener);
+	} else {
+		track_other(fd);
+	}
+	errno = err;
+	return fd;
+}
+
+SHIM_EXPORT int accept(int fd, struct sockaddr *addr, socklen_t *len)
+{
+	shim_ensure_init();
+	return after_accept(fd, real.accept(fd, addr, len));
+}
+
+SHIM_EXPORT int accept4(int fd, struct sockaddr *addr, socklen_t *len,
+			int flags)
+{
+	shim_ensure_init();
+	return after_accept(fd, real.accept4(fd, addr, len, flags));
+}
+
+SHIM_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
+{
+	struct sock *sock;
+	int ret, err;
+
+	shim_ensure_init();
+	ret = real.connect(fd, addr, len);
+	err = errno;
+	sock = shim_lookup(fd);
+	if (!sock)
+		return ret;
+	track_connect(sock, fd, addr, len, ret, err);
+	sock_put(sock);
+	errno = err;
+	return ret;
+}
+
+SHIM_EXPORT int shutdown(int fd, int how)
+{
+	shim_ensure_init();
+	return real.shutdown(fd, how);
+}
+
+SHIM_EXPORT int close(int fd)
+{
+	shim_ensure_init();
+	/* Forget fd first: once closed, its number may be reused at once. */
+	if (shim_config.enabled)
+		track_close(fd);
+	return real.close(fd);
+}
+
+SHIM_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
+{
+	shim_ensure_init();
+	if (!real.close_range) {
+		errno = ENOSYS;
+		return -1;
+	}
+	if (shim_config.enabled && first <= last &&
+	    !(flags & CLOSE_RANGE_CLOEXEC))
+		fd_table_remove_range(first, last);
+	return real.close_range(first, last, flags);
+}
+
+SHIM_EXPORT void closefrom(int lowfd)
+{
+	shim_ensure_init();
+	if (shim_config.enabled && lowfd >= 0)
+		fd_table_remove_range(lowfd, UINT_MAX);
+	if (real.closefrom)
+		real.closefrom(lowfd);
+}
+
+static int after_dup(int old_fd, int new_fd)
+{
+	int err;
+
+	if (new_fd < 0 || !shim_config.enabled)
+		return new_fd;
+	err = errno;
+	track_dup(old_fd, new_fd);
+	errno = err;
+	return new_fd;
+}
+
+SHIM_EXPORT int dup(int fd)
+{
+	shim_ensure_init();
+	return after_dup(fd, real.dup(fd));
+}
+
+SHIM_EXPORT int dup2(int old_fd, int new_fd)
+{
+	shim_ensure_init();
+	return after_dup(old_fd, real.dup2(old_fd, new_fd));
+}
+
+SHIM_EXPORT int dup3(int old_fd, int new_fd, int flags)
+{
+	shim_ensure_init();
+	return after_dup(old_fd, real.dup3(old_fd, new_fd, flags));
+}
+
+SHIM_EXPORT int epoll_create(int size)
+{
+	int fd;
+
+	shim_ensure_init();
+	fd = real.epoll_create(size);
+	if (fd >= 0 && shim_config.enabled)
+		track_other(fd);
+	return fd;
+}
+
+SHIM_EXPORT int epoll_create1(int flags)
+{
+	int fd;
+
+	shim_ensure_init();
+	fd = real.epoll_create1(flags);
+	if (fd >= 0 && shim_config.enabled)
+		track_other(fd);
+	return fd;
+}

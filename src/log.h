@@ -1,0 +1,39 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Logging: one line per message, "roceshim[pid]: level: text", written with
+ * a single write() so lines from several threads never interleave.
+ *
+ * Contract: log_open() sets the level and destination (NULL or "" means
+ * stderr; "%p" in the path becomes the pid) and may be called again after
+ * fork; log_msg() never changes errno and never fails the caller.
+ */
+#ifndef ROCESHIM_LOG_H
+#define ROCESHIM_LOG_H
+
+enum log_level {
+	LOG_LEVEL_NONE = 0,
+	LOG_LEVEL_ERROR = 1,
+	LOG_LEVEL_WARN = 2,
+	LOG_LEVEL_INFO = 3,
+	LOG_LEVEL_DEBUG = 4
+};
+
+extern int log_level;
+
+void log_open(int level, const char *path);
+void log_msg(int level, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+#define log_error(...) log_at(LOG_LEVEL_ERROR, __VA_ARGS__)
+#define log_warn(...)  log_at(LOG_LEVEL_WARN, __VA_ARGS__)
+#define log_info(...)  log_at(LOG_LEVEL_INFO, __VA_ARGS__)
+#define log_debug(...) log_at(LOG_LEVEL_DEBUG, __VA_ARGS__)
+
+/* The level test stays inline so that a disabled message costs one load. */
+#define log_at(level, ...)                          \
+	do {                                        \
+		if ((level) <= log_level)           \
+			log_msg(level, __VA_ARGS__); \
+	} while (0)
+
+#endif /* ROCESHIM_LOG_H */

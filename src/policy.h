@@ -1,0 +1,26 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Per-connection transport decision.
+ *
+ * Contract: policy_decide() returns ROCESHIM_REASON_NONE when the
+ * connection may go over RDMA, otherwise the reason it stays on kernel
+ * TCP.  It is deterministic for a given configuration and peer, so both
+ * ends of a connection reach the same verdict from the same rules.
+ */
+#ifndef ROCESHIM_POLICY_H
+#define ROCESHIM_POLICY_H
+
+#include <stdint.h>
+
+#include <roceshim/stats.h>
+
+#include "config.h"
+
+enum roceshim_reason policy_decide(const struct config *cfg,
+				   const struct roceshim_stats_endpoint *peer,
+				   uint16_t service_port);
+
+/* Why a listener cannot accept RDMA connections, or NONE if it can. */
+enum roceshim_reason policy_listener(const struct config *cfg);
+
+#endif /* ROCESHIM_POLICY_H */

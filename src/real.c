@@ -1,0 +1,72 @@
+// SPDX-License-Identifier: MIT
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stddef.h>
+
+#include "real.h"
+
+struct real_libc real;
+
+static pthread_once_t real_once = PTHREAD_ONCE_INIT;
+
+/* dlsym() returns void *; the cast to a function pointer is the POSIX way. */
+#define RESOLVE(name) (*(void **)&real.name = dlsym(RTLD_NEXT, #name))
+
+static void real_resolve(void)
+{
+	RESOLVE(socket);
+	RESOLVE(socketpair);
+	RESOLVE(bind);
+	RESOLVE(listen);
+	RESOLVE(accept);
+	RESOLVE(accept4);
+	RESOLVE(connect);
+	RESOLVE(close);
+	RESOLVE(close_range);
+	RESOLVE(closefrom);
+	RESOLVE(shutdown);
+	RESOLVE(read);
+	RESOLVE(write);
+	RESOLVE(readv);
+	RESOLVE(writev);
+	RESOLVE(recv);
+	RESOLVE(send);
+	RESOLVE(recvfrom);
+	RESOLVE(sendto);
+	RESOLVE(recvmsg);
+	RESOLVE(sendmsg);
+	RESOLVE(recvmmsg);
+	RESOLVE(sendmmsg);
+	RESOLVE(sendfile);
+	RESOLVE(poll);
+	RESOLVE(ppoll);
+	RESOLVE(select);
+	RESOLVE(pselect);
+	RESOLVE(epoll_create);
+	RESOLVE(epoll_create1);
+	RESOLVE(epoll_ctl);
+	RESOLVE(epoll_wait);
+	RESOLVE(epoll_pwait);
+	RESOLVE(epoll_pwait2);
+	RESOLVE(fcntl);
+	RESOLVE(fcntl64);
+	RESOLVE(ioctl);
+	RESOLVE(setsockopt);
+	RESOLVE(getsockopt);
+	RESOLVE(getsockname);
+	RESOLVE(getpeername);
+	RESOLVE(dup);
+	RESOLVE(dup2);
+	RESOLVE(dup3);
+	RESOLVE(fork);
+	/* glibc before 2.28 has no fcntl64; both names mean the same call. */
+	if (!real.fcntl64)
+		real.fcntl64 = real.fcntl;
+	if (!real.fcntl)
+		real.fcntl = real.fcntl64;
+}
+
+void real_init(void)
+{
+	pthread_once(&real_once, real_resolve);
+}

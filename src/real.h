@@ -1,0 +1,82 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The libc functions roceshim wraps, resolved with dlsym(RTLD_NEXT).
+ *
+ * Contract: real_init() is idempotent and thread safe; after it returns,
+ * every pointer in `real` is either the next definition in the lookup
+ * order or NULL when libc lacks the symbol (epoll_pwait2, closefrom and
+ * close_range on old glibc).  Library code must call sockets and fds only
+ * through `real`, never through the exported wrappers, so that it does not
+ * recurse into itself.
+ */
+#ifndef ROCESHIM_REAL_H
+#define ROCESHIM_REAL_H
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/select.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+struct real_libc {
+	int (*socket)(int, int, int);
+	int (*socketpair)(int, int, int, int[2]);
+	int (*bind)(int, const struct sockaddr *, socklen_t);
+	int (*listen)(int, int);
+	int (*accept)(int, struct sockaddr *, socklen_t *);
+	int (*accept4)(int, struct sockaddr *, socklen_t *, int);
+	int (*connect)(int, const struct sockaddr *, socklen_t);
+	int (*close)(int);
+	int (*close_range)(unsigned int, unsigned int, int);
+	void (*closefrom)(int);
+	int (*shutdown)(int, int);
+	ssize_t (*read)(int, void *, size_t);
+	ssize_t (*write)(int, const void *, size_t);
+	ssize_t (*readv)(int, const struct iovec *, int);
+	ssize_t (*writev)(int, const struct iovec *, int);
+	ssize_t (*recv)(int, void *, size_t, int);
+	ssize_t (*send)(int, const void *, size_t, int);
+	ssize_t (*recvfrom)(int, void *, size_t, int, struct sockaddr *,
+			    socklen_t *);
+	ssize_t (*sendto)(int, const void *, size_t, int,
+			  const struct sockaddr *, socklen_t);
+	ssize_t (*recvmsg)(int, struct msghdr *, int);
+	ssize_t (*sendmsg)(int, const struct msghdr *, int);
+	int (*recvmmsg)(int, struct mmsghdr *, unsigned int, int,
+			struct timespec *);
+	int (*sendmmsg)(int, struct mmsghdr *, unsigned int, int);
+	ssize_t (*sendfile)(int, int, off_t *, size_t);
+	int (*poll)(struct pollfd *, nfds_t, int);
+	int (*ppoll)(struct pollfd *, nfds_t, const struct timespec *,
+		     const sigset_t *);
+	int (*select)(int, fd_set *, fd_set *, fd_set *, struct timeval *);
+	int (*pselect)(int, fd_set *, fd_set *, fd_set *,
+		       const struct timespec *, const sigset_t *);
+	int (*epoll_create)(int);
+	int (*epoll_create1)(int);
+	int (*epoll_ctl)(int, int, int, struct epoll_event *);
+	int (*epoll_wait)(int, struct epoll_event *, int, int);
+	int (*epoll_pwait)(int, struct epoll_event *, int, int,
+			   const sigset_t *);
+	int (*epoll_pwait2)(int, struct epoll_event *, int,
+			    const struct timespec *, const sigset_t *);
+	int (*fcntl)(int, int, ...);
+	int (*fcntl64)(int, int, ...);
+	int (*ioctl)(int, unsigned long, ...);
+	int (*setsockopt)(int, int, int, const void *, socklen_t);
+	int (*getsockopt)(int, int, int, void *, socklen_t *);
+	int (*getsockname)(int, struct sockaddr *, socklen_t *);
+	int (*getpeername)(int, struct sockaddr *, socklen_t *);
+	int (*dup)(int);
+	int (*dup2)(int, int);
+	int (*dup3)(int, int, int);
+	pid_t (*fork)(void);
+};
+
+extern struct real_libc real;
+
+void real_init(void);
+
+#endif /* ROCESHIM_REAL_H */

@@ -1,0 +1,88 @@
+// SPDX-License-Identifier: MIT
+#include <pthread.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "real.h"
+#include "shim.h"
+#include "sock.h"
+#include "stats.h"
+
+struct config shim_config;
+bool shim_ready;
+
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+
+static void warn_config(const char *line)
+{
+	log_msg(LOG_LEVEL_WARN, "%s", line);
+}
+
+/* secure_getenv: a set-uid program must not take a log path from its user. */
+static const char *lookup_env(const char *name)
+{
+	return secure_getenv(name);
+}
+
+static void fork_prepare(void)
+{
+	stats_fork_prepare();
+	sock_pool_lock();
+}
+
+static void fork_parent(void)
+{
+	sock_pool_unlock();
+	stats_fork_parent();
+}
+
+static void fork_child(void)
+{
+	sock_pool_unlock();
+	stats_fork_child();
+	log_open(shim_config.log_level, shim_config.log_file);
+}
+
+static void at_exit(void)
+{
+	stats_shutdown();
+}
+
+static void init_once_fn(void)
+{
+	real_init();
+	/* Warnings about the configuration itself always reach stderr. */
+	log_open(LOG_LEVEL_WARN, NULL);
+	config_load(&shim_config, lookup_env, warn_config);
+	log_open(shim_config.log_level, shim_config.log_file);
+	stats_configure(shim_config.enabled && shim_config.stats,
+			shim_config.stats_rows);
+	pthread_atfork(fork_prepare, fork_parent, fork_child);
+	atexit(at_exit);
+	log_info("enabled=%d stats=%d include=%u exclude=%u rules",
+		 shim_config.enabled, shim_config.stats,
+		 shim_config.include.count, shim_config.exclude.count);
+	__atomic_store_n(&shim_ready, true, __ATOMIC_RELEASE);
+}
+
+void shim_init(void)
+{
+	pthread_once(&init_once, init_once_fn);
+}
+
+__attribute__((constructor)) static void shim_constructor(void)
+{
+	shim_init();
+}
+
+/*
+ * vfork shares the parent's memory until exec: a child that closes or dups
+ * sockets before exec would rewrite the parent's fd table.  fork gives the
+ * child its own copy, and POSIX allows vfork to be fork.
+ */
+SHIM_EXPORT pid_t vfork(void)
+{
+	shim_ensure_init();
+	return real.fork();
+}

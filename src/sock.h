@@ -1,0 +1,59 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The state roceshim keeps for one kernel TCP socket (AF_INET/AF_INET6,
+ * SOCK_STREAM).  Several fds may name one sock (dup); the fd table holds a
+ * reference per fd and every call that uses a sock holds one for its
+ * duration.
+ *
+ * Contract: socks come from a type-stable pool: their memory is never
+ * returned to malloc, so sock_tryget() on a pointer that was just released
+ * is safe (it fails, or succeeds on a recycled sock that the caller then
+ * re-validates).  When the last reference goes, the sock's stats row is
+ * marked closed and the sock goes back to the pool.
+ */
+#ifndef ROCESHIM_SOCK_H
+#define ROCESHIM_SOCK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <roceshim/stats.h>
+
+struct sock {
+	int refs; /* atomic */
+	int domain; /* AF_INET or AF_INET6 */
+	int published; /* atomic: sock_publish() ran */
+	int connecting; /* atomic: non-blocking connect in progress */
+	int row; /* stats row, -1 for none; atomic, set once */
+	struct sock *next_free;
+};
+
+/* A new sock with one reference, or NULL when memory is short. */
+struct sock *sock_new(int domain);
+bool sock_tryget(struct sock *sock);
+void sock_get(struct sock *sock);
+void sock_put(struct sock *sock);
+
+/*
+ * Publishes the sock in the stats: a row for this connection or listener.
+ * Only the first call for a sock takes effect.
+ */
+void sock_publish(struct sock *sock, int fd, enum roceshim_role role,
+		  enum roceshim_row_state state, enum roceshim_reason reason,
+		  const struct roceshim_stats_endpoint *local,
+		  const struct roceshim_stats_endpoint *peer);
+
+/* Moves the sock's stats row to a new state (connecting -> open, ...). */
+void sock_set_state(struct sock *sock, enum roceshim_row_state state);
+
+/* The sock's stats row, or -1. */
+static inline int sock_row(const struct sock *sock)
+{
+	return __atomic_load_n(&sock->row, __ATOMIC_ACQUIRE);
+}
+
+/* Locks the pool across fork so the child never sees it half-updated. */
+void sock_pool_lock(void);
+void sock_pool_unlock(void);
+
+#endif /* ROCESHIM_SOCK_H */

@@ -1,0 +1,360 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "procinfo.h"
+#include "real.h"
+#include "stats.h"
+
+static struct {
+	pthread_mutex_t lock;
+	bool enabled;
+	bool failed; /* creation failed once: do not retry per connection */
+	bool unpublished; /* seg is a fork child's anonymous copy */
+	unsigned int row_count;
+	unsigned int cursor; /* where the search for a row to reuse starts */
+	struct roceshim_stats_header *seg; /* atomic */
+	size_t size;
+} st = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static inline void counter_add(uint64_t *counter, uint64_t value)
+{
+	__atomic_fetch_add(counter, value, __ATOMIC_RELAXED);
+}
+
+static inline struct roceshim_stats_row *
+row_at(struct roceshim_stats_header *seg, int row)
+{
+	return (struct roceshim_stats_row *)((char *)seg + sizeof(*seg)) + row;
+}
+
+static uint64_t unix_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void segment_name(char *buf, size_t size, pid_t pid)
+{
+	snprintf(buf, size, "%s%d", ROCESHIM_STATS_SHM_PREFIX, (int)pid);
+}
+
+void stats_configure(bool enabled, unsigned int rows)
+{
+	char name[64];
+
+	st.enabled = enabled;
+	st.row_count = rows;
+	/* A segment with our pid was left by the image we exec'ed from. */
+	segment_name(name, sizeof(name), getpid());
+	shm_unlink(name);
+}
+
+/* Maps a fresh segment for this pid; a leftover of the same name is stale. */
+static struct roceshim_stats_header *segment_map(size_t size)
+{
+	char name[64];
+	void *map;
+	int fd;
+
+	segment_name(name, sizeof(name), getpid());
+	fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0644);
+	if (fd < 0 && errno == EEXIST) {
+		shm_unlink(name);
+		fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC,
+			      0644);
+	}
+	if (fd < 0) {
+		log_warn("stats: shm_open(%s): %s; stats are off", name,
+			 strerror(errno));
+		return NULL;
+	}
+	/* Readable by monitoring users whatever the umask. */
+	if (fchmod(fd, 0644) || ftruncate(fd, size)) {
+		log_warn("stats: sizing %s: %s; stats are off", name,
+			 strerror(errno));
+		goto fail;
+	}
+	map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (map == MAP_FAILED) {
+		log_warn("stats: mmap(%s): %s; stats are off", name,
+			 strerror(errno));
+		goto fail;
+	}
+	real.close(fd);
+	return map;
+fail:
+	real.close(fd);
+	shm_unlink(name);
+	return NULL;
+}
+
+static void header_stamp(struct roceshim_stats_header *seg)
+{
+	seg->pid = getpid();
+	seg->start_ticks = procinfo_start_ticks(seg->pid);
+	seg->created_unix_ms = unix_ms();
+	procinfo_command(seg->pid, seg->command, sizeof(seg->command));
+}
+
+static struct roceshim_stats_header *segment_create_locked(void)
+{
+	size_t size = sizeof(struct roceshim_stats_header) +
+		      (size_t)st.row_count * sizeof(struct roceshim_stats_row);
+	struct roceshim_stats_header *seg = segment_map(size);
+
+	if (!seg)
+		return NULL;
+	seg->layout_version = ROCESHIM_STATS_LAYOUT_VERSION;
+	seg->header_size = sizeof(*seg);
+	seg->row_size = sizeof(struct roceshim_stats_row);
+	seg->row_count = st.row_count;
+	header_stamp(seg);
+	/* Readers trust nothing before the magic appears. */
+	__atomic_store_n(&seg->magic, ROCESHIM_STATS_MAGIC, __ATOMIC_RELEASE);
+	st.size = size;
+	return seg;
+}
+
+/*
+ * A fork child's copy becomes a named segment.  The copy stays mapped:
+ * other threads may still hold its address, and counts they add there
+ * after the switch are the only ones lost.
+ */
+static void segment_publish_locked(void)
+{
+	struct roceshim_stats_header *seg = segment_map(st.size);
+
+	st.unpublished = false;
+	if (!seg)
+		return;
+	memcpy(seg, st.seg, st.size);
+	__atomic_store_n(&st.seg, seg, __ATOMIC_RELEASE);
+}
+
+static struct roceshim_stats_header *segment_get_locked(void)
+{
+	if (st.unpublished)
+		segment_publish_locked();
+	if (!st.seg && st.enabled && !st.failed) {
+		struct roceshim_stats_header *seg = segment_create_locked();
+
+		st.failed = !seg;
+		__atomic_store_n(&st.seg, seg, __ATOMIC_RELEASE);
+	}
+	return st.seg;
+}
+
+struct roceshim_stats_header *stats_segment(void)
+{
+	return __atomic_load_n(&st.seg, __ATOMIC_ACQUIRE);
+}
+
+static void count_new(struct roceshim_stats_global *g, enum roceshim_role role,
+		      enum roceshim_reason reason)
+{
+	if (role == ROCESHIM_ROLE_LISTENER) {
+		counter_add(&g->listeners, 1);
+		return;
+	}
+	counter_add(&g->connections_opened, 1);
+	if (reason == ROCESHIM_REASON_NONE) {
+		counter_add(&g->connections_rdma, 1);
+		return;
+	}
+	counter_add(&g->connections_tcp, 1);
+	if (reason < ROCESHIM_REASON_COUNT)
+		counter_add(&g->fallbacks[reason], 1);
+}
+
+/* A free row, else the next closed one after the cursor; -1 if none. */
+static int row_find_locked(struct roceshim_stats_header *seg)
+{
+	unsigned int i, n = seg->row_count;
+
+	for (i = 0; i < n; i++) {
+		if (row_at(seg, i)->state == ROCESHIM_ROW_FREE)
+			return i;
+	}
+	for (i = 0; i < n; i++) {
+		unsigned int r = (st.cursor + i) % n;
+
+		if (row_at(seg, r)->state == ROCESHIM_ROW_CLOSED) {
+			st.cursor = r + 1;
+			return r;
+		}
+	}
+	return -1;
+}
+
+static void row_begin_update(struct roceshim_stats_row *row)
+{
+	__atomic_fetch_add(&row->seq, 1, __ATOMIC_ACQ_REL);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+}
+
+static void row_end_update(struct roceshim_stats_row *row)
+{
+	__atomic_fetch_add(&row->seq, 1, __ATOMIC_RELEASE);
+}
+
+int stats_row_open(int fd, enum roceshim_role role,
+		   enum roceshim_row_state state, enum roceshim_reason reason,
+		   const struct roceshim_stats_endpoint *local,
+		   const struct roceshim_stats_endpoint *peer)
+{
+	struct roceshim_stats_header *seg;
+	struct roceshim_stats_row *row;
+	int index = -1;
+
+	pthread_mutex_lock(&st.lock);
+	seg = segment_get_locked();
+	if (!seg)
+		goto out;
+	count_new(&seg->global, role, reason);
+	index = row_find_locked(seg);
+	if (index < 0) {
+		counter_add(&seg->global.rows_dropped, 1);
+		goto out;
+	}
+	row = row_at(seg, index);
+	row_begin_update(row);
+	row->fd = fd;
+	row->role = role;
+	row->transport = reason == ROCESHIM_REASON_NONE ?
+				 ROCESHIM_TRANSPORT_RDMA :
+				 ROCESHIM_TRANSPORT_TCP;
+	row->reason = reason;
+	row->opened_unix_ms = unix_ms();
+	row->local = *local;
+	row->peer = *peer;
+	memset(&row->counters, 0, sizeof(row->counters));
+	__atomic_store_n(&row->state, state, __ATOMIC_RELAXED);
+	row_end_update(row);
+out:
+	pthread_mutex_unlock(&st.lock);
+	return index;
+}
+
+void stats_row_set_state(int index, enum roceshim_row_state state)
+{
+	struct roceshim_stats_header *seg = stats_segment();
+	struct roceshim_stats_row *row;
+
+	if (!seg || index < 0)
+		return;
+	row = row_at(seg, index);
+	row_begin_update(row);
+	__atomic_store_n(&row->state, state, __ATOMIC_RELAXED);
+	row_end_update(row);
+}
+
+void stats_row_close(int index)
+{
+	/* Under the lock: the row becomes reusable by row_find_locked(). */
+	pthread_mutex_lock(&st.lock);
+	stats_row_set_state(index, ROCESHIM_ROW_CLOSED);
+	pthread_mutex_unlock(&st.lock);
+}
+
+static void count_io(int index, size_t bytes, bool tx)
+{
+	struct roceshim_stats_header *seg = stats_segment();
+	struct roceshim_stats_counters *c;
+
+	if (!seg)
+		return;
+	c = &seg->global.totals;
+	counter_add(tx ? &c->tcp_tx_bytes : &c->tcp_rx_bytes, bytes);
+	counter_add(tx ? &c->tx_msgs : &c->rx_msgs, 1);
+	if (index < 0)
+		return;
+	c = &row_at(seg, index)->counters;
+	counter_add(tx ? &c->tcp_tx_bytes : &c->tcp_rx_bytes, bytes);
+	counter_add(tx ? &c->tx_msgs : &c->rx_msgs, 1);
+}
+
+void stats_tcp_tx(int index, size_t bytes)
+{
+	count_io(index, bytes, true);
+}
+
+void stats_tcp_rx(int index, size_t bytes)
+{
+	count_io(index, bytes, false);
+}
+
+void stats_error(int index)
+{
+	struct roceshim_stats_header *seg = stats_segment();
+
+	if (!seg)
+		return;
+	counter_add(&seg->global.totals.errors, 1);
+	if (index >= 0)
+		counter_add(&row_at(seg, index)->counters.errors, 1);
+}
+
+void stats_fork_prepare(void)
+{
+	pthread_mutex_lock(&st.lock);
+}
+
+void stats_fork_parent(void)
+{
+	pthread_mutex_unlock(&st.lock);
+}
+
+void stats_fork_child(void)
+{
+	struct roceshim_stats_header *parent = st.seg;
+	void *copy;
+
+	/*
+	 * Writing through the parent's mapping would corrupt its stats.  The
+	 * child counts into a private copy and publishes a segment of its own
+	 * only when it opens a connection: most children exec at once, and a
+	 * segment named after them would outlive the exec.
+	 */
+	if (parent) {
+		copy = mmap(NULL, st.size, PROT_READ | PROT_WRITE,
+			    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+		if (copy == MAP_FAILED) {
+			copy = NULL;
+		} else {
+			memcpy(copy, parent, st.size);
+			header_stamp(copy);
+		}
+		munmap(parent, st.size);
+		st.seg = copy;
+		st.unpublished = copy != NULL;
+		st.failed = !copy;
+	}
+	pthread_mutex_unlock(&st.lock);
+}
+
+void stats_shutdown(void)
+{
+	char name[64];
+
+	/*
+	 * Only the name goes: other threads may still be counting into the
+	 * mapping while the process exits.
+	 */
+	pthread_mutex_lock(&st.lock);
+	if (st.seg && !st.unpublished) {
+		segment_name(name, sizeof(name), getpid());
+		shm_unlink(name);
+	}
+	pthread_mutex_unlock(&st.lock);
+}

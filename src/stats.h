@@ -1,0 +1,50 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Publishing the per-process statistics segment (layout in
+ * <roceshim/stats.h>).
+ *
+ * Contract: the segment is created on first use, not at start-up, so that
+ * processes that never open a TCP connection leave no trace.  Every
+ * function here is a no-op when stats are off or the segment could not be
+ * created; none of them fails its caller.  Counter updates are lock-free;
+ * row allocation takes a mutex (once per connection).
+ */
+#ifndef ROCESHIM_STATS_INTERNAL_H
+#define ROCESHIM_STATS_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <roceshim/stats.h>
+
+void stats_configure(bool enabled, unsigned int rows);
+
+/*
+ * Counts a new connection or listener in the global counters and gives it
+ * a row.  Returns the row index, or -1 when stats are off or every row is
+ * in use by an open connection (counted in rows_dropped).
+ */
+int stats_row_open(int fd, enum roceshim_role role,
+		   enum roceshim_row_state state, enum roceshim_reason reason,
+		   const struct roceshim_stats_endpoint *local,
+		   const struct roceshim_stats_endpoint *peer);
+void stats_row_set_state(int row, enum roceshim_row_state state);
+void stats_row_close(int row);
+
+/* Data moved on the kernel TCP path; row may be -1. */
+void stats_tcp_tx(int row, size_t bytes);
+void stats_tcp_rx(int row, size_t bytes);
+void stats_error(int row);
+
+/* The segment, or NULL; for tests and the fork handlers. */
+struct roceshim_stats_header *stats_segment(void);
+
+void stats_fork_prepare(void);
+void stats_fork_parent(void);
+/* The child publishes its own segment, starting from the parent's rows. */
+void stats_fork_child(void);
+/* Unmaps and removes the segment (at exit). */
+void stats_shutdown(void);
+
+#endif /* ROCESHIM_STATS_INTERNAL_H */

@@ -1,0 +1,191 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <netinet/in.h>
+#include <string.h>
+
+#include "endpoint.h"
+#include "log.h"
+#include "policy.h"
+#include "real.h"
+#include "shim.h"
+#include "stats.h"
+#include "track.h"
+
+static bool is_tcp(int domain, int type, int protocol)
+{
+	if (domain != AF_INET && domain != AF_INET6)
+		return false;
+	if ((type & ~(SOCK_NONBLOCK | SOCK_CLOEXEC)) != SOCK_STREAM)
+		return false;
+	return protocol == 0 || protocol == IPPROTO_TCP;
+}
+
+void track_socket(int fd, int domain, int type, int protocol)
+{
+	struct sock *sock;
+	int ret;
+
+	if (!is_tcp(domain, type, protocol)) {
+		track_other(fd);
+		return;
+	}
+	sock = sock_new(domain);
+	if (!sock) {
+		log_warn("fd %d: out of memory, socket not tracked", fd);
+		track_other(fd);
+		return;
+	}
+	ret = fd_table_install(fd, sock);
+	if (ret)
+		log_debug("fd %d: not tracked (%s)", fd, strerror(-ret));
+	sock_put(sock);
+}
+
+void track_other(int fd)
+{
+	struct sock *stale = fd_table_remove(fd);
+
+	/* fd was closed behind our back (raw syscall, exec); forget it. */
+	if (stale)
+		sock_put(stale);
+}
+
+void track_close(int fd)
+{
+	track_other(fd);
+}
+
+void track_dup(int old_fd, int new_fd)
+{
+	struct sock *sock = shim_lookup(old_fd);
+
+	if (!sock) {
+		track_other(new_fd);
+		return;
+	}
+	if (fd_table_install(new_fd, sock))
+		track_other(new_fd);
+	sock_put(sock);
+}
+
+static void local_endpoint(int fd, struct roceshim_stats_endpoint *ep)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+
+	if (real.getsockname(fd, (struct sockaddr *)&ss, &len) ||
+	    endpoint_from_sockaddr(ep, (struct sockaddr *)&ss, len))
+		memset(ep, 0, sizeof(*ep));
+}
+
+static void peer_endpoint(int fd, struct roceshim_stats_endpoint *ep)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+
+	if (real.getpeername(fd, (struct sockaddr *)&ss, &len) ||
+	    endpoint_from_sockaddr(ep, (struct sockaddr *)&ss, len))
+		memset(ep, 0, sizeof(*ep));
+}
+
+static void log_decision(int fd, const char *what,
+			 const struct roceshim_stats_endpoint *peer,
+			 enum roceshim_reason reason)
+{
+	char text[ENDPOINT_STRLEN];
+
+	if (log_level < LOG_LEVEL_DEBUG)
+		return;
+	endpoint_format(peer, text, sizeof(text));
+	log_debug("fd %d: %s %s on tcp (%s)", fd, what, text,
+		  roceshim_reason_name(reason));
+}
+
+void track_connect(struct sock *sock, int fd, const struct sockaddr *addr,
+		   socklen_t len, int ret, int err)
+{
+	struct roceshim_stats_endpoint local, peer;
+	enum roceshim_row_state state;
+	enum roceshim_reason reason;
+
+	if (ret && err != EINPROGRESS)
+		return;
+	if (endpoint_from_sockaddr(&peer, addr, len))
+		return;
+	local_endpoint(fd, &local);
+	reason = policy_decide(&shim_config, &peer, peer.port);
+	state = ret ? ROCESHIM_ROW_CONNECTING : ROCESHIM_ROW_OPEN;
+	__atomic_store_n(&sock->connecting, ret != 0, __ATOMIC_RELEASE);
+	sock_publish(sock, fd, ROCESHIM_ROLE_ACTIVE, state, reason, &local,
+		     &peer);
+	log_decision(fd, "connect to", &peer, reason);
+}
+
+void track_connect_result(struct sock *sock, int so_error)
+{
+	if (!__atomic_load_n(&sock->connecting, __ATOMIC_RELAXED) ||
+	    !__atomic_exchange_n(&sock->connecting, 0, __ATOMIC_ACQ_REL))
+		return;
+	sock_set_state(sock, so_error ? ROCESHIM_ROW_FAILED :
+					ROCESHIM_ROW_OPEN);
+}
+
+void track_listen(struct sock *sock, int fd)
+{
+	struct roceshim_stats_endpoint local, none;
+
+	memset(&none, 0, sizeof(none));
+	local_endpoint(fd, &local);
+	sock_publish(sock, fd, ROCESHIM_ROLE_LISTENER, ROCESHIM_ROW_LISTENING,
+		     policy_listener(&shim_config), &local, &none);
+}
+
+void track_accept(struct sock *listener, int fd)
+{
+	struct roceshim_stats_endpoint local, peer;
+	enum roceshim_reason reason;
+	struct sock *sock;
+
+	sock = sock_new(listener->domain);
+	if (!sock) {
+		log_warn("fd %d: out of memory, connection not tracked", fd);
+		track_other(fd);
+		return;
+	}
+	if (fd_table_install(fd, sock))
+		goto out;
+	local_endpoint(fd, &local);
+	peer_endpoint(fd, &peer);
+	reason = policy_decide(&shim_config, &peer, local.port);
+	sock_publish(sock, fd, ROCESHIM_ROLE_PASSIVE, ROCESHIM_ROW_OPEN, reason,
+		     &local, &peer);
+	log_decision(fd, "accepted from", &peer, reason);
+out:
+	sock_put(sock);
+}
+
+static bool is_error(ssize_t ret, int err)
+{
+	return ret < 0 && err != EAGAIN && err != EWOULDBLOCK && err != EINTR;
+}
+
+void track_tx(struct sock *sock, ssize_t ret, int err)
+{
+	if (ret > 0) {
+		/* Data moved: a non-blocking connect has completed. */
+		track_connect_result(sock, 0);
+		stats_tcp_tx(sock_row(sock), ret);
+	} else if (is_error(ret, err)) {
+		stats_error(sock_row(sock));
+	}
+}
+
+void track_rx(struct sock *sock, ssize_t ret, int err)
+{
+	if (ret > 0) {
+		track_connect_result(sock, 0);
+		stats_tcp_rx(sock_row(sock), ret);
+	} else if (is_error(ret, err)) {
+		stats_error(sock_row(sock));
+	}
+}

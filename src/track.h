@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What the socket-lifecycle wrappers tell roceshim: which fds are TCP
+ * sockets, when they connect, listen, accept, are duplicated or closed,
+ * and what data moved.  Each function runs after the real libc call and
+ * takes its result; none changes errno or the result the caller returns.
+ */
+#ifndef ROCESHIM_TRACK_H
+#define ROCESHIM_TRACK_H
+
+#include <stdbool.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+#include "sock.h"
+
+/* socket() returned fd: track it if it is a TCP socket. */
+void track_socket(int fd, int domain, int type, int protocol);
+
+/* fd was created by a call that never makes a TCP socket. */
+void track_other(int fd);
+
+/* fd is about to be closed. */
+void track_close(int fd);
+
+/* new_fd is now a duplicate of old_fd (dup, dup2, dup3, F_DUPFD). */
+void track_dup(int old_fd, int new_fd);
+
+void track_connect(struct sock *sock, int fd, const struct sockaddr *addr,
+		   socklen_t len, int ret, int err);
+void track_listen(struct sock *sock, int fd);
+void track_accept(struct sock *listener, int fd);
+
+/* getsockopt(SO_ERROR) after a non-blocking connect reported so_error. */
+void track_connect_result(struct sock *sock, int so_error);
+
+/* Result of a data call on a tracked socket (bytes, or -1 with errno). */
+void track_tx(struct sock *sock, ssize_t ret, int err);
+void track_rx(struct sock *sock, ssize_t ret, int err);
+
+#endif /* ROCESHIM_TRACK_H */

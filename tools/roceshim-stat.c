@@ -1,0 +1,720 @@
+// SPDX-License-Identifier: MIT
+/*
+ * roceshim-stat: shows, for processes running under roceshim, which
+ * connections were accelerated, which fell back and why, and the bytes on
+ * each path.  It reads the per-process segments described in
+ * <roceshim/stats.h>; a segment is input from another program, so every
+ * field that sizes or indexes anything is checked before use.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <roceshim/stats.h>
+
+#include "endpoint.h"
+#include "procinfo.h"
+
+#define SHM_DIR	    "/dev/shm"
+#define SHM_PREFIX  "roceshim-"
+#define MAX_SEGMENT (256u << 20)
+
+enum format { FORMAT_TABLE, FORMAT_JSON, FORMAT_PROMETHEUS };
+
+struct options {
+	enum format format;
+	bool watch;
+	double interval;
+	long count;
+	bool cleanup;
+	bool open_only;
+};
+
+/* A validated, private copy of one process's segment. */
+struct snapshot {
+	struct roceshim_stats_header header;
+	struct roceshim_stats_row *rows;
+	unsigned int row_count;
+	bool alive;
+};
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+		"Usage: roceshim-stat [OPTIONS] [PID]\n"
+		"Show roceshim connection statistics of running processes.\n\n"
+		"Without PID, list the processes using roceshim; with PID, show\n"
+		"that process's connections.\n\n"
+		"  -j, --json            print JSON\n"
+		"  -p, --prometheus      print Prometheus text exposition\n"
+		"  -o, --open            only connections that are not closed\n"
+		"  -w, --watch[=SECS]    repeat every SECS seconds (default 1)\n"
+		"  -n, --count=N         with --watch, stop after N rounds\n"
+		"  -c, --cleanup         remove segments left by dead processes\n"
+		"  -h, --help            this help\n"
+		"  -V, --version         print the version\n\n"
+		"Exit status: 0 on success, 1 when PID has no readable segment,\n"
+		"2 on a usage error.\n");
+}
+
+static bool pid_alive(pid_t pid, uint64_t start_ticks)
+{
+	if (kill(pid, 0) && errno != EPERM)
+		return false;
+	/* The same pid with another start time is another process. */
+	return !start_ticks || procinfo_start_ticks(pid) == start_ticks;
+}
+
+static int validate_header(const struct roceshim_stats_header *h,
+			   size_t size, const char *path)
+{
+	if (h->magic != ROCESHIM_STATS_MAGIC) {
+		fprintf(stderr, "roceshim-stat: %s: not a roceshim segment "
+			"(or still being created)\n", path);
+		return -EINVAL;
+	}
+	if (h->layout_version != ROCESHIM_STATS_LAYOUT_VERSION) {
+		fprintf(stderr,
+			"roceshim-stat: %s: layout version %u, this tool reads "
+			"version %u; use the roceshim-stat of the same roceshim "
+			"release as the program\n",
+			path, h->layout_version,
+			ROCESHIM_STATS_LAYOUT_VERSION);
+		return -EPROTO;
+	}
+	if (h->header_size != sizeof(*h) ||
+	    h->row_size != sizeof(struct roceshim_stats_row) ||
+	    h->row_count > (size - sizeof(*h)) / sizeof(struct roceshim_stats_row)) {
+		fprintf(stderr, "roceshim-stat: %s: corrupt header\n", path);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* Copies one row under its sequence count; false if it kept changing. */
+static bool copy_row(const struct roceshim_stats_row *src,
+		     struct roceshim_stats_row *dst)
+{
+	int tries;
+
+	for (tries = 0; tries < 100; tries++) {
+		uint32_t seq = __atomic_load_n(&src->seq, __ATOMIC_ACQUIRE);
+
+		if (seq & 1)
+			continue;
+		memcpy(dst, src, sizeof(*dst));
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (__atomic_load_n(&src->seq, __ATOMIC_RELAXED) == seq)
+			return true;
+	}
+	return false;
+}
+
+static int snapshot_read(pid_t pid, struct snapshot *snap, bool quiet)
+{
+	const struct roceshim_stats_row *rows;
+	char path[64];
+	struct stat st;
+	void *map;
+	unsigned int i;
+	int fd, ret;
+
+	memset(snap, 0, sizeof(*snap));
+	snprintf(path, sizeof(path), "%s/%s%d", SHM_DIR, SHM_PREFIX, (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		if (!quiet)
+			fprintf(stderr, "roceshim-stat: %s: %s\n", path,
+				strerror(errno));
+		return -errno;
+	}
+	if (fstat(fd, &st) || st.st_size < (off_t)sizeof(snap->header) ||
+	    st.st_size > MAX_SEGMENT) {
+		fprintf(stderr, "roceshim-stat: %s: unexpected size\n", path);
+		close(fd);
+		return -EINVAL;
+	}
+	map = mmap(NULL, st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+	close(fd);
+	if (map == MAP_FAILED) {
+		fprintf(stderr, "roceshim-stat: %s: %s\n", path,
+			strerror(errno));
+		return -errno;
+	}
+	memcpy(&snap->header, map, sizeof(snap->header));
+	ret = validate_header(&snap->header, st.st_size, path);
+	if (ret)
+		goto out;
+	snap->header.command[sizeof(snap->header.command) - 1] = '\0';
+	snap->rows = calloc(snap->header.row_count + 1, sizeof(*snap->rows));
+	if (!snap->rows) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	rows = (const void *)((const char *)map + sizeof(snap->header));
+	for (i = 0; i < snap->header.row_count; i++) {
+		struct roceshim_stats_row *row = &snap->rows[snap->row_count];
+
+		if (!copy_row(&rows[i], row) || row->state == ROCESHIM_ROW_FREE)
+			continue;
+		snap->row_count++;
+	}
+	snap->alive = pid_alive(pid, snap->header.start_ticks);
+out:
+	munmap(map, st.st_size);
+	return ret;
+}
+
+static void snapshot_free(struct snapshot *snap)
+{
+	free(snap->rows);
+	snap->rows = NULL;
+}
+
+/* The pids with a segment, ascending. */
+static int list_pids(pid_t **out)
+{
+	DIR *dir = opendir(SHM_DIR);
+	struct dirent *de;
+	pid_t *pids = NULL;
+	int n = 0, cap = 0;
+
+	if (!dir)
+		return 0;
+	while ((de = readdir(dir))) {
+		char *end;
+		long pid;
+
+		if (strncmp(de->d_name, SHM_PREFIX, strlen(SHM_PREFIX)))
+			continue;
+		pid = strtol(de->d_name + strlen(SHM_PREFIX), &end, 10);
+		if (*end || pid <= 0)
+			continue;
+		if (n == cap) {
+			pid_t *grown;
+
+			cap = cap ? cap * 2 : 16;
+			grown = realloc(pids, cap * sizeof(*pids));
+			if (!grown)
+				break;
+			pids = grown;
+		}
+		pids[n++] = pid;
+	}
+	closedir(dir);
+	for (int i = 1; i < n; i++) {
+		pid_t v = pids[i];
+		int j = i;
+
+		for (; j > 0 && pids[j - 1] > v; j--)
+			pids[j] = pids[j - 1];
+		pids[j] = v;
+	}
+	*out = pids;
+	return n;
+}
+
+static bool row_shown(const struct options *opt,
+		      const struct roceshim_stats_row *row)
+{
+	return !opt->open_only || row->state != ROCESHIM_ROW_CLOSED;
+}
+
+static unsigned int open_connections(const struct snapshot *snap,
+				     unsigned int transport)
+{
+	unsigned int i, n = 0;
+
+	for (i = 0; i < snap->row_count; i++) {
+		const struct roceshim_stats_row *r = &snap->rows[i];
+
+		if (r->role != ROCESHIM_ROLE_LISTENER &&
+		    r->state != ROCESHIM_ROW_CLOSED && r->transport == transport)
+			n++;
+	}
+	return n;
+}
+
+static void human_bytes(uint64_t v, char *buf, size_t size)
+{
+	static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+	double d = v;
+	int u = 0;
+
+	while (d >= 1024 && u < 4) {
+		d /= 1024;
+		u++;
+	}
+	if (u)
+		snprintf(buf, size, "%.1f %s", d, units[u]);
+	else
+		snprintf(buf, size, "%" PRIu64 " B", v);
+}
+
+static void print_list(pid_t *pids, int n)
+{
+	int i;
+
+	printf("%-8s %-6s %5s %5s %10s %10s %10s %10s  %s\n", "PID", "STATE",
+	       "RDMA", "TCP", "RDMA-TX", "RDMA-RX", "TCP-TX", "TCP-RX",
+	       "COMMAND");
+	for (i = 0; i < n; i++) {
+		const struct roceshim_stats_counters *t;
+		char b[4][24];
+		struct snapshot snap;
+
+		if (snapshot_read(pids[i], &snap, true))
+			continue;
+		t = &snap.header.global.totals;
+		human_bytes(t->rdma_tx_bytes, b[0], sizeof(b[0]));
+		human_bytes(t->rdma_rx_bytes, b[1], sizeof(b[1]));
+		human_bytes(t->tcp_tx_bytes, b[2], sizeof(b[2]));
+		human_bytes(t->tcp_rx_bytes, b[3], sizeof(b[3]));
+		printf("%-8d %-6s %5u %5u %10s %10s %10s %10s  %s\n",
+		       (int)pids[i], snap.alive ? "alive" : "dead",
+		       open_connections(&snap, ROCESHIM_TRANSPORT_RDMA),
+		       open_connections(&snap, ROCESHIM_TRANSPORT_TCP), b[0],
+		       b[1], b[2], b[3], snap.header.command);
+		snapshot_free(&snap);
+	}
+}
+
+static void print_table(const struct options *opt, const struct snapshot *snap)
+{
+	const struct roceshim_stats_global *g = &snap->header.global;
+	unsigned int i;
+
+	printf("pid %d (%s)%s: %" PRIu64 " connections (%" PRIu64
+	       " rdma, %" PRIu64 " tcp), %" PRIu64 " listeners\n",
+	       snap->header.pid, snap->header.command,
+	       snap->alive ? "" : " [dead]", g->connections_opened,
+	       g->connections_rdma, g->connections_tcp, g->listeners);
+	printf("bytes: rdma tx %" PRIu64 " rx %" PRIu64 ", tcp tx %" PRIu64
+	       " rx %" PRIu64 "; errors %" PRIu64 "; rows dropped %" PRIu64
+	       "\n",
+	       g->totals.rdma_tx_bytes, g->totals.rdma_rx_bytes,
+	       g->totals.tcp_tx_bytes, g->totals.tcp_rx_bytes,
+	       g->totals.errors, g->rows_dropped);
+	printf("fallbacks:");
+	for (i = 1; i < ROCESHIM_REASON_COUNT; i++)
+		if (g->fallbacks[i])
+			printf(" %s=%" PRIu64, roceshim_reason_name(i),
+			       g->fallbacks[i]);
+	printf("\n\n%-5s %-8s %-10s %-22s %-22s %-5s %-14s %12s %12s %7s\n",
+	       "FD", "ROLE", "STATE", "LOCAL", "PEER", "PATH", "REASON",
+	       "TX-BYTES", "RX-BYTES", "ERRORS");
+	for (i = 0; i < snap->row_count; i++) {
+		const struct roceshim_stats_row *r = &snap->rows[i];
+		const struct roceshim_stats_counters *c = &r->counters;
+		char local[ENDPOINT_STRLEN], peer[ENDPOINT_STRLEN];
+
+		if (!row_shown(opt, r))
+			continue;
+		endpoint_format(&r->local, local, sizeof(local));
+		endpoint_format(&r->peer, peer, sizeof(peer));
+		printf("%-5d %-8s %-10s %-22s %-22s %-5s %-14s %12" PRIu64
+		       " %12" PRIu64 " %7" PRIu64 "\n",
+		       r->fd, roceshim_role_name(r->role),
+		       roceshim_state_name(r->state), local,
+		       r->role == ROCESHIM_ROLE_LISTENER ? "-" : peer,
+		       roceshim_transport_name(r->transport),
+		       roceshim_reason_name(r->reason),
+		       c->tcp_tx_bytes + c->rdma_tx_bytes,
+		       c->tcp_rx_bytes + c->rdma_rx_bytes, c->errors);
+	}
+}
+
+static void json_string(const char *s)
+{
+	putchar('"');
+	for (; *s; s++) {
+		unsigned char ch = *s;
+
+		if (ch == '"' || ch == '\\')
+			printf("\\%c", ch);
+		else if (ch < 0x20 || ch >= 0x7f)
+			printf("\\u%04x", ch);
+		else
+			putchar(ch);
+	}
+	putchar('"');
+}
+
+static void json_counters(const struct roceshim_stats_counters *c)
+{
+	printf("\"tcp_tx_bytes\":%" PRIu64 ",\"tcp_rx_bytes\":%" PRIu64
+	       ",\"rdma_tx_bytes\":%" PRIu64 ",\"rdma_rx_bytes\":%" PRIu64
+	       ",\"tx_msgs\":%" PRIu64 ",\"rx_msgs\":%" PRIu64
+	       ",\"credit_stalls\":%" PRIu64 ",\"errors\":%" PRIu64,
+	       c->tcp_tx_bytes, c->tcp_rx_bytes, c->rdma_tx_bytes,
+	       c->rdma_rx_bytes, c->tx_msgs, c->rx_msgs, c->credit_stalls,
+	       c->errors);
+}
+
+static void print_json(const struct options *opt, const struct snapshot *snap)
+{
+	const struct roceshim_stats_global *g = &snap->header.global;
+	unsigned int i;
+	bool first = true;
+
+	printf("{\"pid\":%d,\"layout_version\":%u,\"alive\":%s,\"command\":",
+	       snap->header.pid, snap->header.layout_version,
+	       snap->alive ? "true" : "false");
+	json_string(snap->header.command);
+	printf(",\"global\":{\"connections_opened\":%" PRIu64
+	       ",\"connections_rdma\":%" PRIu64 ",\"connections_tcp\":%" PRIu64
+	       ",\"listeners\":%" PRIu64 ",\"rows_dropped\":%" PRIu64
+	       ",\"malformed_input\":%" PRIu64 ",\"fallbacks\":{",
+	       g->connections_opened, g->connections_rdma, g->connections_tcp,
+	       g->listeners, g->rows_dropped, g->malformed_input);
+	for (i = 1; i < ROCESHIM_REASON_COUNT; i++) {
+		if (!strcmp(roceshim_reason_name(i), "unknown"))
+			continue;
+		printf("%s\"%s\":%" PRIu64, first ? "" : ",",
+		       roceshim_reason_name(i), g->fallbacks[i]);
+		first = false;
+	}
+	printf("},");
+	json_counters(&g->totals);
+	printf("},\"connections\":[");
+	first = true;
+	for (i = 0; i < snap->row_count; i++) {
+		const struct roceshim_stats_row *r = &snap->rows[i];
+		char local[ENDPOINT_STRLEN], peer[ENDPOINT_STRLEN];
+
+		if (!row_shown(opt, r))
+			continue;
+		endpoint_format(&r->local, local, sizeof(local));
+		endpoint_format(&r->peer, peer, sizeof(peer));
+		printf("%s{\"fd\":%d,\"role\":\"%s\",\"state\":\"%s\","
+		       "\"local\":\"%s\",\"peer\":\"%s\",\"transport\":\"%s\","
+		       "\"fallback\":\"%s\",\"opened_unix_ms\":%" PRIu64 ",",
+		       first ? "" : ",", r->fd, roceshim_role_name(r->role),
+		       roceshim_state_name(r->state), local,
+		       r->role == ROCESHIM_ROLE_LISTENER ? "" : peer,
+		       roceshim_transport_name(r->transport),
+		       roceshim_reason_name(r->reason), r->opened_unix_ms);
+		json_counters(&r->counters);
+		putchar('}');
+		first = false;
+	}
+	printf("]}");
+}
+
+static void prom_metric(const char *name, const char *type, const char *help)
+{
+	printf("# HELP roceshim_%s %s\n# TYPE roceshim_%s %s\n", name, help,
+	       name, type);
+}
+
+static void prom_labels(const struct snapshot *snap)
+{
+	const char *s;
+
+	printf("pid=\"%d\",command=\"", snap->header.pid);
+	for (s = snap->header.command; *s && *s != ' '; s++) {
+		if (*s == '"' || *s == '\\')
+			putchar('\\');
+		if (*s != '\n')
+			putchar(*s);
+	}
+	putchar('"');
+}
+
+static void print_prometheus(struct snapshot *snaps, int n)
+{
+	int i;
+	unsigned int r;
+
+	prom_metric("connections_total", "counter",
+		    "Connections opened, by transport.");
+	for (i = 0; i < n; i++) {
+		const struct roceshim_stats_global *g = &snaps[i].header.global;
+
+		printf("roceshim_connections_total{");
+		prom_labels(&snaps[i]);
+		printf(",transport=\"rdma\"} %" PRIu64 "\n",
+		       g->connections_rdma);
+		printf("roceshim_connections_total{");
+		prom_labels(&snaps[i]);
+		printf(",transport=\"tcp\"} %" PRIu64 "\n", g->connections_tcp);
+	}
+	prom_metric("fallbacks_total", "counter",
+		    "Connections kept on TCP, by reason.");
+	for (i = 0; i < n; i++) {
+		for (r = 1; r < ROCESHIM_REASON_COUNT; r++) {
+			if (!strcmp(roceshim_reason_name(r), "unknown"))
+				continue;
+			printf("roceshim_fallbacks_total{");
+			prom_labels(&snaps[i]);
+			printf(",reason=\"%s\"} %" PRIu64 "\n",
+			       roceshim_reason_name(r),
+			       snaps[i].header.global.fallbacks[r]);
+		}
+	}
+	prom_metric("bytes_total", "counter",
+		    "Bytes moved, by transport and direction.");
+	for (i = 0; i < n; i++) {
+		const struct roceshim_stats_counters *t =
+			&snaps[i].header.global.totals;
+		const struct {
+			const char *transport, *direction;
+			uint64_t value;
+		} b[] = {
+			{ "rdma", "tx", t->rdma_tx_bytes },
+			{ "rdma", "rx", t->rdma_rx_bytes },
+			{ "tcp", "tx", t->tcp_tx_bytes },
+			{ "tcp", "rx", t->tcp_rx_bytes },
+		};
+
+		for (r = 0; r < 4; r++) {
+			printf("roceshim_bytes_total{");
+			prom_labels(&snaps[i]);
+			printf(",transport=\"%s\",direction=\"%s\"} %" PRIu64
+			       "\n",
+			       b[r].transport, b[r].direction, b[r].value);
+		}
+	}
+	prom_metric("errors_total", "counter", "Socket calls that failed.");
+	for (i = 0; i < n; i++) {
+		printf("roceshim_errors_total{");
+		prom_labels(&snaps[i]);
+		printf("} %" PRIu64 "\n", snaps[i].header.global.totals.errors);
+	}
+	prom_metric("open_connections", "gauge",
+		    "Connections open now, by transport.");
+	for (i = 0; i < n; i++) {
+		printf("roceshim_open_connections{");
+		prom_labels(&snaps[i]);
+		printf(",transport=\"rdma\"} %u\n",
+		       open_connections(&snaps[i], ROCESHIM_TRANSPORT_RDMA));
+		printf("roceshim_open_connections{");
+		prom_labels(&snaps[i]);
+		printf(",transport=\"tcp\"} %u\n",
+		       open_connections(&snaps[i], ROCESHIM_TRANSPORT_TCP));
+	}
+}
+
+/* Reads the processes asked for: one pid, or every segment present. */
+static int collect(pid_t pid, struct snapshot **out)
+{
+	struct snapshot *snaps;
+	pid_t *pids = NULL;
+	int i, n, got = 0;
+
+	if (pid) {
+		snaps = calloc(1, sizeof(*snaps));
+		if (!snaps || snapshot_read(pid, snaps, false)) {
+			free(snaps);
+			return -1;
+		}
+		*out = snaps;
+		return 1;
+	}
+	n = list_pids(&pids);
+	snaps = calloc(n + 1, sizeof(*snaps));
+	if (!snaps) {
+		free(pids);
+		return -1;
+	}
+	for (i = 0; i < n; i++)
+		if (!snapshot_read(pids[i], &snaps[got], true))
+			got++;
+	free(pids);
+	*out = snaps;
+	return got;
+}
+
+static int show_once(const struct options *opt, pid_t pid)
+{
+	struct snapshot *snaps;
+	int i, n;
+
+	if (opt->format == FORMAT_TABLE && !pid) {
+		pid_t *pids = NULL;
+
+		n = list_pids(&pids);
+		print_list(pids, n);
+		free(pids);
+		return 0;
+	}
+	n = collect(pid, &snaps);
+	if (n < 0)
+		return 1;
+	switch (opt->format) {
+	case FORMAT_TABLE:
+		print_table(opt, &snaps[0]);
+		break;
+	case FORMAT_JSON:
+		if (!pid)
+			putchar('[');
+		for (i = 0; i < n; i++) {
+			if (i)
+				putchar(',');
+			print_json(opt, &snaps[i]);
+		}
+		if (!pid)
+			putchar(']');
+		putchar('\n');
+		break;
+	case FORMAT_PROMETHEUS:
+		print_prometheus(snaps, n);
+		break;
+	}
+	for (i = 0; i < n; i++)
+		snapshot_free(&snaps[i]);
+	free(snaps);
+	return 0;
+}
+
+static int cleanup(void)
+{
+	pid_t *pids = NULL;
+	int i, n = list_pids(&pids), removed = 0;
+
+	for (i = 0; i < n; i++) {
+		struct snapshot snap;
+		char path[64];
+		bool dead;
+
+		snprintf(path, sizeof(path), "%s/%s%d", SHM_DIR, SHM_PREFIX,
+			 (int)pids[i]);
+		if (snapshot_read(pids[i], &snap, true) == 0) {
+			dead = !snap.alive;
+			snapshot_free(&snap);
+		} else {
+			/* Unreadable or foreign layout: judge by the pid. */
+			dead = !pid_alive(pids[i], 0);
+		}
+		if (!dead)
+			continue;
+		if (unlink(path)) {
+			fprintf(stderr, "roceshim-stat: %s: %s\n", path,
+				strerror(errno));
+			continue;
+		}
+		printf("removed %s (pid %d is gone)\n", path, (int)pids[i]);
+		removed++;
+	}
+	printf("%d stale segment(s) removed\n", removed);
+	free(pids);
+	return 0;
+}
+
+static int parse_args(int argc, char **argv, struct options *opt, pid_t *pid)
+{
+	static const struct option longs[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ "prometheus", no_argument, NULL, 'p' },
+		{ "open", no_argument, NULL, 'o' },
+		{ "watch", optional_argument, NULL, 'w' },
+		{ "count", required_argument, NULL, 'n' },
+		{ "cleanup", no_argument, NULL, 'c' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ NULL, 0, NULL, 0 }
+	};
+	char *end;
+	int c;
+
+	while ((c = getopt_long(argc, argv, "jpow::n:chV", longs, NULL)) != -1) {
+		switch (c) {
+		case 'j':
+			opt->format = FORMAT_JSON;
+			break;
+		case 'p':
+			opt->format = FORMAT_PROMETHEUS;
+			break;
+		case 'o':
+			opt->open_only = true;
+			break;
+		case 'w':
+			opt->watch = true;
+			if (optarg) {
+				opt->interval = strtod(optarg, &end);
+				if (*end || opt->interval < 0.1 ||
+				    opt->interval > 86400) {
+					fprintf(stderr,
+						"roceshim-stat: --watch=%s: "
+						"expected seconds in [0.1, 86400]\n",
+						optarg);
+					return -1;
+				}
+			}
+			break;
+		case 'n':
+			opt->count = strtol(optarg, &end, 10);
+			if (*end || opt->count <= 0) {
+				fprintf(stderr,
+					"roceshim-stat: --count=%s: expected a "
+					"positive integer\n", optarg);
+				return -1;
+			}
+			break;
+		case 'c':
+			opt->cleanup = true;
+			break;
+		case 'h':
+			usage(stdout);
+			exit(0);
+		case 'V':
+			printf("roceshim-stat %s (stats layout %u)\n",
+			       PACKAGE_VERSION, ROCESHIM_STATS_LAYOUT_VERSION);
+			exit(0);
+		default:
+			usage(stderr);
+			return -1;
+		}
+	}
+	if (optind < argc) {
+		long v = strtol(argv[optind], &end, 10);
+
+		if (*end || v <= 0 || v > INT32_MAX || optind + 1 < argc) {
+			fprintf(stderr, "roceshim-stat: '%s' is not a pid\n",
+				argv[optind]);
+			return -1;
+		}
+		*pid = v;
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct options opt = { .interval = 1.0 };
+	pid_t pid = 0;
+	long round;
+	int ret = 0;
+
+	if (parse_args(argc, argv, &opt, &pid))
+		return 2;
+	if (opt.cleanup)
+		return cleanup();
+	for (round = 1;; round++) {
+		struct timespec ts;
+
+		if (opt.watch && opt.format == FORMAT_TABLE && isatty(1))
+			printf("\033[H\033[2J");
+		ret = show_once(&opt, pid);
+		fflush(stdout);
+		if (!opt.watch || ret || (opt.count && round >= opt.count))
+			break;
+		if (opt.format == FORMAT_TABLE)
+			putchar('\n');
+		ts.tv_sec = (time_t)opt.interval;
+		ts.tv_nsec = (long)((opt.interval - ts.tv_sec) * 1e9);
+		nanosleep(&ts, NULL);
+	}
+	return ret;
+}
