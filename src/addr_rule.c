@@ -135,7 +135,7 @@ static int parse_rule(char *s, struct addr_rule *rule)
 	rule->port_hi = 65535;
 	if (*s == '[') {
 		s++;
-		if (split_bracketed(s, &prefix, &port))
+		if (split_bracketed(s, &prefix, &port) || !*s)
 			return -EINVAL;
 	} else {
 		split_plain(s, &prefix, &port);

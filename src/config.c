@@ -169,11 +169,11 @@ static int load_rules(const struct parser *p, const char *name,
 		return 0;
 	if (ret == -E2BIG)
 		warnf(p,
-		      "%s has more than %d rules; excluding every connection",
+		      "%s has more than %d rules; using ROCESHIM_EXCLUDE='*' (every connection on TCP)",
 		      name, ADDR_RULES_MAX);
 	else
 		warnf(p,
-		      "%s='%s': rule '%s' is malformed; excluding every connection",
+		      "%s='%s': rule '%s' is malformed; using ROCESHIM_EXCLUDE='*' (every connection on TCP)",
 		      name, s, bad);
 	return ret;
 }

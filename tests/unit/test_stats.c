@@ -1,0 +1,185 @@
+// SPDX-License-Identifier: MIT
+/* Specification of the statistics segment: a stable layout, created on
+ * first use, rows reused only once closed, counters in rows and totals.
+ * The tests share one segment and run in order. */
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "real.h"
+#include "stats.h"
+
+#define ROWS 16
+
+static struct roceshim_stats_endpoint local_ep = { .port = 1, .family = 2 };
+static struct roceshim_stats_endpoint peer_ep = { .port = 2, .family = 2 };
+
+static bool segment_name_exists(void)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "/dev/shm%s%d", ROCESHIM_STATS_SHM_PREFIX,
+		 getpid());
+	return access(path, F_OK) == 0;
+}
+
+static struct roceshim_stats_row *row(int index)
+{
+	return (struct roceshim_stats_row *)(stats_segment() + 1) + index;
+}
+
+static int open_conn(int fd)
+{
+	return stats_row_open(fd, ROCESHIM_ROLE_ACTIVE, ROCESHIM_ROW_OPEN,
+			      ROCESHIM_REASON_NO_DEVICE, &local_ep, &peer_ep);
+}
+
+/* Readers of other builds depend on these: change them only together
+ * with ROCESHIM_STATS_LAYOUT_VERSION. */
+static void layout_is_pinned_for_version_1(void **state)
+{
+	assert_int_equal(ROCESHIM_STATS_LAYOUT_VERSION, 1);
+	assert_int_equal(sizeof(struct roceshim_stats_endpoint), 20);
+	assert_int_equal(sizeof(struct roceshim_stats_counters), 64);
+	assert_int_equal(sizeof(struct roceshim_stats_row), 128);
+	assert_int_equal(offsetof(struct roceshim_stats_row, local), 24);
+	assert_int_equal(offsetof(struct roceshim_stats_row, counters), 64);
+	assert_int_equal(offsetof(struct roceshim_stats_header, command), 40);
+	assert_int_equal(offsetof(struct roceshim_stats_header, global), 104);
+	assert_int_equal(sizeof(struct roceshim_stats_header), 344);
+}
+
+static void reason_names_are_stable(void **state)
+{
+	assert_string_equal(roceshim_reason_name(ROCESHIM_REASON_NO_DEVICE),
+			    "no_device");
+	assert_string_equal(roceshim_reason_name(ROCESHIM_REASON_EXCLUDED),
+			    "excluded");
+	assert_string_equal(roceshim_reason_name(200), "unknown");
+	assert_string_equal(roceshim_state_name(99), "unknown");
+}
+
+static void segment_appears_on_first_row_only(void **state)
+{
+	stats_configure(true, ROWS);
+	assert_null(stats_segment());
+	assert_false(segment_name_exists());
+	assert_int_equal(open_conn(3), 0);
+	assert_non_null(stats_segment());
+	assert_true(segment_name_exists());
+	assert_int_equal(stats_segment()->magic, ROCESHIM_STATS_MAGIC);
+	assert_int_equal(stats_segment()->layout_version,
+			 ROCESHIM_STATS_LAYOUT_VERSION);
+	assert_int_equal(stats_segment()->row_count, ROWS);
+	assert_int_equal(stats_segment()->pid, getpid());
+	assert_true(stats_segment()->start_ticks > 0);
+	stats_row_close(0);
+}
+
+static void row_holds_identity_and_counters(void **state)
+{
+	struct roceshim_stats_header *seg = stats_segment();
+	uint64_t tx_before = seg->global.totals.tcp_tx_bytes;
+	int r = open_conn(42);
+
+	assert_true(r >= 0);
+	assert_int_equal(row(r)->fd, 42);
+	assert_int_equal(row(r)->state, ROCESHIM_ROW_OPEN);
+	assert_int_equal(row(r)->transport, ROCESHIM_TRANSPORT_TCP);
+	assert_int_equal(row(r)->reason, ROCESHIM_REASON_NO_DEVICE);
+	assert_int_equal(row(r)->seq % 2, 0);
+	stats_tcp_tx(r, 100);
+	stats_tcp_tx(r, 23);
+	stats_tcp_rx(r, 7);
+	stats_error(r);
+	assert_int_equal(row(r)->counters.tcp_tx_bytes, 123);
+	assert_int_equal(row(r)->counters.tx_msgs, 2);
+	assert_int_equal(row(r)->counters.tcp_rx_bytes, 7);
+	assert_int_equal(row(r)->counters.errors, 1);
+	assert_int_equal(seg->global.totals.tcp_tx_bytes - tx_before, 123);
+	stats_row_close(r);
+	assert_int_equal(row(r)->state, ROCESHIM_ROW_CLOSED);
+}
+
+static void rowless_traffic_still_counts_in_totals(void **state)
+{
+	struct roceshim_stats_header *seg = stats_segment();
+	uint64_t before = seg->global.totals.tcp_rx_bytes;
+
+	stats_tcp_rx(-1, 1000);
+	assert_int_equal(seg->global.totals.tcp_rx_bytes - before, 1000);
+}
+
+static void open_rows_are_never_reused(void **state)
+{
+	struct roceshim_stats_header *seg = stats_segment();
+	uint64_t dropped = seg->global.rows_dropped;
+	int rows[ROWS];
+	int i, j;
+
+	for (i = 0; i < ROWS; i++) {
+		rows[i] = open_conn(100 + i);
+		assert_true(rows[i] >= 0);
+		for (j = 0; j < i; j++)
+			assert_int_not_equal(rows[i], rows[j]);
+	}
+	assert_int_equal(open_conn(999), -1);
+	assert_int_equal(seg->global.rows_dropped, dropped + 1);
+	stats_row_close(rows[5]);
+	assert_int_equal(open_conn(555), rows[5]);
+	assert_int_equal(row(rows[5])->fd, 555);
+	assert_int_equal(row(rows[5])->counters.tcp_tx_bytes, 0);
+	for (i = 0; i < ROWS; i++)
+		stats_row_close(rows[i]);
+}
+
+static void connections_are_counted_by_reason(void **state)
+{
+	struct roceshim_stats_global *g = &stats_segment()->global;
+	uint64_t opened = g->connections_opened;
+	uint64_t tcp = g->connections_tcp;
+	uint64_t excluded = g->fallbacks[ROCESHIM_REASON_EXCLUDED];
+	uint64_t listeners = g->listeners;
+	int r;
+
+	r = stats_row_open(7, ROCESHIM_ROLE_PASSIVE, ROCESHIM_ROW_OPEN,
+			   ROCESHIM_REASON_EXCLUDED, &local_ep, &peer_ep);
+	stats_row_close(r);
+	r = stats_row_open(8, ROCESHIM_ROLE_LISTENER, ROCESHIM_ROW_LISTENING,
+			   ROCESHIM_REASON_NO_DEVICE, &local_ep, &peer_ep);
+	stats_row_close(r);
+	assert_int_equal(g->connections_opened, opened + 1);
+	assert_int_equal(g->connections_tcp, tcp + 1);
+	assert_int_equal(g->fallbacks[ROCESHIM_REASON_EXCLUDED], excluded + 1);
+	assert_int_equal(g->listeners, listeners + 1);
+}
+
+static void shutdown_removes_the_name(void **state)
+{
+	stats_shutdown();
+	assert_false(segment_name_exists());
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(layout_is_pinned_for_version_1),
+		cmocka_unit_test(reason_names_are_stable),
+		cmocka_unit_test(segment_appears_on_first_row_only),
+		cmocka_unit_test(row_holds_identity_and_counters),
+		cmocka_unit_test(rowless_traffic_still_counts_in_totals),
+		cmocka_unit_test(open_rows_are_never_reused),
+		cmocka_unit_test(connections_are_counted_by_reason),
+		cmocka_unit_test(shutdown_removes_the_name),
+	};
+
+	real_init();
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
