@@ -311,7 +311,7 @@ static void print_table(const struct options *opt, const struct snapshot *snap)
 		if (g->fallbacks[i])
 			printf(" %s=%" PRIu64, roceshim_reason_name(i),
 			       g->fallbacks[i]);
-	printf("\n\n%-5s %-8s %-10s %-22s %-22s %-5s %-14s %12s %12s %7s\n",
+	printf("\n\n%-5s %-8s %-10s %-28s %-28s %-5s %-14s %12s %12s %7s\n",
 	       "FD", "ROLE", "STATE", "LOCAL", "PEER", "PATH", "REASON",
 	       "TX-BYTES", "RX-BYTES", "ERRORS");
 	for (i = 0; i < snap->row_count; i++) {
@@ -323,7 +323,7 @@ static void print_table(const struct options *opt, const struct snapshot *snap)
 			continue;
 		endpoint_format(&r->local, local, sizeof(local));
 		endpoint_format(&r->peer, peer, sizeof(peer));
-		printf("%-5d %-8s %-10s %-22s %-22s %-5s %-14s %12" PRIu64
+		printf("%-5d %-8s %-10s %-28s %-28s %-5s %-14s %12" PRIu64
 		       " %12" PRIu64 " %7" PRIu64 "\n",
 		       r->fd, roceshim_role_name(r->role),
 		       roceshim_state_name(r->state), local,

@@ -1,0 +1,144 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# roceshim-stat against a live process under the preload: the list, the
+# table, JSON, Prometheus, watch mode; then against a process killed with
+# SIGKILL (a stale segment to clean up) and against forged segments (other
+# layout version, corrupt header, truncated file) that must be refused
+# with a clear message and no crash.
+
+set -u
+
+PYTHON=${PYTHON:-/usr/bin/python3}
+holder="$top_srcdir/tests/integration/holder.py"
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/test-stat.XXXXXX") || exit 1
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
+	wait 2>/dev/null
+	rm -f /dev/shm/roceshim-"${sleeper:-none}"
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+passes=0
+failures=0
+check() {
+	local name=$1
+	shift
+	if "$@"; then
+		echo "ok $name"
+		passes=$((passes + 1))
+	else
+		echo "FAIL $name"
+		failures=$((failures + 1))
+	fi
+}
+
+# Starts holder.py under the preload; sets holder_pid once it is ready.
+start_holder() {
+	mkfifo "$tmp/in.$1"
+	"$ROCESHIM_RUN" "$PYTHON" "$holder" <"$tmp/in.$1" >"$tmp/out.$1" &
+	pids+=($!)
+	exec {hold_fd}>"$tmp/in.$1"
+	for _ in $(seq 100); do
+		grep -q ready "$tmp/out.$1" 2>/dev/null && break
+		sleep 0.1
+	done
+	holder_pid=$(awk '/ready/ {print $2}' "$tmp/out.$1")
+	[ -n "$holder_pid" ] || { echo "FAIL holder did not start"; exit 1; }
+}
+
+start_holder live
+live=$holder_pid
+
+"$ROCESHIM_STAT" >"$tmp/list"
+check list_shows_live_process grep -Eq "^$live +alive" "$tmp/list"
+
+"$ROCESHIM_STAT" "$live" >"$tmp/table"
+check table_shows_listener_and_both_ends \
+	test "$(grep -Ec '^[0-9]+ +(listener|active|passive) ' "$tmp/table")" -eq 3
+check table_names_the_fallback_reason grep -q no_device "$tmp/table"
+
+"$ROCESHIM_STAT" --json "$live" >"$tmp/json"
+check json_rows_carry_the_bytes "$PYTHON" - "$tmp/json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+conns = [c for c in s["connections"] if c["role"] != "listener"]
+assert len(conns) == 2, conns
+for c in conns:
+    assert c["transport"] == "tcp" and c["fallback"] == "no_device", c
+    assert c["tcp_tx_bytes"] == 100000 and c["tcp_rx_bytes"] == 100000, c
+g = s["global"]
+assert g["connections_opened"] == 2 and g["listeners"] == 1, g
+assert g["tcp_tx_bytes"] >= 200000 and g["fallbacks"]["no_device"] == 2, g
+PY
+
+"$ROCESHIM_STAT" --json >"$tmp/json-all"
+check json_without_pid_is_a_list "$PYTHON" -c '
+import json, sys
+procs = json.load(open(sys.argv[1]))
+assert any(p["pid"] == int(sys.argv[2]) for p in procs)' "$tmp/json-all" "$live"
+
+"$ROCESHIM_STAT" --prometheus "$live" >"$tmp/prom"
+check prometheus_lines_are_well_formed "$PYTHON" - "$tmp/prom" "$live" <<'PY'
+import re, sys
+sample = re.compile(r'^roceshim_[a-z_]+\{[a-z_]+="[^"]*"(,[a-z_]+="[^"]*")*\} \d+$')
+lines = open(sys.argv[1]).read().splitlines()
+for line in lines:
+    assert line.startswith("# HELP ") or line.startswith("# TYPE ") \
+        or sample.match(line), line
+want = 'roceshim_bytes_total{pid="%s"' % sys.argv[2]
+assert any(l.startswith(want) and l.endswith(" 200000") for l in lines)
+PY
+
+"$ROCESHIM_STAT" --watch=0.2 --count=3 "$live" >"$tmp/watch"
+check watch_repeats_count_times test "$(grep -c '^pid ' "$tmp/watch")" -eq 3
+
+"$ROCESHIM_STAT" 999999999 >/dev/null 2>"$tmp/err"
+check missing_pid_is_an_error test $? -eq 1 -a -s "$tmp/err"
+
+# A process killed with SIGKILL leaves its segment behind.
+kill -9 "$live"
+wait "$live" 2>/dev/null
+"$ROCESHIM_STAT" >"$tmp/list"
+check killed_process_is_listed_dead grep -Eq "^$live +dead" "$tmp/list"
+"$ROCESHIM_STAT" --cleanup >"$tmp/cleanup"
+check cleanup_removes_the_dead_segment test ! -e "/dev/shm/roceshim-$live"
+check cleanup_reports_what_it_removed grep -q "pid $live is gone" "$tmp/cleanup"
+
+# Forged segments, named after a live process so cleanup would keep them.
+sleep 60 &
+sleeper=$!
+pids+=($sleeper)
+forge() { "$PYTHON" - "/dev/shm/roceshim-$sleeper" "$@" <<'PY'
+import struct, sys
+path, version, rows, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+head = struct.pack("<IIIIIi", 0x4d485352, version, 344, 128, rows, 0)
+open(path, "wb").write((head + bytes(size))[:size])
+PY
+}
+forge 99 0 4096
+"$ROCESHIM_STAT" "$sleeper" >/dev/null 2>"$tmp/err"
+rc=$?
+check other_layout_version_is_refused test "$rc" -eq 1
+check refusal_names_both_versions grep -q "layout version 99, this tool reads version 1" "$tmp/err"
+
+forge 1 1000000 4096
+"$ROCESHIM_STAT" "$sleeper" >/dev/null 2>"$tmp/err"
+check oversized_row_count_is_refused test $? -eq 1
+check refusal_says_corrupt grep -q "corrupt header" "$tmp/err"
+
+forge 1 0 10
+"$ROCESHIM_STAT" "$sleeper" >/dev/null 2>"$tmp/err"
+check truncated_segment_is_refused test $? -eq 1
+check refusal_says_size grep -q "unexpected size" "$tmp/err"
+"$ROCESHIM_STAT" >/dev/null 2>&1
+check list_survives_foreign_segments test $? -eq 0
+
+# ROCESHIM_STATS=0: connections, but no segment.
+ROCESHIM_STATS=0 start_holder nostats
+check stats_off_publishes_nothing test ! -e "/dev/shm/roceshim-$holder_pid"
+
+echo "$passes passed, $failures failed"
+[ "$failures" -eq 0 ]
