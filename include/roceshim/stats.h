@@ -117,6 +117,8 @@ struct roceshim_stats_header {
 	uint64_t created_unix_ms;
 	char command[ROCESHIM_STATS_COMMAND_LEN];
 	struct roceshim_stats_global global;
+	/* Rows start on a cache line: a row's counters fill exactly one. */
+	uint8_t pad_to_cache_line[40];
 };
 
 static inline const char *roceshim_reason_name(unsigned int reason)

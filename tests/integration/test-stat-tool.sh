@@ -114,7 +114,7 @@ pids+=($sleeper)
 forge() { "$PYTHON" - "/dev/shm/roceshim-$sleeper" "$@" <<'PY'
 import struct, sys
 path, version, rows, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-head = struct.pack("<IIIIIi", 0x4d485352, version, 344, 128, rows, 0)
+head = struct.pack("<IIIIIi", 0x4d485352, version, 384, 128, rows, 0)
 open(path, "wb").write((head + bytes(size))[:size])
 PY
 }

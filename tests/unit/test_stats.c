@@ -53,7 +53,7 @@ static void layout_is_pinned_for_version_1(void **state)
 	assert_int_equal(offsetof(struct roceshim_stats_row, counters), 64);
 	assert_int_equal(offsetof(struct roceshim_stats_header, command), 40);
 	assert_int_equal(offsetof(struct roceshim_stats_header, global), 104);
-	assert_int_equal(sizeof(struct roceshim_stats_header), 344);
+	assert_int_equal(sizeof(struct roceshim_stats_header), 384);
 }
 
 static void reason_names_are_stable(void **state)
