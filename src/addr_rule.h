@@ -23,7 +23,7 @@
 #define ADDR_RULES_MAX 32
 
 struct addr_rule {
-	uint8_t addr[16]; /* IPv4 held v4-mapped */
+	uint8_t addr[16];    /* IPv4 held v4-mapped */
 	uint8_t prefix_bits; /* over the 128-bit form */
 	uint16_t port_lo;
 	uint16_t port_hi;

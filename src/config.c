@@ -56,7 +56,8 @@ static void load_bool(const struct parser *p, const char *name, bool *value)
 		return;
 	if (parse_bool(s, value))
 		warnf(p,
-		      "%s='%s' is not a boolean (expected 1/0, yes/no, true/false, on/off); using %d",
+		      "%s='%s' is not a boolean (expected 1/0, yes/no, "
+		      "true/false, on/off); using %d",
 		      name, s, *value);
 }
 
@@ -86,16 +87,15 @@ static void load_uint(const struct parser *p, const char *name,
 	if (!s)
 		return;
 	if (parse_uint(s, min, max, value))
-		warnf(p,
-		      "%s='%s' is not an integer in [%u, %u]; using %u",
+		warnf(p, "%s='%s' is not an integer in [%u, %u]; using %u",
 		      name, s, min, max, *value);
 }
 
 static int parse_log_level(const char *s, int *level)
 {
 	static const char *const names[] = {
-		[LOG_LEVEL_NONE] = "none", [LOG_LEVEL_ERROR] = "error",
-		[LOG_LEVEL_WARN] = "warn", [LOG_LEVEL_INFO] = "info",
+		[LOG_LEVEL_NONE] = "none",   [LOG_LEVEL_ERROR] = "error",
+		[LOG_LEVEL_WARN] = "warn",   [LOG_LEVEL_INFO] = "info",
 		[LOG_LEVEL_DEBUG] = "debug",
 	};
 	unsigned int n;
@@ -125,7 +125,8 @@ static void load_log_level(const struct parser *p, int *level)
 		return;
 	if (parse_log_level(s, level))
 		warnf(p,
-		      "ROCESHIM_LOG_LEVEL='%s' is not a level (none, error, warn, info, debug or 0-4); using warn",
+		      "ROCESHIM_LOG_LEVEL='%s' is not a level (none, error, "
+		      "warn, info, debug or 0-4); using warn",
 		      s);
 }
 
@@ -169,11 +170,13 @@ static int load_rules(const struct parser *p, const char *name,
 		return 0;
 	if (ret == -E2BIG)
 		warnf(p,
-		      "%s has more than %d rules; using ROCESHIM_EXCLUDE='*' (every connection on TCP)",
+		      "%s has more than %d rules; using ROCESHIM_EXCLUDE='*' "
+		      "(every connection on TCP)",
 		      name, ADDR_RULES_MAX);
 	else
 		warnf(p,
-		      "%s='%s': rule '%s' is malformed; using ROCESHIM_EXCLUDE='*' (every connection on TCP)",
+		      "%s='%s': rule '%s' is malformed; using "
+		      "ROCESHIM_EXCLUDE='*' (every connection on TCP)",
 		      name, s, bad);
 	return ret;
 }

@@ -15,19 +15,19 @@
 
 #include "addr_rule.h"
 
-#define CONFIG_PATH_MAX		 512
-#define CONFIG_STATS_ROWS_MIN	 16
-#define CONFIG_STATS_ROWS_MAX	 65536
+#define CONFIG_PATH_MAX		  512
+#define CONFIG_STATS_ROWS_MIN	  16
+#define CONFIG_STATS_ROWS_MAX	  65536
 #define CONFIG_STATS_ROWS_DEFAULT 1024
 
 struct config {
-	bool enabled; /* ROCESHIM_ENABLE */
-	int log_level; /* ROCESHIM_LOG_LEVEL, enum log_level */
+	bool enabled;			/* ROCESHIM_ENABLE */
+	int log_level;			/* ROCESHIM_LOG_LEVEL, enum log_level */
 	char log_file[CONFIG_PATH_MAX]; /* ROCESHIM_LOG_FILE, "" = stderr */
-	struct addr_rules include; /* ROCESHIM_INCLUDE, empty = all */
-	struct addr_rules exclude; /* ROCESHIM_EXCLUDE */
-	bool stats; /* ROCESHIM_STATS */
-	unsigned int stats_rows; /* ROCESHIM_STATS_ROWS */
+	struct addr_rules include;	/* ROCESHIM_INCLUDE, empty = all */
+	struct addr_rules exclude;	/* ROCESHIM_EXCLUDE */
+	bool stats;			/* ROCESHIM_STATS */
+	unsigned int stats_rows;	/* ROCESHIM_STATS_ROWS */
 };
 
 typedef const char *(*config_lookup_fn)(const char *name);

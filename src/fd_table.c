@@ -6,8 +6,7 @@
 
 #define CHUNK_SLOTS (1u << FD_TABLE_CHUNK_SHIFT)
 
-/* Each chunk is an array of CHUNK_SLOTS atomic sock pointers. */
-static struct sock **chunks[FD_TABLE_CHUNKS];
+struct sock **fd_table_chunks[FD_TABLE_CHUNKS];
 
 static struct sock **slot_of(int fd, bool create)
 {
@@ -16,37 +15,36 @@ static struct sock **slot_of(int fd, bool create)
 
 	if (fd < 0 || index >= FD_TABLE_CHUNKS)
 		return NULL;
-	chunk = __atomic_load_n(&chunks[index], __ATOMIC_ACQUIRE);
+	chunk = __atomic_load_n(&fd_table_chunks[index], __ATOMIC_ACQUIRE);
 	if (chunk || !create)
 		return chunk ? &chunk[fd & (CHUNK_SLOTS - 1)] : NULL;
 	fresh = calloc(CHUNK_SLOTS, sizeof(*fresh));
 	if (!fresh)
 		return NULL;
-	if (!__atomic_compare_exchange_n(&chunks[index], &chunk, fresh, false,
-					 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+	if (!__atomic_compare_exchange_n(&fd_table_chunks[index], &chunk, fresh,
+					 false, __ATOMIC_ACQ_REL,
+					 __ATOMIC_ACQUIRE))
 		free(fresh); /* another thread installed it first */
 	else
 		chunk = fresh;
 	return &chunk[fd & (CHUNK_SLOTS - 1)];
 }
 
-struct sock *fd_table_get(int fd)
+/* fd's slot held sock a moment ago: take a reference if it still does. */
+struct sock *fd_table_get_slow(struct sock **slot, struct sock *sock)
 {
-	struct sock **slot = slot_of(fd, false);
-	struct sock *sock;
-
-	if (!slot)
-		return NULL;
 	for (;;) {
+		/* A failure means it is being released: the slot changes soon.
+		 */
+		if (sock_tryget(sock)) {
+			/* The sock may have been recycled for another fd. */
+			if (__atomic_load_n(slot, __ATOMIC_ACQUIRE) == sock)
+				return sock;
+			sock_put(sock);
+		}
 		sock = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
 		if (!sock)
 			return NULL;
-		if (!sock_tryget(sock))
-			continue; /* being released: the slot changes soon */
-		/* The sock may have been recycled for another fd meanwhile. */
-		if (__atomic_load_n(slot, __ATOMIC_ACQUIRE) == sock)
-			return sock;
-		sock_put(sock);
 	}
 }
 
@@ -88,8 +86,9 @@ void fd_table_remove_range(unsigned int first, unsigned int last)
 		struct sock *sock;
 
 		/* Skip chunks never allocated: nothing was tracked there. */
-		if (!__atomic_load_n(&chunks[fd >> FD_TABLE_CHUNK_SHIFT],
-				     __ATOMIC_ACQUIRE)) {
+		if (!__atomic_load_n(
+			    &fd_table_chunks[fd >> FD_TABLE_CHUNK_SHIFT],
+			    __ATOMIC_ACQUIRE)) {
 			fd |= CHUNK_SLOTS - 1;
 			continue;
 		}

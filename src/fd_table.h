@@ -18,7 +18,27 @@
 #define FD_TABLE_CHUNKS	     1024
 #define FD_TABLE_MAX	     (FD_TABLE_CHUNKS << FD_TABLE_CHUNK_SHIFT)
 
-struct sock *fd_table_get(int fd);
+/* Each chunk is an array of 1 << FD_TABLE_CHUNK_SHIFT atomic pointers. */
+extern struct sock **fd_table_chunks[FD_TABLE_CHUNKS];
+
+struct sock *fd_table_get_slow(struct sock **slot, struct sock *sock);
+
+/* Inline so that an untracked fd costs two loads and no call. */
+static inline struct sock *fd_table_get(int fd)
+{
+	unsigned int index = (unsigned int)fd >> FD_TABLE_CHUNK_SHIFT;
+	struct sock **chunk, **slot;
+	struct sock *sock;
+
+	if (index >= FD_TABLE_CHUNKS)
+		return NULL;
+	chunk = __atomic_load_n(&fd_table_chunks[index], __ATOMIC_ACQUIRE);
+	if (!chunk)
+		return NULL;
+	slot = &chunk[fd & ((1 << FD_TABLE_CHUNK_SHIFT) - 1)];
+	sock = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+	return sock ? fd_table_get_slow(slot, sock) : NULL;
+}
 
 /*
  * Makes fd name sock, taking a reference of its own; whatever fd named

@@ -14,8 +14,8 @@
 /* The _FORTIFY_SOURCE entry points; glibc declares them only when fortified. */
 ssize_t __read_chk(int fd, void *buf, size_t nbytes, size_t buflen);
 ssize_t __recv_chk(int fd, void *buf, size_t len, size_t buflen, int flags);
-ssize_t __recvfrom_chk(int fd, void *buf, size_t len, size_t buflen,
-		       int flags, struct sockaddr *from, socklen_t *fromlen);
+ssize_t __recvfrom_chk(int fd, void *buf, size_t len, size_t buflen, int flags,
+		       struct sockaddr *from, socklen_t *fromlen);
 void __chk_fail(void) __attribute__((noreturn));
 ssize_t sendfile64(int out_fd, int in_fd, off_t *offset, size_t count);
 
@@ -40,15 +40,15 @@ static ssize_t done_rx(struct sock *sock, ssize_t ret)
 }
 
 /* Wraps one libc data call: look up, call, account. */
-#define DATA_CALL(done, fd, call)                            \
-	do {                                                 \
-		struct sock *sock;                           \
-		ssize_t ret;                                 \
-                                                             \
-		shim_ensure_init();                          \
-		sock = shim_lookup(fd);                      \
-		ret = call;                                  \
-		return sock ? done(sock, ret) : ret;         \
+#define DATA_CALL(done, fd, call)                    \
+	do {                                         \
+		struct sock *sock;                   \
+		ssize_t ret;                         \
+                                                     \
+		shim_ensure_init();                  \
+		sock = shim_lookup(fd);              \
+		ret = call;                          \
+		return sock ? done(sock, ret) : ret; \
 	} while (0)
 
 static ssize_t shim_read(int fd, void *buf, size_t count)
@@ -170,8 +170,7 @@ SHIM_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen,
 	return sock ? done_mmsg(sock, ret, vec, true) : ret;
 }
 
-SHIM_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *offset,
-			     size_t count)
+SHIM_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
 {
 	DATA_CALL(done_tx, out_fd, real.sendfile(out_fd, in_fd, offset, count));
 }
@@ -183,8 +182,7 @@ SHIM_EXPORT ssize_t sendfile64(int out_fd, int in_fd, off_t *offset,
 	return sendfile(out_fd, in_fd, offset, count);
 }
 
-SHIM_EXPORT ssize_t __read_chk(int fd, void *buf, size_t nbytes,
-			       size_t buflen)
+SHIM_EXPORT ssize_t __read_chk(int fd, void *buf, size_t nbytes, size_t buflen)
 {
 	if (nbytes > buflen)
 		__chk_fail();
@@ -199,9 +197,9 @@ SHIM_EXPORT ssize_t __recv_chk(int fd, void *buf, size_t len, size_t buflen,
 	return shim_recv(fd, buf, len, flags);
 }
 
-SHIM_EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t len,
-				   size_t buflen, int flags,
-				   struct sockaddr *from, socklen_t *fromlen)
+SHIM_EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t len, size_t buflen,
+				   int flags, struct sockaddr *from,
+				   socklen_t *fromlen)
 {
 	if (len > buflen)
 		__chk_fail();

@@ -53,8 +53,7 @@ SHIM_EXPORT int select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex,
 }
 
 SHIM_EXPORT int pselect(int nfds, fd_set *rd, fd_set *wr, fd_set *ex,
-			const struct timespec *timeout,
-			const sigset_t *sigmask)
+			const struct timespec *timeout, const sigset_t *sigmask)
 {
 	shim_ensure_init();
 	return real.pselect(nfds, rd, wr, ex, timeout, sigmask);
@@ -66,16 +65,15 @@ SHIM_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	return real.epoll_ctl(epfd, op, fd, ev);
 }
 
-SHIM_EXPORT int epoll_wait(int epfd, struct epoll_event *events,
-			   int maxevents, int timeout)
+SHIM_EXPORT int epoll_wait(int epfd, struct epoll_event *events, int maxevents,
+			   int timeout)
 {
 	shim_ensure_init();
 	return real.epoll_wait(epfd, events, maxevents, timeout);
 }
 
-SHIM_EXPORT int epoll_pwait(int epfd, struct epoll_event *events,
-			    int maxevents, int timeout,
-			    const sigset_t *sigmask)
+SHIM_EXPORT int epoll_pwait(int epfd, struct epoll_event *events, int maxevents,
+			    int timeout, const sigset_t *sigmask)
 {
 	shim_ensure_init();
 	return real.epoll_pwait(epfd, events, maxevents, timeout, sigmask);

@@ -56,7 +56,8 @@ void log_open(int level, const char *path)
 	fd = open(expanded, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 	if (fd < 0) {
 		log_msg(LOG_LEVEL_WARN,
-			"ROCESHIM_LOG_FILE='%s': cannot open (%s); logging to stderr",
+			"ROCESHIM_LOG_FILE='%s': cannot open (%s); logging to "
+			"stderr",
 			expanded, strerror(errno));
 		return;
 	}

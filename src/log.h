@@ -30,9 +30,9 @@ void log_msg(int level, const char *fmt, ...)
 #define log_debug(...) log_at(LOG_LEVEL_DEBUG, __VA_ARGS__)
 
 /* The level test stays inline so that a disabled message costs one load. */
-#define log_at(level, ...)                          \
-	do {                                        \
-		if ((level) <= log_level)           \
+#define log_at(level, ...)                           \
+	do {                                         \
+		if ((level) <= log_level)            \
 			log_msg(level, __VA_ARGS__); \
 	} while (0)
 

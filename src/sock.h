@@ -20,11 +20,11 @@
 #include <roceshim/stats.h>
 
 struct sock {
-	int refs; /* atomic */
-	int domain; /* AF_INET or AF_INET6 */
-	int published; /* atomic: sock_publish() ran */
+	int refs;	/* atomic */
+	int domain;	/* AF_INET or AF_INET6 */
+	int published;	/* atomic: sock_publish() ran */
 	int connecting; /* atomic: non-blocking connect in progress */
-	int row; /* stats row, -1 for none; atomic, set once */
+	int row;	/* stats row, -1 for none; atomic, set once */
 	struct sock *next_free;
 };
 

@@ -231,9 +231,9 @@ int stats_row_open(int fd, enum roceshim_role role,
 	row_begin_update(row);
 	row->fd = fd;
 	row->role = role;
-	row->transport = reason == ROCESHIM_REASON_NONE ?
-				 ROCESHIM_TRANSPORT_RDMA :
-				 ROCESHIM_TRANSPORT_TCP;
+	row->transport = reason == ROCESHIM_REASON_NONE
+				 ? ROCESHIM_TRANSPORT_RDMA
+				 : ROCESHIM_TRANSPORT_TCP;
 	row->reason = reason;
 	row->opened_unix_ms = unix_ms();
 	row->local = *local;

@@ -126,8 +126,8 @@ void track_connect_result(struct sock *sock, int so_error)
 	if (!__atomic_load_n(&sock->connecting, __ATOMIC_RELAXED) ||
 	    !__atomic_exchange_n(&sock->connecting, 0, __ATOMIC_ACQ_REL))
 		return;
-	sock_set_state(sock, so_error ? ROCESHIM_ROW_FAILED :
-					ROCESHIM_ROW_OPEN);
+	sock_set_state(sock,
+		       so_error ? ROCESHIM_ROW_FAILED : ROCESHIM_ROW_OPEN);
 }
 
 void track_listen(struct sock *sock, int fd)

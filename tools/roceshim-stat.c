@@ -30,7 +30,11 @@
 #define SHM_PREFIX  "roceshim-"
 #define MAX_SEGMENT (256u << 20)
 
-enum format { FORMAT_TABLE, FORMAT_JSON, FORMAT_PROMETHEUS };
+enum format {
+	FORMAT_TABLE,
+	FORMAT_JSON,
+	FORMAT_PROMETHEUS
+};
 
 struct options {
 	enum format format;
@@ -54,17 +58,21 @@ static void usage(FILE *out)
 	fprintf(out,
 		"Usage: roceshim-stat [OPTIONS] [PID]\n"
 		"Show roceshim connection statistics of running processes.\n\n"
-		"Without PID, list the processes using roceshim; with PID, show\n"
+		"Without PID, list the processes using roceshim; with PID, "
+		"show\n"
 		"that process's connections.\n\n"
 		"  -j, --json            print JSON\n"
 		"  -p, --prometheus      print Prometheus text exposition\n"
 		"  -o, --open            only connections that are not closed\n"
-		"  -w, --watch[=SECS]    repeat every SECS seconds (default 1)\n"
+		"  -w, --watch[=SECS]    repeat every SECS seconds (default "
+		"1)\n"
 		"  -n, --count=N         with --watch, stop after N rounds\n"
-		"  -c, --cleanup         remove segments left by dead processes\n"
+		"  -c, --cleanup         remove segments left by dead "
+		"processes\n"
 		"  -h, --help            this help\n"
 		"  -V, --version         print the version\n\n"
-		"Exit status: 0 on success, 1 when PID has no readable segment,\n"
+		"Exit status: 0 on success, 1 when PID has no readable "
+		"segment,\n"
 		"2 on a usage error.\n");
 }
 
@@ -76,26 +84,29 @@ static bool pid_alive(pid_t pid, uint64_t start_ticks)
 	return !start_ticks || procinfo_start_ticks(pid) == start_ticks;
 }
 
-static int validate_header(const struct roceshim_stats_header *h,
-			   size_t size, const char *path)
+static int validate_header(const struct roceshim_stats_header *h, size_t size,
+			   const char *path)
 {
 	if (h->magic != ROCESHIM_STATS_MAGIC) {
-		fprintf(stderr, "roceshim-stat: %s: not a roceshim segment "
-			"(or still being created)\n", path);
+		fprintf(stderr,
+			"roceshim-stat: %s: not a roceshim segment "
+			"(or still being created)\n",
+			path);
 		return -EINVAL;
 	}
 	if (h->layout_version != ROCESHIM_STATS_LAYOUT_VERSION) {
 		fprintf(stderr,
 			"roceshim-stat: %s: layout version %u, this tool reads "
-			"version %u; use the roceshim-stat of the same roceshim "
+			"version %u; use the roceshim-stat of the same "
+			"roceshim "
 			"release as the program\n",
-			path, h->layout_version,
-			ROCESHIM_STATS_LAYOUT_VERSION);
+			path, h->layout_version, ROCESHIM_STATS_LAYOUT_VERSION);
 		return -EPROTO;
 	}
 	if (h->header_size != sizeof(*h) ||
 	    h->row_size != sizeof(struct roceshim_stats_row) ||
-	    h->row_count > (size - sizeof(*h)) / sizeof(struct roceshim_stats_row)) {
+	    h->row_count >
+		    (size - sizeof(*h)) / sizeof(struct roceshim_stats_row)) {
 		fprintf(stderr, "roceshim-stat: %s: corrupt header\n", path);
 		return -EINVAL;
 	}
@@ -240,7 +251,8 @@ static unsigned int open_connections(const struct snapshot *snap,
 		const struct roceshim_stats_row *r = &snap->rows[i];
 
 		if (r->role != ROCESHIM_ROLE_LISTENER &&
-		    r->state != ROCESHIM_ROW_CLOSED && r->transport == transport)
+		    r->state != ROCESHIM_ROW_CLOSED &&
+		    r->transport == transport)
 			n++;
 	}
 	return n;
@@ -304,8 +316,8 @@ static void print_table(const struct options *opt, const struct snapshot *snap)
 	       " rx %" PRIu64 "; errors %" PRIu64 "; rows dropped %" PRIu64
 	       "\n",
 	       g->totals.rdma_tx_bytes, g->totals.rdma_rx_bytes,
-	       g->totals.tcp_tx_bytes, g->totals.tcp_rx_bytes,
-	       g->totals.errors, g->rows_dropped);
+	       g->totals.tcp_tx_bytes, g->totals.tcp_rx_bytes, g->totals.errors,
+	       g->rows_dropped);
 	printf("fallbacks:");
 	for (i = 1; i < ROCESHIM_REASON_COUNT; i++)
 		if (g->fallbacks[i])
@@ -628,7 +640,8 @@ static int parse_args(int argc, char **argv, struct options *opt, pid_t *pid)
 	char *end;
 	int c;
 
-	while ((c = getopt_long(argc, argv, "jpow::n:chV", longs, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "jpow::n:chV", longs, NULL)) !=
+	       -1) {
 		switch (c) {
 		case 'j':
 			opt->format = FORMAT_JSON;
@@ -647,7 +660,8 @@ static int parse_args(int argc, char **argv, struct options *opt, pid_t *pid)
 				    opt->interval > 86400) {
 					fprintf(stderr,
 						"roceshim-stat: --watch=%s: "
-						"expected seconds in [0.1, 86400]\n",
+						"expected seconds in [0.1, "
+						"86400]\n",
 						optarg);
 					return -1;
 				}
@@ -658,7 +672,8 @@ static int parse_args(int argc, char **argv, struct options *opt, pid_t *pid)
 			if (*end || opt->count <= 0) {
 				fprintf(stderr,
 					"roceshim-stat: --count=%s: expected a "
-					"positive integer\n", optarg);
+					"positive integer\n",
+					optarg);
 				return -1;
 			}
 			break;

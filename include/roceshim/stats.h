@@ -30,17 +30,17 @@
 
 /* Why a connection is not on RDMA.  Values are stable across versions. */
 enum roceshim_reason {
-	ROCESHIM_REASON_NONE = 0,	 /* on RDMA, or not decided yet */
-	ROCESHIM_REASON_DISABLED = 1,	 /* ROCESHIM_ENABLE=0 */
-	ROCESHIM_REASON_EXCLUDED = 2,	 /* include/exclude rules */
-	ROCESHIM_REASON_NO_DEVICE = 3,	 /* no RDMA device on this host */
-	ROCESHIM_REASON_NO_ROUTE = 4,	 /* no RDMA device on the route */
-	ROCESHIM_REASON_PEER_REJECTED = 5, /* peer has no roceshim listener */
-	ROCESHIM_REASON_TIMEOUT = 6,	 /* RDMA handshake timed out */
+	ROCESHIM_REASON_NONE = 0,	    /* on RDMA, or not decided yet */
+	ROCESHIM_REASON_DISABLED = 1,	    /* ROCESHIM_ENABLE=0 */
+	ROCESHIM_REASON_EXCLUDED = 2,	    /* include/exclude rules */
+	ROCESHIM_REASON_NO_DEVICE = 3,	    /* no RDMA device on this host */
+	ROCESHIM_REASON_NO_ROUTE = 4,	    /* no RDMA device on the route */
+	ROCESHIM_REASON_PEER_REJECTED = 5,  /* peer has no roceshim listener */
+	ROCESHIM_REASON_TIMEOUT = 6,	    /* RDMA handshake timed out */
 	ROCESHIM_REASON_NEGATIVE_CACHE = 7, /* peer recently failed */
-	ROCESHIM_REASON_RESOURCE = 8,	 /* QP, CQ, MR or memory failure */
-	ROCESHIM_REASON_UNSUPPORTED = 9, /* RDMA path not available here */
-	ROCESHIM_REASON_COUNT = 16	 /* array size, room to grow */
+	ROCESHIM_REASON_RESOURCE = 8,	    /* QP, CQ, MR or memory failure */
+	ROCESHIM_REASON_UNSUPPORTED = 9,    /* RDMA path not available here */
+	ROCESHIM_REASON_COUNT = 16	    /* array size, room to grow */
 };
 
 enum roceshim_row_state {
@@ -66,7 +66,7 @@ enum roceshim_transport {
 /* An endpoint: IPv4 addresses are stored v4-mapped, family says how. */
 struct roceshim_stats_endpoint {
 	uint8_t addr[16];
-	uint16_t port; /* host byte order */
+	uint16_t port;	 /* host byte order */
 	uint16_t family; /* AF_INET or AF_INET6 */
 };
 
@@ -87,7 +87,7 @@ struct roceshim_stats_global {
 	uint64_t connections_rdma;
 	uint64_t listeners;
 	uint64_t fallbacks[ROCESHIM_REASON_COUNT];
-	uint64_t rows_dropped; /* connections with no free row */
+	uint64_t rows_dropped;	  /* connections with no free row */
 	uint64_t malformed_input; /* rejected CM or control messages */
 	struct roceshim_stats_counters totals;
 };
@@ -96,9 +96,9 @@ struct roceshim_stats_row {
 	uint32_t seq;
 	uint32_t state; /* enum roceshim_row_state */
 	int32_t fd;
-	uint8_t role; /* enum roceshim_role */
+	uint8_t role;	   /* enum roceshim_role */
 	uint8_t transport; /* enum roceshim_transport */
-	uint8_t reason; /* enum roceshim_reason */
+	uint8_t reason;	   /* enum roceshim_reason */
 	uint8_t pad;
 	uint64_t opened_unix_ms;
 	struct roceshim_stats_endpoint local;
@@ -110,10 +110,11 @@ struct roceshim_stats_header {
 	uint32_t magic;
 	uint32_t layout_version;
 	uint32_t header_size; /* sizeof(struct roceshim_stats_header) */
-	uint32_t row_size; /* sizeof(struct roceshim_stats_row) */
+	uint32_t row_size;    /* sizeof(struct roceshim_stats_row) */
 	uint32_t row_count;
 	int32_t pid;
-	uint64_t start_ticks; /* /proc/<pid>/stat starttime: detects pid reuse */
+	uint64_t
+		start_ticks; /* /proc/<pid>/stat starttime: detects pid reuse */
 	uint64_t created_unix_ms;
 	char command[ROCESHIM_STATS_COMMAND_LEN];
 	struct roceshim_stats_global global;

@@ -134,11 +134,11 @@ static void empty_text_is_no_rules(void **state)
 static void malformed_rules_are_rejected_and_named(void **state)
 {
 	static const char *const bad[] = {
-		"10.0.0.1/33", "10.0.0.256",   "[::1",	       "[::1]x",
-		"1.2.3.4:70000", "1.2.3.4:20-10", ":",	       "*/8",
-		"1.2.3.4:",	 "1.2.3.4/",	  "1.2.3.4/-1",	 "::1/129",
-		"host.example", "1.2.3.4:8a",	  "[::1]/64:",	 "[]",
-		"1.2.3.4:-80", "a,,b",	       " , ",	       "1.2.3.4:1-",
+		"10.0.0.1/33",	 "10.0.0.256",	  "[::1",	"[::1]x",
+		"1.2.3.4:70000", "1.2.3.4:20-10", ":",		"*/8",
+		"1.2.3.4:",	 "1.2.3.4/",	  "1.2.3.4/-1", "::1/129",
+		"host.example",	 "1.2.3.4:8a",	  "[::1]/64:",	"[]",
+		"1.2.3.4:-80",	 "a,,b",	  " , ",	"1.2.3.4:1-",
 	};
 	struct addr_rules rules;
 	char bad_rule[64];
@@ -159,8 +159,8 @@ static void offending_rule_is_reported(void **state)
 	struct addr_rules rules;
 	char bad[64];
 
-	assert_int_equal(addr_rules_parse(&rules, "10.0.0.0/8, 300.1.1.1",
-					  bad, sizeof(bad)),
+	assert_int_equal(addr_rules_parse(&rules, "10.0.0.0/8, 300.1.1.1", bad,
+					  sizeof(bad)),
 			 -EINVAL);
 	assert_string_equal(bad, "300.1.1.1");
 }

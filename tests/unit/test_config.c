@@ -69,8 +69,8 @@ static void defaults_apply_when_nothing_is_set(void **state)
 
 static void enable_accepts_every_boolean_spelling(void **state)
 {
-	static const char *const on[] = { "1", "yes", "true", "on", "YES",
-					  "True" };
+	static const char *const on[] = { "1",	"yes", "true",
+					  "on", "YES", "True" };
 	static const char *const off[] = { "0", "no", "false", "off", "OFF" };
 	struct config cfg;
 	size_t i;
@@ -89,8 +89,8 @@ static void enable_accepts_every_boolean_spelling(void **state)
 
 static void malformed_boolean_warns_once_and_keeps_default(void **state)
 {
-	static const char *const bad[] = { "", "maybe", "2", " 1", "1 ",
-					   "yes please", "-1", "0x1" };
+	static const char *const bad[] = { "",	 "maybe",      "2",  " 1",
+					   "1 ", "yes please", "-1", "0x1" };
 	struct config cfg;
 	size_t i;
 
@@ -107,10 +107,10 @@ static void log_level_accepts_names_and_numbers(void **state)
 		const char *text;
 		int level;
 	} cases[] = {
-		{ "none", LOG_LEVEL_NONE },   { "error", LOG_LEVEL_ERROR },
-		{ "warn", LOG_LEVEL_WARN },   { "warning", LOG_LEVEL_WARN },
-		{ "info", LOG_LEVEL_INFO },   { "DEBUG", LOG_LEVEL_DEBUG },
-		{ "0", LOG_LEVEL_NONE },      { "4", LOG_LEVEL_DEBUG },
+		{ "none", LOG_LEVEL_NONE }, { "error", LOG_LEVEL_ERROR },
+		{ "warn", LOG_LEVEL_WARN }, { "warning", LOG_LEVEL_WARN },
+		{ "info", LOG_LEVEL_INFO }, { "DEBUG", LOG_LEVEL_DEBUG },
+		{ "0", LOG_LEVEL_NONE },    { "4", LOG_LEVEL_DEBUG },
 	};
 	struct config cfg;
 	size_t i;
@@ -124,8 +124,9 @@ static void log_level_accepts_names_and_numbers(void **state)
 
 static void malformed_log_level_warns_once_and_keeps_warn(void **state)
 {
-	static const char *const bad[] = { "", "5", "-1", "verbose", "3x",
-					   "99999999999999999999" };
+	static const char *const bad[] = { "",	 "5",
+					   "-1", "verbose",
+					   "3x", "99999999999999999999" };
 	struct config cfg;
 	size_t i;
 
@@ -149,9 +150,10 @@ static void stats_rows_in_range_is_used(void **state)
 
 static void malformed_stats_rows_warns_once_and_keeps_default(void **state)
 {
-	static const char *const bad[] = { "",	 "15",	   "65537", "abc",
-					   "1k", "-5",	   " 100",  "100 ",
-					   "+100", "99999999999999999999" };
+	static const char *const bad[] = {
+		"",   "15",   "65537", "abc",  "1k",
+		"-5", " 100", "100 ",  "+100", "99999999999999999999"
+	};
 	struct config cfg;
 	size_t i;
 
@@ -245,7 +247,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(defaults_apply_when_nothing_is_set),
 		cmocka_unit_test(enable_accepts_every_boolean_spelling),
-		cmocka_unit_test(malformed_boolean_warns_once_and_keeps_default),
+		cmocka_unit_test(
+			malformed_boolean_warns_once_and_keeps_default),
 		cmocka_unit_test(log_level_accepts_names_and_numbers),
 		cmocka_unit_test(malformed_log_level_warns_once_and_keeps_warn),
 		cmocka_unit_test(stats_rows_in_range_is_used),
