@@ -10,7 +10,9 @@
 # Environment (set by the test harness): ROCESHIM_RUN, ROCESHIM_STAT,
 # ROCESHIM_LIB, PYTHON, top_srcdir, top_builddir.  Optional: GLOO_TEST_WORLDS
 # (default "2 4"), GLOO_TEST_SIZES (default 1K,1M,4M), GLOO_TEST_OPS (all),
-# GLOO_TEST_TIMEOUT (per job, default 300 s).
+# GLOO_TEST_TIMEOUT (per job, default 300 s), GLOO_TEST_ARGS (more launch
+# options for both runs, e.g. --rank-addrs on the fabric),
+# GLOO_TEST_TRANSPORT (what the stats must show, default tcp).
 
 # cleanup is called from the trap.
 # shellcheck disable=SC2317
@@ -27,6 +29,9 @@ worlds=${GLOO_TEST_WORLDS:-2 4}
 sizes=${GLOO_TEST_SIZES:-1K,1M,4M}
 ops=${GLOO_TEST_OPS:-all_reduce,broadcast,all_gather,send_recv}
 timeout=${GLOO_TEST_TIMEOUT:-300}
+transport=${GLOO_TEST_TRANSPORT:-tcp}
+# shellcheck disable=SC2206 # a list of options
+extra=(${GLOO_TEST_ARGS:-})
 
 skip() { echo "SKIP: $*"; exit 77; }
 hard() { echo "FAIL: $*"; exit 1; }
@@ -78,7 +83,7 @@ run_job() {
 	local start=$SECONDS rc
 	# in the background, so that a signal to this script is handled now
 	"$PYTHON" "$job" launch --ops "$ops" --sizes "$sizes" \
-		--timeout "$timeout" "$@" >"$tmp/$name.out" 2>&1 &
+		--timeout "$timeout" "${extra[@]}" "$@" >"$tmp/$name.out" 2>&1 &
 	launcher=$!
 	wait "$launcher"
 	rc=$?
@@ -99,7 +104,7 @@ for world in $worlds; do
 	run_job "$plain" --world "$world" --digests-out "$tmp/$plain.dig" ||
 		continue
 	run_job "$pre" --world "$world" --preload --check-stats \
-		--expect-transport tcp --digests-out "$tmp/$pre.dig" || continue
+		--expect-transport "$transport" --digests-out "$tmp/$pre.dig" || continue
 
 	want=$((world * nops * nsizes))
 	got=$(wc -l <"$tmp/$plain.dig")

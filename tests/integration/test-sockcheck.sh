@@ -9,7 +9,8 @@
 #
 # Environment (from the test harness): ROCESHIM_RUN, top_builddir.
 # Optional: SOCKCHECK_ARGS (e.g. "--server-addr 10.99.0.2 --client-addr
-# 10.99.0.1" on the RDMA fabric), SOCKCHECK_EXPECT_TRANSPORT.
+# 10.99.0.1" on the RDMA fabric), SOCKCHECK_EXPECT (what every logged
+# decision must say after "on", e.g. "tcp (no_device)" or "rdma").
 
 set -u
 
@@ -70,10 +71,10 @@ if [ "$connects" -lt 50 ] || [ "$accepts" -lt 50 ]; then
 	echo "FAIL: too few connections tracked under the preload"
 	status=1
 fi
-if [ -n "${SOCKCHECK_EXPECT_TRANSPORT:-}" ] &&
+if [ -n "${SOCKCHECK_EXPECT:-}" ] &&
    grep -E ': (connect to|accepted from) ' "$tmp"/roceshim.*.log |
-   grep -v " on $SOCKCHECK_EXPECT_TRANSPORT" | head -n 5 | grep .; then
-	echo "FAIL: connections above are not on $SOCKCHECK_EXPECT_TRANSPORT"
+   grep -vF " on $SOCKCHECK_EXPECT" | head -n 5 | grep .; then
+	echo "FAIL: the decisions above are not \"$SOCKCHECK_EXPECT\""
 	status=1
 fi
 [ "$status" -eq 0 ] && echo "PASS: sockcheck identical with and without roceshim"
