@@ -6,7 +6,8 @@
 #  2. run: exit status, stdout/stderr come back, a file written in the
 #     current directory lands on the host, fabric env vars are set;
 #  3. run --user: the command runs with a non-zero uid;
-#  4. SIGTERM to the script mid-boot leaves no qemu behind.
+#  4. SIGTERM to the script mid-boot leaves no qemu behind;
+#  5. neither does SIGKILL, which no trap can see.
 # Runs from the build tree (the cache is found as roceshim-fabric does);
 # ends with "N passed, N failed" and exits non-zero if anything failed.
 
@@ -82,6 +83,22 @@ for ((i = 0; i < 50; i++)); do
 	sleep 0.1
 done
 check "no qemu left after SIGTERM" eval "! qemu_of $pid"
+
+# 5. SIGKILL, which no trap sees: qemu must still go (parent-death signal).
+"$FABRIC" run -- sleep 300 >/dev/null 2>&1 &
+pid=$!
+for ((i = 0; i < 100; i++)); do
+	qemu_of "$pid" && break
+	sleep 0.1
+done
+check "qemu started for the SIGKILL test" qemu_of "$pid"
+kill -KILL "$pid" || true
+wait "$pid" 2>/dev/null || true
+for ((i = 0; i < 50; i++)); do
+	qemu_of "$pid" || break
+	sleep 0.1
+done
+check "no qemu left after SIGKILL of the script" eval "! qemu_of $pid"
 
 echo "$pass passed, $fail failed"
 ((fail == 0))
