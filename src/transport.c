@@ -1,0 +1,465 @@
+// SPDX-License-Identifier: MIT
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <infiniband/verbs.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "real.h"
+#include "ring.h"
+#include "stream.h"
+#include "transport.h"
+
+#define POLL_BATCH 16
+
+struct transport {
+	pthread_mutex_t lock;
+	struct rdma_cm_id *id;
+	struct ibv_pd *pd;
+	struct ibv_comp_channel *channel;
+	struct ibv_cq *cq;
+	struct ibv_mr *rx_mr;
+	struct ibv_mr *tx_mr;
+	uint8_t *rx_ring;
+	uint8_t *tx_ring; /* staging: mirrors the peer's ring offsets */
+	uint32_t ring_size;
+	uint32_t depth;
+	uint32_t max_inline;
+	struct transport_ring_info peer;
+	bool connected;
+
+	struct stream s;
+	uint32_t sq_outstanding;
+	bool tx_shut;
+
+	int error; /* sticky negative errno */
+	struct transport_counters counters;
+};
+
+static void *ring_alloc(size_t size)
+{
+	void *p;
+
+	if (posix_memalign(&p, 4096, size))
+		return NULL;
+	memset(p, 0, size);
+	return p;
+}
+
+static int post_recv(struct transport *t)
+{
+	struct ibv_recv_wr wr = { .wr_id = 0 }, *bad;
+
+	/* Writes with immediate consume a receive but need no buffer. */
+	return -ibv_post_recv(t->id->qp, &wr, &bad);
+}
+
+static int create_queues(struct transport *t)
+{
+	struct ibv_qp_init_attr attr = {
+		.qp_type = IBV_QPT_RC,
+		.sq_sig_all = 1,
+		.cap = {
+			.max_send_wr = t->depth,
+			.max_recv_wr = t->depth,
+			.max_send_sge = 1,
+			.max_recv_sge = 1,
+			.max_inline_data = t->max_inline,
+		},
+	};
+	uint32_t i;
+	int ret;
+
+	t->channel = ibv_create_comp_channel(t->id->verbs);
+	if (!t->channel)
+		return -errno;
+	/* Non-blocking: transport_wait() polls the fd first. */
+	if (fcntl(t->channel->fd, F_SETFL,
+		  fcntl(t->channel->fd, F_GETFL) | O_NONBLOCK))
+		return -errno;
+	t->cq = ibv_create_cq(t->id->verbs, 2 * t->depth + 1, t, t->channel, 0);
+	if (!t->cq)
+		return -errno;
+	attr.send_cq = t->cq;
+	attr.recv_cq = t->cq;
+	if (rdma_create_qp(t->id, t->pd, &attr))
+		return -errno;
+	/* The provider may grant less inline room than asked for. */
+	t->max_inline = attr.cap.max_inline_data;
+	for (i = 0; i < t->depth; i++) {
+		ret = post_recv(t);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+static int register_rings(struct transport *t)
+{
+	t->rx_ring = ring_alloc(t->ring_size);
+	t->tx_ring = ring_alloc(t->ring_size);
+	if (!t->rx_ring || !t->tx_ring)
+		return -ENOMEM;
+	t->rx_mr = ibv_reg_mr(t->pd, t->rx_ring, t->ring_size,
+			      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	if (!t->rx_mr)
+		return -errno;
+	t->tx_mr = ibv_reg_mr(t->pd, t->tx_ring, t->ring_size,
+			      IBV_ACCESS_LOCAL_WRITE);
+	if (!t->tx_mr)
+		return -errno;
+	return 0;
+}
+
+int transport_create(struct rdma_cm_id *id, const struct transport_config *cfg,
+		     struct transport **out)
+{
+	struct transport *t;
+	int ret;
+
+	if (!ring_size_valid(cfg->ring_bytes) || !cfg->queue_depth)
+		return -EINVAL;
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	pthread_mutex_init(&t->lock, NULL);
+	t->id = id;
+	t->ring_size = cfg->ring_bytes;
+	stream_init(&t->s, cfg->ring_bytes);
+	t->depth = cfg->queue_depth;
+	t->max_inline = cfg->max_inline;
+	t->pd = ibv_alloc_pd(id->verbs);
+	if (!t->pd) {
+		ret = -errno;
+		goto fail;
+	}
+	ret = register_rings(t);
+	if (ret)
+		goto fail;
+	ret = create_queues(t);
+	if (ret)
+		goto fail;
+	*out = t;
+	return 0;
+fail:
+	transport_destroy(t);
+	return ret ? ret : -EIO;
+}
+
+void transport_local_ring(const struct transport *t,
+			  struct transport_ring_info *info)
+{
+	info->addr = (uintptr_t)t->rx_ring;
+	info->rkey = t->rx_mr->rkey;
+	info->size = t->ring_size;
+}
+
+int transport_connect(struct transport *t,
+		      const struct transport_ring_info *peer)
+{
+	if (!ring_size_valid(peer->size) || peer->size != t->ring_size)
+		return -EINVAL;
+	pthread_mutex_lock(&t->lock);
+	t->peer = *peer;
+	t->connected = true;
+	pthread_mutex_unlock(&t->lock);
+	return 0;
+}
+
+static void fail_locked(struct transport *t, int err)
+{
+	if (!t->error)
+		t->error = err;
+}
+
+/* Posts one RDMA WRITE (WITH IMM when imm_flags is set) of [pos, pos+len). */
+static int post_write(struct transport *t, uint64_t pos, const void *inline_src,
+		      uint32_t len, bool with_imm, uint32_t imm)
+{
+	struct ibv_sge sge = {
+		.addr = (uintptr_t)(t->tx_ring +
+				    ring_offset(pos, t->ring_size)),
+		.length = len,
+		.lkey = t->tx_mr->lkey,
+	};
+	struct ibv_send_wr wr = {
+		.wr_id = pos + len,
+		.sg_list = len ? &sge : NULL,
+		.num_sge = len ? 1 : 0,
+		.opcode = with_imm ? IBV_WR_RDMA_WRITE_WITH_IMM :
+				     IBV_WR_RDMA_WRITE,
+		.imm_data = htonl(imm),
+		.wr.rdma = {
+			.remote_addr = t->peer.addr +
+				       ring_offset(pos, t->ring_size),
+			.rkey = t->peer.rkey,
+		},
+	};
+	struct ibv_send_wr *bad;
+	int ret;
+
+	if (inline_src) {
+		sge.addr = (uintptr_t)inline_src;
+		wr.send_flags = IBV_SEND_INLINE;
+	}
+	ret = ibv_post_send(t->id->qp, &wr, &bad);
+	if (ret)
+		return -ret;
+	t->sq_outstanding++;
+	return 0;
+}
+
+static void send_credit_locked(struct transport *t)
+{
+	uint32_t imm = stream_credit_due(&t->s);
+
+	if (!imm || !t->connected || t->error || t->sq_outstanding >= t->depth)
+		return;
+	if (post_write(t, t->s.tx_tail, NULL, 0, true, imm)) {
+		fail_locked(t, -ECONNRESET);
+		return;
+	}
+	stream_credit_sent(&t->s);
+}
+
+static void handle_completion_locked(struct transport *t,
+				     const struct ibv_wc *wc)
+{
+	uint32_t imm;
+
+	if (wc->status != IBV_WC_SUCCESS) {
+		fail_locked(t, -ECONNRESET);
+		return;
+	}
+	if (wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
+		if (post_recv(t) || !(wc->wc_flags & IBV_WC_WITH_IMM)) {
+			fail_locked(t, -ECONNRESET);
+			return;
+		}
+		imm = ntohl(wc->imm_data);
+		if (stream_apply_imm(&t->s, imm)) {
+			t->counters.protocol_errors++;
+			fail_locked(t, -ECONNRESET);
+		} else if (!(imm & (IMM_CREDIT | IMM_FIN))) {
+			t->counters.rx_msgs++;
+		}
+		return;
+	}
+	t->sq_outstanding--;
+	stream_write_completed(&t->s, wc->wr_id);
+}
+
+/* Reaps every completion there is; returns how many. */
+static int progress_locked(struct transport *t)
+{
+	struct ibv_wc wc[POLL_BATCH];
+	int n, i, total = 0;
+
+	do {
+		n = ibv_poll_cq(t->cq, POLL_BATCH, wc);
+		if (n < 0) {
+			fail_locked(t, -ECONNRESET);
+			break;
+		}
+		for (i = 0; i < n; i++)
+			handle_completion_locked(t, &wc[i]);
+		total += n;
+	} while (n == POLL_BATCH);
+	send_credit_locked(t);
+	return total;
+}
+
+int transport_progress(struct transport *t)
+{
+	int ret;
+
+	pthread_mutex_lock(&t->lock);
+	progress_locked(t);
+	ret = t->error;
+	pthread_mutex_unlock(&t->lock);
+	return ret;
+}
+
+static ssize_t send_locked(struct transport *t, const uint8_t *buf, size_t len)
+{
+	uint64_t pos = t->s.tx_tail;
+	uint32_t first, n;
+	int ret;
+
+	if (t->error)
+		return t->error;
+	if (t->tx_shut)
+		return -EPIPE;
+	if (!len)
+		return 0;
+	n = stream_send_window(&t->s, len);
+	if (!n || t->sq_outstanding + 2 > t->depth) {
+		t->counters.credit_stalls++;
+		return -EAGAIN;
+	}
+	first = ring_contiguous(pos, n, t->ring_size);
+	if (n <= t->max_inline && first == n) {
+		ret = post_write(t, pos, buf, n, true, n);
+	} else {
+		memcpy(t->tx_ring + ring_offset(pos, t->ring_size), buf, first);
+		memcpy(t->tx_ring, buf + first, n - first);
+		if (first == n) {
+			ret = post_write(t, pos, NULL, n, true, n);
+		} else {
+			/* Wrapped: the part up to the ring's end, then the
+			 * rest, whose immediate covers both. */
+			ret = post_write(t, pos, NULL, first, false, 0);
+			if (!ret)
+				ret = post_write(t, pos + first, NULL,
+						 n - first, true, n);
+		}
+	}
+	if (ret) {
+		fail_locked(t, -ECONNRESET);
+		return t->error;
+	}
+	stream_sent(&t->s, n);
+	t->counters.tx_bytes += n;
+	t->counters.tx_msgs++;
+	return n;
+}
+
+ssize_t transport_send(struct transport *t, const void *buf, size_t len)
+{
+	ssize_t ret;
+
+	pthread_mutex_lock(&t->lock);
+	progress_locked(t);
+	ret = send_locked(t, buf, len);
+	pthread_mutex_unlock(&t->lock);
+	return ret;
+}
+
+ssize_t transport_recv(struct transport *t, void *buf, size_t len, bool peek)
+{
+	uint64_t avail, head;
+	uint32_t first, n;
+	ssize_t ret;
+
+	pthread_mutex_lock(&t->lock);
+	progress_locked(t);
+	avail = stream_available(&t->s);
+	if (!avail) {
+		ret = t->error ? t->error : t->s.rx_eof ? 0 : -EAGAIN;
+		goto out;
+	}
+	head = t->s.rx_head;
+	n = len < avail ? len : avail;
+	first = ring_contiguous(head, n, t->ring_size);
+	memcpy(buf, t->rx_ring + ring_offset(head, t->ring_size), first);
+	memcpy((uint8_t *)buf + first, t->rx_ring, n - first);
+	if (!peek) {
+		stream_consumed(&t->s, n);
+		t->counters.rx_bytes += n;
+		send_credit_locked(t);
+	}
+	ret = n;
+out:
+	pthread_mutex_unlock(&t->lock);
+	return ret;
+}
+
+int transport_shutdown(struct transport *t)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&t->lock);
+	if (t->error) {
+		ret = t->error;
+	} else if (!t->tx_shut) {
+		if (post_write(t, t->s.tx_tail, NULL, 0, true, IMM_FIN))
+			fail_locked(t, -ECONNRESET);
+		t->tx_shut = true;
+		ret = t->error;
+	}
+	pthread_mutex_unlock(&t->lock);
+	return ret;
+}
+
+int transport_wait(struct transport *t, int timeout_ms)
+{
+	struct pollfd pfd = { .fd = t->channel->fd, .events = POLLIN };
+	struct ibv_cq *cq;
+	int reaped, ret;
+	void *ctx;
+
+	pthread_mutex_lock(&t->lock);
+	ret = ibv_req_notify_cq(t->cq, 0) ? -ECONNRESET : 0;
+	/* A completion that came before the arm raised no event: reap it. */
+	reaped = ret ? 0 : progress_locked(t);
+	if (!ret)
+		ret = t->error;
+	pthread_mutex_unlock(&t->lock);
+	if (ret || reaped)
+		return ret;
+	ret = real.poll(&pfd, 1, timeout_ms);
+	if (ret < 0)
+		return -errno;
+	if (!ret)
+		return -ETIMEDOUT;
+	if (!ibv_get_cq_event(t->channel, &cq, &ctx))
+		ibv_ack_cq_events(cq, 1);
+	return 0;
+}
+
+bool transport_readable(struct transport *t)
+{
+	bool ready;
+
+	pthread_mutex_lock(&t->lock);
+	progress_locked(t);
+	ready = stream_available(&t->s) || t->s.rx_eof || t->error;
+	pthread_mutex_unlock(&t->lock);
+	return ready;
+}
+
+bool transport_writable(struct transport *t)
+{
+	bool ready;
+
+	pthread_mutex_lock(&t->lock);
+	progress_locked(t);
+	ready = t->error || t->tx_shut ||
+		(stream_send_window(&t->s, 1) &&
+		 t->sq_outstanding + 2 <= t->depth);
+	pthread_mutex_unlock(&t->lock);
+	return ready;
+}
+
+void transport_counters(struct transport *t, struct transport_counters *out)
+{
+	pthread_mutex_lock(&t->lock);
+	*out = t->counters;
+	pthread_mutex_unlock(&t->lock);
+}
+
+void transport_destroy(struct transport *t)
+{
+	if (!t)
+		return;
+	if (t->id->qp)
+		rdma_destroy_qp(t->id);
+	if (t->cq)
+		ibv_destroy_cq(t->cq);
+	if (t->channel)
+		ibv_destroy_comp_channel(t->channel);
+	if (t->rx_mr)
+		ibv_dereg_mr(t->rx_mr);
+	if (t->tx_mr)
+		ibv_dereg_mr(t->tx_mr);
+	if (t->pd)
+		ibv_dealloc_pd(t->pd);
+	free(t->rx_ring);
+	free(t->tx_ring);
+	pthread_mutex_destroy(&t->lock);
+	free(t);
+}

@@ -1,0 +1,77 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Transport: a byte stream in each direction over one RC queue pair.
+ *
+ * Each end owns a receive ring in registered memory that the peer fills
+ * with RDMA WRITE; the last write of each message carries an immediate
+ * value that tells the receiver how many bytes arrived.  The receiver
+ * returns space as credits (a zero-length RDMA WRITE WITH IMM), after a
+ * quarter of its ring has been consumed.  A zero-length write with the FIN
+ * flag ends the stream (the peer reads EOF after the data before it).
+ *
+ * Contract: every function is thread safe (one lock per transport) and
+ * never blocks, except transport_wait().  Errors are negative errno values:
+ * -EAGAIN (no data, no credit), -EPIPE (sending after shutdown),
+ * -ECONNRESET (the QP failed or the peer broke the protocol; sticky).
+ * Immediate values from the peer are checked before use: one that does not
+ * fit the ring's state resets the connection, never corrupts it.
+ */
+#ifndef ROCESHIM_TRANSPORT_H
+#define ROCESHIM_TRANSPORT_H
+
+#include <rdma/rdma_cma.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* Where the peer may write: exchanged in the connection handshake. */
+struct transport_ring_info {
+	uint64_t addr;
+	uint32_t rkey;
+	uint32_t size;
+};
+
+struct transport_config {
+	uint32_t ring_bytes;  /* a power of two, RING_SIZE_MIN..RING_SIZE_MAX */
+	uint32_t queue_depth; /* work requests per queue */
+	uint32_t max_inline;  /* largest message sent inline */
+};
+
+struct transport_counters {
+	uint64_t tx_bytes;
+	uint64_t rx_bytes;
+	uint64_t tx_msgs;
+	uint64_t rx_msgs;
+	uint64_t credit_stalls;	  /* sends that found no credit */
+	uint64_t protocol_errors; /* immediates that broke the protocol */
+};
+
+struct transport;
+
+/* Creates the PD, CQ, QP (on id) and rings; posts the receives. */
+int transport_create(struct rdma_cm_id *id, const struct transport_config *cfg,
+		     struct transport **out);
+void transport_local_ring(const struct transport *t,
+			  struct transport_ring_info *info);
+/* Accepts the peer's ring; -EINVAL if its size is not a valid ring size. */
+int transport_connect(struct transport *t,
+		      const struct transport_ring_info *peer);
+
+ssize_t transport_send(struct transport *t, const void *buf, size_t len);
+ssize_t transport_recv(struct transport *t, void *buf, size_t len, bool peek);
+/* No more sending; the peer reads EOF once it has the data before. */
+int transport_shutdown(struct transport *t);
+
+/* Reaps completions; returns 0 or the sticky error. */
+int transport_progress(struct transport *t);
+/* Sleeps until a completion arrives: 0, -ETIMEDOUT or an error. */
+int transport_wait(struct transport *t, int timeout_ms);
+/* Data, EOF or an error to report. */
+bool transport_readable(struct transport *t);
+/* Credit to send, or an error to report. */
+bool transport_writable(struct transport *t);
+void transport_counters(struct transport *t, struct transport_counters *out);
+
+void transport_destroy(struct transport *t);
+
+#endif /* ROCESHIM_TRANSPORT_H */
