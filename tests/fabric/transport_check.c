@@ -3,7 +3,8 @@
  * transport_check: the ring transport (src/transport.c) between two real
  * RDMA devices.  A server thread listens with rdma_cm on one address, a
  * client thread connects from the other, the rings are exchanged in the
- * CM private data, and each test moves data and checks it byte for byte.
+ * CM private data (src/wire.c), and each test moves data and checks it byte for
+ *byte.
  *
  *	transport_check SERVER_ADDR CLIENT_ADDR [PORT]
  *
@@ -22,6 +23,7 @@
 
 #include "real.h"
 #include "transport.h"
+#include "wire.h"
 
 #define RING_BYTES    (256u << 10)
 #define QUEUE_DEPTH   64
@@ -99,15 +101,6 @@ static int expect_event(struct rdma_event_channel *ch,
 	return 0;
 }
 
-static int ring_from_event(const struct rdma_cm_event *ev,
-			   struct transport_ring_info *ring)
-{
-	if (ev->param.conn.private_data_len < sizeof(*ring))
-		return -EPROTO;
-	memcpy(ring, ev->param.conn.private_data, sizeof(*ring));
-	return 0;
-}
-
 static struct sockaddr_in addr_of(const char *text, uint16_t port)
 {
 	struct sockaddr_in sin = { .sin_family = AF_INET,
@@ -139,10 +132,12 @@ static int server_accept(struct server_args *a)
 {
 	struct end *s = a->end;
 	struct sockaddr_in sin = addr_of(a->addr, a->port);
-	struct transport_ring_info mine, peer;
+	struct transport_ring_info mine;
 	struct rdma_conn_param param = { .rnr_retry_count = 7,
 					 .retry_count = 7 };
+	uint8_t reply[WIRE_ACCEPT_LEN];
 	struct rdma_cm_event *ev;
+	struct wire_hello hello;
 	int ret;
 
 	s->channel = rdma_create_event_channel();
@@ -156,19 +151,21 @@ static int server_accept(struct server_args *a)
 	if (ret)
 		return ret;
 	s->id = ev->id;
-	ret = ring_from_event(ev, &peer);
+	ret = wire_decode_hello(ev->param.conn.private_data,
+				ev->param.conn.private_data_len, &hello);
 	rdma_ack_cm_event(ev);
 	if (ret)
 		return ret;
 	ret = transport_create(s->id, &config, &s->t);
 	if (ret)
 		return ret;
-	ret = transport_connect(s->t, &peer);
+	ret = transport_connect(s->t, &hello.ring);
 	if (ret)
 		return ret;
 	transport_local_ring(s->t, &mine);
-	param.private_data = &mine;
-	param.private_data_len = sizeof(mine);
+	wire_encode_accept(&mine, reply);
+	param.private_data = reply;
+	param.private_data_len = sizeof(reply);
 	if (rdma_accept(s->id, &param))
 		return -errno;
 	return expect_event(s->channel, RDMA_CM_EVENT_ESTABLISHED, NULL);
@@ -190,7 +187,10 @@ static int client_connect(struct end *c, const char *src, const char *dst,
 	struct sockaddr_in from = addr_of(src, 0), to = addr_of(dst, port);
 	struct rdma_conn_param param = { .rnr_retry_count = 7,
 					 .retry_count = 7 };
-	struct transport_ring_info mine, peer;
+	struct wire_hello hello = { .tcp_source = { .port = 1,
+						    .family = AF_INET } };
+	uint8_t request[WIRE_HELLO_LEN];
+	struct transport_ring_info peer;
 	struct rdma_cm_event *ev;
 	int ret;
 
@@ -211,15 +211,17 @@ static int client_connect(struct end *c, const char *src, const char *dst,
 	ret = transport_create(c->id, &config, &c->t);
 	if (ret)
 		return ret;
-	transport_local_ring(c->t, &mine);
-	param.private_data = &mine;
-	param.private_data_len = sizeof(mine);
+	transport_local_ring(c->t, &hello.ring);
+	wire_encode_hello(&hello, request);
+	param.private_data = request;
+	param.private_data_len = sizeof(request);
 	if (rdma_connect(c->id, &param))
 		return -errno;
 	ret = expect_event(c->channel, RDMA_CM_EVENT_ESTABLISHED, &ev);
 	if (ret)
 		return ret;
-	ret = ring_from_event(ev, &peer);
+	ret = wire_decode_accept(ev->param.conn.private_data,
+				 ev->param.conn.private_data_len, &peer);
 	rdma_ack_cm_event(ev);
 	return ret ? ret : transport_connect(c->t, &peer);
 }
