@@ -91,6 +91,24 @@ static void load_uint(const struct parser *p, const char *name,
 		      name, s, min, max, *value);
 }
 
+/* The ring is a power of two between 4 KiB and 512 MiB (ring.h). */
+static void load_ring_kb(const struct parser *p, unsigned int *value)
+{
+	const char *s = p->lookup("ROCESHIM_RING_KB");
+	unsigned int kb;
+
+	if (!s)
+		return;
+	if (parse_uint(s, 4, 524288, &kb) || (kb & (kb - 1))) {
+		warnf(p,
+		      "ROCESHIM_RING_KB='%s' is not a power of two in [4, "
+		      "524288]; using %u",
+		      s, *value);
+		return;
+	}
+	*value = kb;
+}
+
 static int parse_log_level(const char *s, int *level)
 {
 	static const char *const names[] = {
@@ -188,6 +206,9 @@ void config_defaults(struct config *cfg)
 	cfg->log_level = LOG_LEVEL_WARN;
 	cfg->stats = true;
 	cfg->stats_rows = CONFIG_STATS_ROWS_DEFAULT;
+	cfg->ring_kb = CONFIG_RING_KB_DEFAULT;
+	cfg->connect_timeout_ms = CONFIG_CONNECT_TIMEOUT_MS_DEFAULT;
+	cfg->negative_cache_s = CONFIG_NEGATIVE_CACHE_S_DEFAULT;
 }
 
 void config_load(struct config *cfg, config_lookup_fn lookup,
@@ -204,6 +225,12 @@ void config_load(struct config *cfg, config_lookup_fn lookup,
 	    load_rules(&p, "ROCESHIM_EXCLUDE", &cfg->exclude))
 		exclude_everything(&cfg->exclude);
 	load_bool(&p, "ROCESHIM_STATS", &cfg->stats);
+	load_bool(&p, "ROCESHIM_RDMA", &cfg->rdma);
 	load_uint(&p, "ROCESHIM_STATS_ROWS", CONFIG_STATS_ROWS_MIN,
 		  CONFIG_STATS_ROWS_MAX, &cfg->stats_rows);
+	load_ring_kb(&p, &cfg->ring_kb);
+	load_uint(&p, "ROCESHIM_CONNECT_TIMEOUT_MS", 10, 600000,
+		  &cfg->connect_timeout_ms);
+	load_uint(&p, "ROCESHIM_NEGATIVE_CACHE_S", 0, 86400,
+		  &cfg->negative_cache_s);
 }

@@ -15,10 +15,13 @@
 
 #include "addr_rule.h"
 
-#define CONFIG_PATH_MAX		  512
-#define CONFIG_STATS_ROWS_MIN	  16
-#define CONFIG_STATS_ROWS_MAX	  65536
-#define CONFIG_STATS_ROWS_DEFAULT 1024
+#define CONFIG_PATH_MAX			  512
+#define CONFIG_STATS_ROWS_MIN		  16
+#define CONFIG_STATS_ROWS_MAX		  65536
+#define CONFIG_STATS_ROWS_DEFAULT	  1024
+#define CONFIG_RING_KB_DEFAULT		  256
+#define CONFIG_CONNECT_TIMEOUT_MS_DEFAULT 2000
+#define CONFIG_NEGATIVE_CACHE_S_DEFAULT	  60
 
 struct config {
 	bool enabled;			/* ROCESHIM_ENABLE */
@@ -27,7 +30,11 @@ struct config {
 	struct addr_rules include;	/* ROCESHIM_INCLUDE, empty = all */
 	struct addr_rules exclude;	/* ROCESHIM_EXCLUDE */
 	bool stats;			/* ROCESHIM_STATS */
-	unsigned int stats_rows;	/* ROCESHIM_STATS_ROWS */
+	bool rdma; /* ROCESHIM_RDMA: upgrade eligible connections */
+	unsigned int stats_rows;	 /* ROCESHIM_STATS_ROWS */
+	unsigned int ring_kb;		 /* ROCESHIM_RING_KB, a power of two */
+	unsigned int connect_timeout_ms; /* ROCESHIM_CONNECT_TIMEOUT_MS */
+	unsigned int negative_cache_s;	 /* ROCESHIM_NEGATIVE_CACHE_S */
 };
 
 typedef const char *(*config_lookup_fn)(const char *name);

@@ -14,6 +14,7 @@
 #include "real.h"
 #include "shim.h"
 #include "track.h"
+#include "upgraded.h"
 
 int fcntl64(int fd, int cmd, ...);
 
@@ -60,6 +61,7 @@ SHIM_EXPORT int fcntl64(int fd, int cmd, ...)
 
 SHIM_EXPORT int ioctl(int fd, unsigned long request, ...)
 {
+	struct sock *sock;
 	va_list ap;
 	void *arg;
 
@@ -67,6 +69,16 @@ SHIM_EXPORT int ioctl(int fd, unsigned long request, ...)
 	arg = va_arg(ap, void *);
 	va_end(ap);
 	shim_ensure_init();
+	if (request == FIONREAD && arg) {
+		sock = shim_lookup(fd);
+		if (sock && sock->conn) {
+			*(int *)arg = upgraded_readable_bytes(sock);
+			sock_put(sock);
+			return 0;
+		}
+		if (sock)
+			sock_put(sock);
+	}
 	return real.ioctl(fd, request, arg);
 }
 

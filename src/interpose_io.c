@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * Exported wrappers for the data calls.  On an untracked fd each costs one
- * table lookup on top of libc; on a tracked socket, the byte counts.
+ * table lookup on top of libc; on a tracked socket, the byte counts; on an
+ * upgraded socket, the call goes to its RDMA connection instead.
  */
 #include <errno.h>
 #include <sys/sendfile.h>
@@ -10,6 +11,7 @@
 #include "real.h"
 #include "shim.h"
 #include "track.h"
+#include "upgraded.h"
 
 /* The _FORTIFY_SOURCE entry points; glibc declares them only when fortified. */
 ssize_t __read_chk(int fd, void *buf, size_t nbytes, size_t buflen);
@@ -39,63 +41,121 @@ static ssize_t done_rx(struct sock *sock, ssize_t ret)
 	return ret;
 }
 
-/* Wraps one libc data call: look up, call, account. */
-#define DATA_CALL(done, fd, call)                    \
-	do {                                         \
-		struct sock *sock;                   \
-		ssize_t ret;                         \
-                                                     \
-		shim_ensure_init();                  \
-		sock = shim_lookup(fd);              \
-		ret = call;                          \
-		return sock ? done(sock, ret) : ret; \
-	} while (0)
-
-static ssize_t shim_read(int fd, void *buf, size_t count)
+/* An upgraded call's result (bytes or -errno) at the libc boundary. */
+static ssize_t done_upgraded(struct sock *sock, ssize_t ret)
 {
-	DATA_CALL(done_rx, fd, real.read(fd, buf, count));
+	sock_put(sock);
+	if (ret >= 0)
+		return ret;
+	errno = (int)-ret;
+	return -1;
 }
 
-static ssize_t shim_recv(int fd, void *buf, size_t len, int flags)
+/* The tracked sock of fd, or NULL; an upgraded one goes to *upgraded. */
+static struct sock *lookup(int fd, struct sock **upgraded)
 {
-	DATA_CALL(done_rx, fd, real.recv(fd, buf, len, flags));
+	struct sock *sock;
+
+	shim_ensure_init();
+	sock = shim_lookup(fd);
+	*upgraded = sock && sock->conn ? sock : NULL;
+	return *upgraded ? NULL : sock;
+}
+
+static ssize_t shim_recv(int fd, void *buf, size_t len, int flags, bool as_read)
+{
+	struct sock *sock, *up;
+	ssize_t ret;
+
+	sock = lookup(fd, &up);
+	if (up) {
+		struct iovec iov = { .iov_base = buf, .iov_len = len };
+
+		return done_upgraded(up, upgraded_recv(up, fd, &iov, 1, flags));
+	}
+	ret = as_read ? real.read(fd, buf, len)
+		      : real.recv(fd, buf, len, flags);
+	return sock ? done_rx(sock, ret) : ret;
+}
+
+static ssize_t shim_send(int fd, const void *buf, size_t len, int flags,
+			 bool as_write)
+{
+	struct sock *sock, *up;
+	ssize_t ret;
+
+	sock = lookup(fd, &up);
+	if (up) {
+		struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
+
+		return done_upgraded(up, upgraded_send(up, fd, &iov, 1, flags));
+	}
+	ret = as_write ? real.write(fd, buf, len)
+		       : real.send(fd, buf, len, flags);
+	return sock ? done_tx(sock, ret) : ret;
 }
 
 static ssize_t shim_recvfrom(int fd, void *buf, size_t len, int flags,
 			     struct sockaddr *from, socklen_t *fromlen)
 {
-	DATA_CALL(done_rx, fd,
-		  real.recvfrom(fd, buf, len, flags, from, fromlen));
+	struct sock *sock, *up;
+	ssize_t ret;
+
+	sock = lookup(fd, &up);
+	if (up) {
+		struct iovec iov = { .iov_base = buf, .iov_len = len };
+
+		/* A stream socket reports no source address. */
+		if (from && fromlen)
+			*fromlen = 0;
+		return done_upgraded(up, upgraded_recv(up, fd, &iov, 1, flags));
+	}
+	ret = real.recvfrom(fd, buf, len, flags, from, fromlen);
+	return sock ? done_rx(sock, ret) : ret;
 }
 
 SHIM_EXPORT ssize_t read(int fd, void *buf, size_t count)
 {
-	return shim_read(fd, buf, count);
+	return shim_recv(fd, buf, count, 0, true);
 }
 
 SHIM_EXPORT ssize_t write(int fd, const void *buf, size_t count)
 {
-	DATA_CALL(done_tx, fd, real.write(fd, buf, count));
+	return shim_send(fd, buf, count, 0, true);
 }
 
 SHIM_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
 {
-	DATA_CALL(done_rx, fd, real.readv(fd, iov, iovcnt));
+	struct sock *sock, *up;
+	ssize_t ret;
+
+	sock = lookup(fd, &up);
+	if (up)
+		return done_upgraded(up, upgraded_recv(up, fd, iov, iovcnt, 0));
+	ret = real.readv(fd, iov, iovcnt);
+	return sock ? done_rx(sock, ret) : ret;
 }
 
 SHIM_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
 {
-	DATA_CALL(done_tx, fd, real.writev(fd, iov, iovcnt));
+	struct sock *sock, *up;
+	ssize_t ret;
+
+	sock = lookup(fd, &up);
+	if (up)
+		return done_upgraded(up, upgraded_send(up, fd, iov, iovcnt, 0));
+	ret = real.writev(fd, iov, iovcnt);
+	return sock ? done_tx(sock, ret) : ret;
 }
 
 SHIM_EXPORT ssize_t recv(int fd, void *buf, size_t len, int flags)
 {
-	return shim_recv(fd, buf, len, flags);
+	return shim_recv(fd, buf, len, flags, false);
 }
 
 SHIM_EXPORT ssize_t send(int fd, const void *buf, size_t len, int flags)
 {
-	DATA_CALL(done_tx, fd, real.send(fd, buf, len, flags));
+	return shim_send(fd, buf, len, flags, false);
 }
 
 SHIM_EXPORT ssize_t recvfrom(int fd, void *buf, size_t len, int flags,
@@ -107,17 +167,52 @@ SHIM_EXPORT ssize_t recvfrom(int fd, void *buf, size_t len, int flags,
 SHIM_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags,
 			   const struct sockaddr *to, socklen_t tolen)
 {
-	DATA_CALL(done_tx, fd, real.sendto(fd, buf, len, flags, to, tolen));
+	struct sock *sock, *up;
+	ssize_t ret;
+
+	sock = lookup(fd, &up);
+	if (up) {
+		struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
+
+		/* A connected stream ignores the address, as TCP does. */
+		return done_upgraded(up, upgraded_send(up, fd, &iov, 1, flags));
+	}
+	ret = real.sendto(fd, buf, len, flags, to, tolen);
+	return sock ? done_tx(sock, ret) : ret;
+}
+
+static ssize_t upgraded_recvmsg(struct sock *up, int fd, struct msghdr *msg,
+				int flags)
+{
+	msg->msg_namelen = 0;
+	msg->msg_controllen = 0;
+	msg->msg_flags = 0;
+	return upgraded_recv(up, fd, msg->msg_iov, msg->msg_iovlen, flags);
 }
 
 SHIM_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 {
-	DATA_CALL(done_rx, fd, real.recvmsg(fd, msg, flags));
+	struct sock *sock, *up;
+	ssize_t ret;
+
+	sock = lookup(fd, &up);
+	if (up)
+		return done_upgraded(up, upgraded_recvmsg(up, fd, msg, flags));
+	ret = real.recvmsg(fd, msg, flags);
+	return sock ? done_rx(sock, ret) : ret;
 }
 
 SHIM_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 {
-	DATA_CALL(done_tx, fd, real.sendmsg(fd, msg, flags));
+	struct sock *sock, *up;
+	ssize_t ret;
+
+	sock = lookup(fd, &up);
+	if (up)
+		return done_upgraded(up, upgraded_send(up, fd, msg->msg_iov,
+						       msg->msg_iovlen, flags));
+	ret = real.sendmsg(fd, msg, flags);
+	return sock ? done_tx(sock, ret) : ret;
 }
 
 static ssize_t mmsg_bytes(const struct mmsghdr *vec, int count)
@@ -146,14 +241,44 @@ static int done_mmsg(struct sock *sock, int ret, const struct mmsghdr *vec,
 	return ret;
 }
 
+/* One message after another, as many as go without blocking after the
+ * first (MSG_WAITFORONE's rule, which a stream makes the natural one). */
+static int upgraded_mmsg(struct sock *up, int fd, struct mmsghdr *vec,
+			 unsigned int vlen, int flags, bool tx)
+{
+	ssize_t ret = 0;
+	unsigned int i;
+
+	for (i = 0; i < vlen; i++) {
+		struct msghdr *m = &vec[i].msg_hdr;
+		int f = i ? flags | MSG_DONTWAIT : flags;
+
+		ret = tx ? upgraded_send(up, fd, m->msg_iov, m->msg_iovlen, f)
+			 : upgraded_recvmsg(up, fd, m, f & ~MSG_WAITFORONE);
+		if (ret < 0)
+			break;
+		vec[i].msg_len = ret;
+		if (!tx && !ret) {
+			i++; /* EOF: an empty message, and no more */
+			break;
+		}
+	}
+	sock_put(up);
+	if (i || ret >= 0)
+		return i;
+	errno = (int)-ret;
+	return -1;
+}
+
 SHIM_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen,
 			 int flags, struct timespec *timeout)
 {
-	struct sock *sock;
+	struct sock *sock, *up;
 	int ret;
 
-	shim_ensure_init();
-	sock = shim_lookup(fd);
+	sock = lookup(fd, &up);
+	if (up)
+		return upgraded_mmsg(up, fd, vec, vlen, flags, false);
 	ret = real.recvmmsg(fd, vec, vlen, flags, timeout);
 	return sock ? done_mmsg(sock, ret, vec, false) : ret;
 }
@@ -161,18 +286,49 @@ SHIM_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen,
 SHIM_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen,
 			 int flags)
 {
-	struct sock *sock;
+	struct sock *sock, *up;
 	int ret;
 
-	shim_ensure_init();
-	sock = shim_lookup(fd);
+	sock = lookup(fd, &up);
+	if (up)
+		return upgraded_mmsg(up, fd, vec, vlen, flags, true);
 	ret = real.sendmmsg(fd, vec, vlen, flags);
 	return sock ? done_mmsg(sock, ret, vec, true) : ret;
 }
 
+/* sendfile into an upgraded socket: read a chunk, send it. */
+static ssize_t upgraded_sendfile(struct sock *up, int out_fd, int in_fd,
+				 off_t *offset, size_t count)
+{
+	char buf[65536];
+	size_t want = count < sizeof(buf) ? count : sizeof(buf);
+	struct iovec iov = { .iov_base = buf };
+	ssize_t got, sent;
+
+	got = offset ? pread(in_fd, buf, want, *offset)
+		     : real.read(in_fd, buf, want);
+	if (got <= 0)
+		return got < 0 ? -errno : 0;
+	iov.iov_len = got;
+	sent = upgraded_send(up, out_fd, &iov, 1, 0);
+	if (sent > 0 && offset)
+		*offset += sent;
+	else if (sent > 0 && sent < got)
+		lseek(in_fd, sent - got, SEEK_CUR);
+	return sent;
+}
+
 SHIM_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
 {
-	DATA_CALL(done_tx, out_fd, real.sendfile(out_fd, in_fd, offset, count));
+	struct sock *sock, *up;
+	ssize_t ret;
+
+	sock = lookup(out_fd, &up);
+	if (up)
+		return done_upgraded(up, upgraded_sendfile(up, out_fd, in_fd,
+							   offset, count));
+	ret = real.sendfile(out_fd, in_fd, offset, count);
+	return sock ? done_tx(sock, ret) : ret;
 }
 
 /* off_t is 64-bit on every ABI this builds for: one call serves both. */
@@ -186,7 +342,7 @@ SHIM_EXPORT ssize_t __read_chk(int fd, void *buf, size_t nbytes, size_t buflen)
 {
 	if (nbytes > buflen)
 		__chk_fail();
-	return shim_read(fd, buf, nbytes);
+	return shim_recv(fd, buf, nbytes, 0, true);
 }
 
 SHIM_EXPORT ssize_t __recv_chk(int fd, void *buf, size_t len, size_t buflen,
@@ -194,7 +350,7 @@ SHIM_EXPORT ssize_t __recv_chk(int fd, void *buf, size_t len, size_t buflen,
 {
 	if (len > buflen)
 		__chk_fail();
-	return shim_recv(fd, buf, len, flags);
+	return shim_recv(fd, buf, len, flags, false);
 }
 
 SHIM_EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t len, size_t buflen,

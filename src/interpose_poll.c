@@ -1,14 +1,152 @@
 // SPDX-License-Identifier: MIT
 /*
- * Exported wrappers for readiness: poll, select and epoll.  While every
- * connection is on kernel TCP, the kernel's readiness is the truth and
- * these pass straight through; they are the seam where upgraded
- * connections will substitute their own readiness.
+ * Exported wrappers for readiness: poll, select and epoll.  For a kernel
+ * TCP socket the kernel's readiness is the truth and these pass straight
+ * through.  An upgraded socket's readiness lives in its conn's two
+ * eventfds (in_fd: data or EOF; out_fd: credit): epoll registers those in
+ * the program's set with the program's epoll_data, and poll and select
+ * look at them in place of the socket.
  */
 #include <errno.h>
+#include <stdlib.h>
+#include <string.h>
 
+#include "conn.h"
 #include "real.h"
 #include "shim.h"
+
+/* The conn of fd if it is upgraded (with a sock reference), else NULL. */
+static struct sock *upgraded_sock(int fd)
+{
+	struct sock *sock = shim_lookup(fd);
+
+	if (sock && !sock->conn) {
+		sock_put(sock);
+		return NULL;
+	}
+	return sock;
+}
+
+#define POLL_IN_EVENTS	(POLLIN | POLLRDNORM | POLLPRI | POLLRDHUP)
+#define POLL_OUT_EVENTS (POLLOUT | POLLWRNORM)
+
+/*
+ * What only the kernel socket can tell: the peer hung up or reset (no data
+ * ever flows on it after the upgrade, so its POLLIN means exactly that).
+ */
+#define POLL_KERNEL_EVENTS (POLLIN | POLLRDHUP | POLLHUP | POLLERR)
+
+/*
+ * poll() over a set where some fds are upgraded: each of those becomes its
+ * two eventfds plus the kernel socket (watched only for hang-up and error,
+ * which the TCP connection beside the queue pair reports as TCP would),
+ * and their results fold back into the program's entry.
+ */
+static int poll_substituted(struct pollfd *fds, nfds_t nfds,
+			    struct sock **socks, const struct timespec *tmo,
+			    const sigset_t *sigmask, int timeout_ms, bool ppoll)
+{
+	struct pollfd *tmp = calloc(3 * nfds + 1, sizeof(*tmp));
+	nfds_t i, j = 0;
+	int ret, ready = 0;
+
+	if (!tmp)
+		return -ENOMEM;
+	for (i = 0; i < nfds; i++) {
+		if (!socks[i]) {
+			tmp[j++] = fds[i];
+			continue;
+		}
+		conn_sync(socks[i]->conn);
+		tmp[j].fd = socks[i]->conn->in_fd;
+		tmp[j++].events = fds[i].events & POLL_IN_EVENTS ? POLLIN : 0;
+		tmp[j].fd = socks[i]->conn->out_fd;
+		tmp[j++].events = fds[i].events & POLL_OUT_EVENTS ? POLLOUT : 0;
+		tmp[j].fd = fds[i].fd;
+		tmp[j++].events = fds[i].events & (POLLIN | POLLRDHUP);
+	}
+	ret = ppoll ? real.ppoll(tmp, j, tmo, sigmask)
+		    : real.poll(tmp, j, timeout_ms);
+	if (ret < 0) {
+		ret = -errno;
+		goto out;
+	}
+	for (i = 0, j = 0; i < nfds; i++) {
+		short ev = fds[i].events, r;
+
+		if (!socks[i]) {
+			fds[i].revents = tmp[j++].revents;
+		} else {
+			fds[i].revents = 0;
+			if (tmp[j++].revents & POLLIN)
+				fds[i].revents |= ev & (POLLIN | POLLRDNORM);
+			if (tmp[j++].revents & POLLOUT)
+				fds[i].revents |= ev & POLL_OUT_EVENTS;
+			r = tmp[j++].revents & POLL_KERNEL_EVENTS;
+			if (r & POLLIN)
+				r = (r & ~POLLIN) |
+				    (ev & (POLLIN | POLLRDNORM));
+			fds[i].revents |= r;
+		}
+		if (fds[i].revents)
+			ready++;
+	}
+	ret = ready;
+out:
+	free(tmp);
+	return ret;
+}
+
+/* Looks up every fd; returns true if any is upgraded (socks filled). */
+static bool find_upgraded(struct pollfd *fds, nfds_t nfds, struct sock ***out)
+{
+	struct sock **socks = NULL;
+	nfds_t i;
+
+	if (!shim_config.enabled)
+		return false;
+	for (i = 0; i < nfds; i++) {
+		struct sock *sock;
+
+		if (fds[i].fd < 0)
+			continue;
+		sock = upgraded_sock(fds[i].fd);
+		if (!sock)
+			continue;
+		if (!socks)
+			socks = calloc(nfds, sizeof(*socks));
+		if (!socks) {
+			sock_put(sock);
+			continue;
+		}
+		socks[i] = sock;
+	}
+	*out = socks;
+	return socks != NULL;
+}
+
+static int poll_any(struct pollfd *fds, nfds_t nfds, const struct timespec *tmo,
+		    const sigset_t *sigmask, int timeout_ms, bool ppoll)
+{
+	struct sock **socks;
+	nfds_t i;
+	int ret;
+
+	if (!find_upgraded(fds, nfds, &socks))
+		return ppoll ? real.ppoll(fds, nfds, tmo, sigmask)
+			     : real.poll(fds, nfds, timeout_ms);
+	ret = poll_substituted(fds, nfds, socks, tmo, sigmask, timeout_ms,
+			       ppoll);
+	for (i = 0; i < nfds; i++)
+		if (socks[i])
+			sock_put(socks[i]);
+	free(socks);
+	if (ret < 0) {
+		errno = -ret;
+		return -1;
+	}
+	return ret;
+}
 
 int __poll_chk(struct pollfd *fds, nfds_t nfds, int timeout, size_t fdslen);
 int __ppoll_chk(struct pollfd *fds, nfds_t nfds, const struct timespec *tmo,
@@ -18,14 +156,14 @@ void __chk_fail(void) __attribute__((noreturn));
 SHIM_EXPORT int poll(struct pollfd *fds, nfds_t nfds, int timeout)
 {
 	shim_ensure_init();
-	return real.poll(fds, nfds, timeout);
+	return poll_any(fds, nfds, NULL, NULL, timeout, false);
 }
 
 SHIM_EXPORT int ppoll(struct pollfd *fds, nfds_t nfds,
 		      const struct timespec *tmo, const sigset_t *sigmask)
 {
 	shim_ensure_init();
-	return real.ppoll(fds, nfds, tmo, sigmask);
+	return poll_any(fds, nfds, tmo, sigmask, 0, true);
 }
 
 SHIM_EXPORT int __poll_chk(struct pollfd *fds, nfds_t nfds, int timeout,
@@ -45,24 +183,186 @@ SHIM_EXPORT int __ppoll_chk(struct pollfd *fds, nfds_t nfds,
 	return ppoll(fds, nfds, tmo, ss);
 }
 
+/* Any upgraded fd among the first nfds of the three sets? */
+static bool sets_have_upgraded(int nfds, fd_set *rd, fd_set *wr, fd_set *ex)
+{
+	int fd;
+
+	if (!shim_config.enabled)
+		return false;
+	for (fd = 0; fd < nfds && fd < FD_SETSIZE; fd++) {
+		struct sock *sock;
+
+		if (!(rd && FD_ISSET(fd, rd)) && !(wr && FD_ISSET(fd, wr)) &&
+		    !(ex && FD_ISSET(fd, ex)))
+			continue;
+		sock = upgraded_sock(fd);
+		if (sock) {
+			sock_put(sock);
+			return true;
+		}
+	}
+	return false;
+}
+
+/* select() as poll(), so that upgraded fds are substituted. */
+static int select_as_poll(int nfds, fd_set *rd, fd_set *wr, fd_set *ex,
+			  const struct timespec *tmo, const sigset_t *sigmask)
+{
+	struct pollfd pfds[FD_SETSIZE];
+	nfds_t n = 0, i;
+	int fd, ret;
+
+	for (fd = 0; fd < nfds && fd < FD_SETSIZE; fd++) {
+		short events = 0;
+
+		if (rd && FD_ISSET(fd, rd))
+			events |= POLLIN;
+		if (wr && FD_ISSET(fd, wr))
+			events |= POLLOUT;
+		if (ex && FD_ISSET(fd, ex))
+			events |= POLLPRI;
+		if (events) {
+			pfds[n].fd = fd;
+			pfds[n++].events = events;
+		}
+	}
+	ret = poll_any(pfds, n, tmo, sigmask, 0, true);
+	if (ret < 0)
+		return ret;
+	if (rd)
+		FD_ZERO(rd);
+	if (wr)
+		FD_ZERO(wr);
+	if (ex)
+		FD_ZERO(ex);
+	ret = 0;
+	for (i = 0; i < n; i++) {
+		short r = pfds[i].revents;
+
+		if (rd && r & (POLLIN | POLLHUP | POLLERR))
+			FD_SET(pfds[i].fd, rd), ret++;
+		if (wr && r & (POLLOUT | POLLERR))
+			FD_SET(pfds[i].fd, wr), ret++;
+		if (ex && r & POLLPRI)
+			FD_SET(pfds[i].fd, ex), ret++;
+	}
+	return ret;
+}
+
 SHIM_EXPORT int select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex,
 		       struct timeval *timeout)
 {
+	struct timespec ts;
+
 	shim_ensure_init();
-	return real.select(nfds, rd, wr, ex, timeout);
+	if (!sets_have_upgraded(nfds, rd, wr, ex))
+		return real.select(nfds, rd, wr, ex, timeout);
+	if (timeout) {
+		ts.tv_sec = timeout->tv_sec;
+		ts.tv_nsec = timeout->tv_usec * 1000;
+	}
+	return select_as_poll(nfds, rd, wr, ex, timeout ? &ts : NULL, NULL);
 }
 
 SHIM_EXPORT int pselect(int nfds, fd_set *rd, fd_set *wr, fd_set *ex,
 			const struct timespec *timeout, const sigset_t *sigmask)
 {
 	shim_ensure_init();
-	return real.pselect(nfds, rd, wr, ex, timeout, sigmask);
+	if (!sets_have_upgraded(nfds, rd, wr, ex))
+		return real.pselect(nfds, rd, wr, ex, timeout, sigmask);
+	return select_as_poll(nfds, rd, wr, ex, timeout, sigmask);
+}
+
+/* Upgraded registrations made so far: epoll_wait merges only if any. */
+static unsigned long upgraded_registrations;
+
+/*
+ * Registers (or changes, or removes) an upgraded fd as three entries with
+ * the program's epoll_data: its two eventfds for EPOLLIN and EPOLLOUT, and
+ * the kernel socket itself for what only it can tell: the peer hung up or
+ * reset (its EPOLLIN and EPOLLRDHUP, and the EPOLLHUP and EPOLLERR that
+ * epoll always reports; no data flows on it after the upgrade).
+ */
+static int epoll_ctl_upgraded(int epfd, int op, int fd, struct conn *c,
+			      struct epoll_event *ev)
+{
+	const uint32_t flags =
+		EPOLLET | EPOLLONESHOT | EPOLLEXCLUSIVE | EPOLLWAKEUP;
+	struct epoll_event in_ev, out_ev, tcp_ev;
+	int ret;
+
+	if (op == EPOLL_CTL_DEL) {
+		ret = real.epoll_ctl(epfd, op, c->in_fd, NULL);
+		real.epoll_ctl(epfd, op, c->out_fd, NULL);
+		real.epoll_ctl(epfd, op, fd, NULL);
+		return ret;
+	}
+	if (!ev) {
+		errno = EFAULT;
+		return -1;
+	}
+	conn_sync(c);
+	in_ev.events = (ev->events & flags) | (ev->events & EPOLLIN);
+	out_ev.events = (ev->events & flags) | (ev->events & EPOLLOUT);
+	tcp_ev.events =
+		(ev->events & flags) | (ev->events & (EPOLLIN | EPOLLRDHUP));
+	in_ev.data = out_ev.data = tcp_ev.data = ev->data;
+	ret = real.epoll_ctl(epfd, op, c->in_fd, &in_ev);
+	if (ret)
+		return ret;
+	ret = real.epoll_ctl(epfd, op, c->out_fd, &out_ev);
+	if (!ret)
+		ret = real.epoll_ctl(epfd, op, fd, &tcp_ev);
+	if (ret && op == EPOLL_CTL_ADD) {
+		int err = errno;
+
+		real.epoll_ctl(epfd, EPOLL_CTL_DEL, c->in_fd, NULL);
+		real.epoll_ctl(epfd, EPOLL_CTL_DEL, c->out_fd, NULL);
+		errno = err;
+	}
+	if (!ret && op == EPOLL_CTL_ADD)
+		__atomic_fetch_add(&upgraded_registrations, 1,
+				   __ATOMIC_RELAXED);
+	return ret;
+}
+
+/*
+ * An upgraded fd's three entries may come back as up to three events with
+ * the same epoll_data: fold them into one, as one socket would report.
+ */
+static int merge_events(struct epoll_event *events, int n)
+{
+	int i, j, out = 0;
+
+	if (n <= 1 ||
+	    !__atomic_load_n(&upgraded_registrations, __ATOMIC_RELAXED))
+		return n;
+	for (i = 0; i < n; i++) {
+		for (j = 0; j < out; j++) {
+			if (events[j].data.u64 == events[i].data.u64) {
+				events[j].events |= events[i].events;
+				break;
+			}
+		}
+		if (j == out)
+			events[out++] = events[i];
+	}
+	return out;
 }
 
 SHIM_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 {
+	struct sock *sock;
+	int ret;
+
 	shim_ensure_init();
-	return real.epoll_ctl(epfd, op, fd, ev);
+	sock = shim_config.enabled ? upgraded_sock(fd) : NULL;
+	if (!sock)
+		return real.epoll_ctl(epfd, op, fd, ev);
+	ret = epoll_ctl_upgraded(epfd, op, fd, sock->conn, ev);
+	sock_put(sock);
+	return ret;
 }
 
 SHIM_EXPORT int epoll_wait(int epfd, struct epoll_event *events, int maxevents,
@@ -88,5 +388,6 @@ SHIM_EXPORT int epoll_pwait2(int epfd, struct epoll_event *events,
 		errno = ENOSYS;
 		return -1;
 	}
-	return real.epoll_pwait2(epfd, events, maxevents, timeout, sigmask);
+	return merge_events(events, real.epoll_pwait2(epfd, events, maxevents,
+						      timeout, sigmask));
 }

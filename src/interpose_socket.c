@@ -11,6 +11,7 @@
 #include "real.h"
 #include "shim.h"
 #include "track.h"
+#include "upgraded.h"
 
 SHIM_EXPORT int socket(int domain, int type, int protocol)
 {
@@ -100,16 +101,20 @@ SHIM_EXPORT int accept4(int fd, struct sockaddr *addr, socklen_t *len,
 
 SHIM_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 {
+	enum roceshim_reason reason = ROCESHIM_REASON_NONE;
 	struct sock *sock;
 	int ret, err;
 
 	shim_ensure_init();
+	sock = shim_lookup(fd);
+	/* RDMA or TCP is settled before the first TCP byte. */
+	if (sock)
+		reason = track_connect_prepare(sock, fd, addr, len);
 	ret = real.connect(fd, addr, len);
 	err = errno;
-	sock = shim_lookup(fd);
 	if (!sock)
 		return ret;
-	track_connect(sock, fd, addr, len, ret, err);
+	track_connect(sock, fd, addr, len, ret, err, reason);
 	sock_put(sock);
 	errno = err;
 	return ret;
@@ -117,8 +122,21 @@ SHIM_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 
 SHIM_EXPORT int shutdown(int fd, int how)
 {
+	struct sock *sock;
+	int ret;
+
 	shim_ensure_init();
-	return real.shutdown(fd, how);
+	sock = shim_lookup(fd);
+	if (sock && sock->conn)
+		upgraded_shutdown(sock, how);
+	ret = real.shutdown(fd, how);
+	if (sock) {
+		int err = errno;
+
+		sock_put(sock);
+		errno = err;
+	}
+	return ret;
 }
 
 SHIM_EXPORT int close(int fd)

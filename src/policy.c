@@ -11,15 +11,14 @@ enum roceshim_reason policy_decide(const struct config *cfg,
 		return ROCESHIM_REASON_EXCLUDED;
 	if (addr_rules_match(&cfg->exclude, peer, service_port))
 		return ROCESHIM_REASON_EXCLUDED;
-	if (!device_count())
-		return ROCESHIM_REASON_NO_DEVICE;
-	/* This version carries every connection on kernel TCP. */
-	return ROCESHIM_REASON_UNSUPPORTED;
+	return policy_listener(cfg);
 }
 
 enum roceshim_reason policy_listener(const struct config *cfg)
 {
 	if (!device_count())
 		return ROCESHIM_REASON_NO_DEVICE;
-	return ROCESHIM_REASON_UNSUPPORTED;
+	if (!cfg->rdma)
+		return ROCESHIM_REASON_DISABLED;
+	return ROCESHIM_REASON_NONE;
 }

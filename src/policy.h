@@ -20,7 +20,10 @@ enum roceshim_reason policy_decide(const struct config *cfg,
 				   const struct roceshim_stats_endpoint *peer,
 				   uint16_t service_port);
 
-/* Why a listener cannot accept RDMA connections, or NONE if it can. */
+/*
+ * Why a listener cannot accept RDMA connections (no device, or the RDMA
+ * path is off: ROCESHIM_RDMA), or NONE if it can.
+ */
 enum roceshim_reason policy_listener(const struct config *cfg);
 
 #endif /* ROCESHIM_POLICY_H */

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "cm.h"
 #include "log.h"
 #include "real.h"
 #include "shim.h"
@@ -39,6 +40,7 @@ static void fork_parent(void)
 
 static void fork_child(void)
 {
+	cm_fork_child();
 	sock_pool_unlock();
 	stats_fork_child();
 	log_open(shim_config.log_level, shim_config.log_file);
@@ -58,6 +60,7 @@ static void init_once_fn(void)
 	log_open(shim_config.log_level, shim_config.log_file);
 	stats_configure(shim_config.enabled && shim_config.stats,
 			shim_config.stats_rows);
+	cm_configure(&shim_config);
 	pthread_atfork(fork_prepare, fork_parent, fork_child);
 	atexit(at_exit);
 	log_info("enabled=%d stats=%d include=%u exclude=%u rules",

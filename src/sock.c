@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
+#include "cm.h"
 #include "sock.h"
 #include "stats.h"
 
@@ -41,6 +42,9 @@ struct sock *sock_new(int domain)
 	sock->next_free = NULL;
 	__atomic_store_n(&sock->published, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&sock->connecting, 0, __ATOMIC_RELAXED);
+	sock->conn = NULL;
+	sock->listen_id = NULL;
+	sock->abortive = false;
 	__atomic_store_n(&sock->row, -1, __ATOMIC_RELAXED);
 	/* Published last: a racing sock_tryget() sees a ready sock or 0. */
 	__atomic_store_n(&sock->refs, 1, __ATOMIC_RELEASE);
@@ -74,6 +78,10 @@ void sock_put(struct sock *sock)
 	row = __atomic_load_n(&sock->row, __ATOMIC_RELAXED);
 	if (row >= 0)
 		stats_row_close(row);
+	if (sock->conn)
+		cm_release(sock->conn, sock->abortive);
+	if (sock->listen_id)
+		cm_unlisten(sock);
 	pthread_mutex_lock(&pool_lock);
 	sock->next_free = pool_free;
 	pool_free = sock;

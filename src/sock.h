@@ -19,12 +19,18 @@
 
 #include <roceshim/stats.h>
 
+struct conn;
+struct rdma_cm_id;
+
 struct sock {
-	int refs;	/* atomic */
-	int domain;	/* AF_INET or AF_INET6 */
-	int published;	/* atomic: sock_publish() ran */
-	int connecting; /* atomic: non-blocking connect in progress */
-	int row;	/* stats row, -1 for none; atomic, set once */
+	int refs;	   /* atomic */
+	int domain;	   /* AF_INET or AF_INET6 */
+	int published;	   /* atomic: sock_publish() ran */
+	int connecting;	   /* atomic: non-blocking connect in progress */
+	struct conn *conn; /* the RDMA connection once upgraded; set once */
+	struct rdma_cm_id *listen_id; /* the CM listener beside a listener */
+	bool abortive;		      /* closed with SO_LINGER {1, 0}: no FIN */
+	int row; /* stats row, -1 for none; atomic, set once */
 	struct sock *next_free;
 };
 

@@ -267,31 +267,50 @@ void stats_row_close(int index)
 	pthread_mutex_unlock(&st.lock);
 }
 
-static void count_io(int index, size_t bytes, bool tx)
+static void count_io(int index, size_t bytes, bool tx, bool rdma)
 {
 	struct roceshim_stats_header *seg = stats_segment();
 	struct roceshim_stats_counters *c;
+	int i;
 
 	if (!seg)
 		return;
-	c = &seg->global.totals;
-	counter_add(tx ? &c->tcp_tx_bytes : &c->tcp_rx_bytes, bytes);
-	counter_add(tx ? &c->tx_msgs : &c->rx_msgs, 1);
-	if (index < 0)
-		return;
-	c = &row_at(seg, index)->counters;
-	counter_add(tx ? &c->tcp_tx_bytes : &c->tcp_rx_bytes, bytes);
-	counter_add(tx ? &c->tx_msgs : &c->rx_msgs, 1);
+	for (i = 0; i < 2; i++) {
+		if (i == 0) {
+			c = &seg->global.totals;
+		} else {
+			if (index < 0)
+				return;
+			c = &row_at(seg, index)->counters;
+		}
+		if (rdma)
+			counter_add(tx ? &c->rdma_tx_bytes : &c->rdma_rx_bytes,
+				    bytes);
+		else
+			counter_add(tx ? &c->tcp_tx_bytes : &c->tcp_rx_bytes,
+				    bytes);
+		counter_add(tx ? &c->tx_msgs : &c->rx_msgs, 1);
+	}
 }
 
 void stats_tcp_tx(int index, size_t bytes)
 {
-	count_io(index, bytes, true);
+	count_io(index, bytes, true, false);
 }
 
 void stats_tcp_rx(int index, size_t bytes)
 {
-	count_io(index, bytes, false);
+	count_io(index, bytes, false, false);
+}
+
+void stats_rdma_tx(int index, size_t bytes)
+{
+	count_io(index, bytes, true, true);
+}
+
+void stats_rdma_rx(int index, size_t bytes)
+{
+	count_io(index, bytes, false, true);
 }
 
 void stats_error(int index)

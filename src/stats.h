@@ -32,9 +32,11 @@ int stats_row_open(int fd, enum roceshim_role role,
 void stats_row_set_state(int row, enum roceshim_row_state state);
 void stats_row_close(int row);
 
-/* Data moved on the kernel TCP path; row may be -1. */
+/* Data moved on the kernel TCP path or over RDMA; row may be -1. */
 void stats_tcp_tx(int row, size_t bytes);
 void stats_tcp_rx(int row, size_t bytes);
+void stats_rdma_tx(int row, size_t bytes);
+void stats_rdma_rx(int row, size_t bytes);
 void stats_error(int row);
 
 /* The segment, or NULL; for tests and the fork handlers. */

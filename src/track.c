@@ -3,6 +3,7 @@
 #include <netinet/in.h>
 #include <string.h>
 
+#include "cm.h"
 #include "endpoint.h"
 #include "log.h"
 #include "policy.h"
@@ -52,7 +53,18 @@ void track_other(int fd)
 
 void track_close(int fd)
 {
-	track_other(fd);
+	struct sock *sock = fd_table_remove(fd);
+	struct linger lg;
+	socklen_t len = sizeof(lg);
+
+	if (!sock)
+		return;
+	/* SO_LINGER {1, 0} resets a TCP connection: no FIN over RDMA either. */
+	if (sock->conn &&
+	    !real.getsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, &len) &&
+	    lg.l_onoff && !lg.l_linger)
+		sock->abortive = true;
+	sock_put(sock);
 }
 
 void track_dup(int old_fd, int new_fd)
@@ -97,23 +109,57 @@ static void log_decision(int fd, const char *what,
 	if (log_level < LOG_LEVEL_DEBUG)
 		return;
 	endpoint_format(peer, text, sizeof(text));
-	log_debug("fd %d: %s %s on tcp (%s)", fd, what, text,
-		  roceshim_reason_name(reason));
+	if (reason == ROCESHIM_REASON_NONE)
+		log_debug("fd %d: %s %s on rdma", fd, what, text);
+	else
+		log_debug("fd %d: %s %s on tcp (%s)", fd, what, text,
+			  roceshim_reason_name(reason));
+}
+
+enum roceshim_reason track_connect_prepare(struct sock *sock, int fd,
+					   const struct sockaddr *addr,
+					   socklen_t len)
+{
+	struct roceshim_stats_endpoint peer;
+	enum roceshim_reason reason;
+	struct conn *conn = NULL;
+
+	/* Only the first connect() decides; later calls poll its progress. */
+	if (__atomic_load_n(&sock->published, __ATOMIC_ACQUIRE) || sock->conn)
+		return ROCESHIM_REASON_NONE;
+	if (endpoint_from_sockaddr(&peer, addr, len))
+		return ROCESHIM_REASON_UNSUPPORTED;
+	reason = policy_decide(&shim_config, &peer, peer.port);
+	if (reason == ROCESHIM_REASON_NONE)
+		reason = cm_connect(fd, addr, len, &conn);
+	if (conn)
+		sock->conn = conn;
+	return reason;
 }
 
 void track_connect(struct sock *sock, int fd, const struct sockaddr *addr,
-		   socklen_t len, int ret, int err)
+		   socklen_t len, int ret, int err, enum roceshim_reason reason)
 {
 	struct roceshim_stats_endpoint local, peer;
 	enum roceshim_row_state state;
-	enum roceshim_reason reason;
 
-	if (ret && err != EINPROGRESS)
+	/* A later connect() on the same socket only reports progress. */
+	if (__atomic_load_n(&sock->published, __ATOMIC_ACQUIRE)) {
+		if (!ret || err == EISCONN)
+			track_connect_result(sock, 0);
 		return;
+	}
+	if (ret && err != EINPROGRESS) {
+		/* The TCP connection failed: so does the RDMA one. */
+		if (sock->conn) {
+			cm_release(sock->conn, true);
+			sock->conn = NULL;
+		}
+		return;
+	}
 	if (endpoint_from_sockaddr(&peer, addr, len))
 		return;
 	local_endpoint(fd, &local);
-	reason = policy_decide(&shim_config, &peer, peer.port);
 	state = ret ? ROCESHIM_ROW_CONNECTING : ROCESHIM_ROW_OPEN;
 	__atomic_store_n(&sock->connecting, ret != 0, __ATOMIC_RELEASE);
 	sock_publish(sock, fd, ROCESHIM_ROLE_ACTIVE, state, reason, &local,
@@ -133,11 +179,17 @@ void track_connect_result(struct sock *sock, int so_error)
 void track_listen(struct sock *sock, int fd)
 {
 	struct roceshim_stats_endpoint local, none;
+	enum roceshim_reason reason = policy_listener(&shim_config);
 
 	memset(&none, 0, sizeof(none));
 	local_endpoint(fd, &local);
+	if (reason == ROCESHIM_REASON_NONE && !sock->listen_id) {
+		cm_listen(sock, fd);
+		if (!sock->listen_id)
+			reason = ROCESHIM_REASON_RESOURCE;
+	}
 	sock_publish(sock, fd, ROCESHIM_ROLE_LISTENER, ROCESHIM_ROW_LISTENING,
-		     policy_listener(&shim_config), &local, &none);
+		     reason, &local, &none);
 }
 
 void track_accept(struct sock *listener, int fd)
@@ -156,7 +208,14 @@ void track_accept(struct sock *listener, int fd)
 		goto out;
 	local_endpoint(fd, &local);
 	peer_endpoint(fd, &peer);
+	/* The client decided: a pending RDMA connection must be taken. */
+	sock->conn =
+		listener->listen_id ? cm_take_pending(&peer, local.port) : NULL;
 	reason = policy_decide(&shim_config, &peer, local.port);
+	if (sock->conn)
+		reason = ROCESHIM_REASON_NONE;
+	else if (reason == ROCESHIM_REASON_NONE)
+		reason = ROCESHIM_REASON_PEER_TCP;
 	sock_publish(sock, fd, ROCESHIM_ROLE_PASSIVE, ROCESHIM_ROW_OPEN, reason,
 		     &local, &peer);
 	log_decision(fd, "accepted from", &peer, reason);

@@ -26,8 +26,16 @@ void track_close(int fd);
 /* new_fd is now a duplicate of old_fd (dup, dup2, dup3, F_DUPFD). */
 void track_dup(int old_fd, int new_fd);
 
+/*
+ * Before the real connect(): decides RDMA or TCP (the RDMA handshake runs
+ * here) and returns the reason for track_connect().
+ */
+enum roceshim_reason track_connect_prepare(struct sock *sock, int fd,
+					   const struct sockaddr *addr,
+					   socklen_t len);
 void track_connect(struct sock *sock, int fd, const struct sockaddr *addr,
-		   socklen_t len, int ret, int err);
+		   socklen_t len, int ret, int err,
+		   enum roceshim_reason reason);
 void track_listen(struct sock *sock, int fd);
 void track_accept(struct sock *listener, int fd);
 

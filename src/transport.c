@@ -35,6 +35,7 @@ struct transport {
 	struct stream s;
 	uint32_t sq_outstanding;
 	bool tx_shut;
+	bool peer_gone;
 
 	int error; /* sticky negative errno */
 	struct transport_counters counters;
@@ -290,10 +291,11 @@ static ssize_t send_locked(struct transport *t, const uint8_t *buf, size_t len)
 	uint32_t first, n;
 	int ret;
 
+	/* As on TCP: writing to a peer that has gone away is EPIPE. */
+	if (t->peer_gone || t->tx_shut || (t->error && t->s.rx_eof))
+		return -EPIPE;
 	if (t->error)
 		return t->error;
-	if (t->tx_shut)
-		return -EPIPE;
 	if (!len)
 		return 0;
 	n = stream_send_window(&t->s, len);
@@ -349,7 +351,7 @@ ssize_t transport_recv(struct transport *t, void *buf, size_t len, bool peek)
 	progress_locked(t);
 	avail = stream_available(&t->s);
 	if (!avail) {
-		ret = t->error ? t->error : t->s.rx_eof ? 0 : -EAGAIN;
+		ret = t->s.rx_eof ? 0 : t->error ? t->error : -EAGAIN;
 		goto out;
 	}
 	head = t->s.rx_head;
@@ -411,6 +413,76 @@ int transport_wait(struct transport *t, int timeout_ms)
 	return 0;
 }
 
+void transport_peer_gone(struct transport *t)
+{
+	pthread_mutex_lock(&t->lock);
+	progress_locked(t);
+	t->peer_gone = true;
+	if (!t->s.rx_eof)
+		fail_locked(t, -ECONNRESET);
+	pthread_mutex_unlock(&t->lock);
+}
+
+int transport_event_fd(const struct transport *t)
+{
+	return t->channel->fd;
+}
+
+int transport_arm(struct transport *t)
+{
+	int ret;
+
+	pthread_mutex_lock(&t->lock);
+	if (ibv_req_notify_cq(t->cq, 0))
+		fail_locked(t, -ECONNRESET);
+	progress_locked(t);
+	ret = t->error;
+	pthread_mutex_unlock(&t->lock);
+	return ret;
+}
+
+int transport_handle_event(struct transport *t)
+{
+	struct ibv_cq *cq;
+	void *ctx;
+
+	if (!ibv_get_cq_event(t->channel, &cq, &ctx))
+		ibv_ack_cq_events(cq, 1);
+	return transport_arm(t);
+}
+
+unsigned int transport_writes_in_flight(struct transport *t)
+{
+	unsigned int n;
+
+	pthread_mutex_lock(&t->lock);
+	progress_locked(t);
+	n = t->sq_outstanding;
+	pthread_mutex_unlock(&t->lock);
+	return n;
+}
+
+size_t transport_available(struct transport *t)
+{
+	size_t n;
+
+	pthread_mutex_lock(&t->lock);
+	progress_locked(t);
+	n = stream_available(&t->s);
+	pthread_mutex_unlock(&t->lock);
+	return n;
+}
+
+uint64_t transport_arrivals(struct transport *t)
+{
+	uint64_t n;
+
+	pthread_mutex_lock(&t->lock);
+	n = t->s.rx_tail + t->s.rx_eof + (t->error != 0);
+	pthread_mutex_unlock(&t->lock);
+	return n;
+}
+
 bool transport_readable(struct transport *t)
 {
 	bool ready;
@@ -428,7 +500,7 @@ bool transport_writable(struct transport *t)
 
 	pthread_mutex_lock(&t->lock);
 	progress_locked(t);
-	ready = t->error || t->tx_shut ||
+	ready = t->error || t->tx_shut || t->peer_gone ||
 		(stream_send_window(&t->s, 1) &&
 		 t->sq_outstanding + 2 <= t->depth);
 	pthread_mutex_unlock(&t->lock);

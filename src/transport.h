@@ -62,10 +62,33 @@ ssize_t transport_recv(struct transport *t, void *buf, size_t len, bool peek);
 /* No more sending; the peer reads EOF once it has the data before. */
 int transport_shutdown(struct transport *t);
 
+/*
+ * The peer's connection is gone (CM disconnect).  Reads return what is
+ * left, then EOF if the peer had sent FIN, else ECONNRESET; sends EPIPE.
+ */
+void transport_peer_gone(struct transport *t);
+
 /* Reaps completions; returns 0 or the sticky error. */
 int transport_progress(struct transport *t);
 /* Sleeps until a completion arrives: 0, -ETIMEDOUT or an error. */
 int transport_wait(struct transport *t, int timeout_ms);
+/*
+ * For one waiter (a progress thread) that sleeps on the completion
+ * channel: its fd, and what to do when the fd is readable (take the
+ * event, re-arm, reap).  transport_arm() arms the channel the first time.
+ */
+int transport_event_fd(const struct transport *t);
+int transport_arm(struct transport *t);
+int transport_handle_event(struct transport *t);
+/* Work requests posted and not yet completed (a FIN in flight, say). */
+unsigned int transport_writes_in_flight(struct transport *t);
+
+/* Bytes that a read would return now. */
+size_t transport_available(struct transport *t);
+
+/* Grows with every arrival (data, FIN, failure): a new edge to report. */
+uint64_t transport_arrivals(struct transport *t);
+
 /* Data, EOF or an error to report. */
 bool transport_readable(struct transport *t);
 /* Credit to send, or an error to report. */

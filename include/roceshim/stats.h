@@ -31,7 +31,7 @@
 /* Why a connection is not on RDMA.  Values are stable across versions. */
 enum roceshim_reason {
 	ROCESHIM_REASON_NONE = 0,	    /* on RDMA, or not decided yet */
-	ROCESHIM_REASON_DISABLED = 1,	    /* ROCESHIM_ENABLE=0 */
+	ROCESHIM_REASON_DISABLED = 1,	    /* ROCESHIM_RDMA=0 */
 	ROCESHIM_REASON_EXCLUDED = 2,	    /* include/exclude rules */
 	ROCESHIM_REASON_NO_DEVICE = 3,	    /* no RDMA device on this host */
 	ROCESHIM_REASON_NO_ROUTE = 4,	    /* no RDMA device on the route */
@@ -40,6 +40,7 @@ enum roceshim_reason {
 	ROCESHIM_REASON_NEGATIVE_CACHE = 7, /* peer recently failed */
 	ROCESHIM_REASON_RESOURCE = 8,	    /* QP, CQ, MR or memory failure */
 	ROCESHIM_REASON_UNSUPPORTED = 9,    /* RDMA path not available here */
+	ROCESHIM_REASON_PEER_TCP = 10,	    /* the peer did not offer RDMA */
 	ROCESHIM_REASON_COUNT = 16	    /* array size, room to grow */
 };
 
@@ -135,6 +136,7 @@ static inline const char *roceshim_reason_name(unsigned int reason)
 		[ROCESHIM_REASON_NEGATIVE_CACHE] = "negative_cache",
 		[ROCESHIM_REASON_RESOURCE] = "resource",
 		[ROCESHIM_REASON_UNSUPPORTED] = "unsupported",
+		[ROCESHIM_REASON_PEER_TCP] = "peer_tcp",
 	};
 
 	if (reason >= sizeof(names) / sizeof(names[0]) || !names[reason])

@@ -3674,10 +3674,13 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: sockcheck [--server-addr A] [--client-addr B] "
-		"[--only PATTERN] [--list] [--timeout-scale N]\n"
+		"[--only PATTERN] [--skip PATTERNS] [--list] [--timeout-scale "
+		"N]\n"
 		"  --server-addr A    listen on A (default 127.0.0.1)\n"
 		"  --client-addr B    bind clients to B (default: A)\n"
 		"  --only PATTERN     run tests whose name matches (fnmatch)\n"
+		"  --skip PATTERNS    do not run tests matching any of these\n"
+		"                     comma-separated patterns\n"
 		"  --list             print test names and exit\n"
 		"  --timeout-scale N  multiply all time limits by N "
 		"(slow hosts, valgrind)\n");
@@ -3698,6 +3701,31 @@ static void prepare_abort_msg(const char *name, int passed, int failed,
 			      ", %d skipped", skipped);
 	n += snprintf(abort_msg + n, sizeof(abort_msg) - n, "\n");
 	abort_len = n;
+}
+
+/* --skip: comma-separated fnmatch patterns of tests not to run at all. */
+static const char *skip_patterns;
+
+static bool selected_test(const char *only, const char *name)
+{
+	const char *p = skip_patterns;
+
+	if (only && fnmatch(only, name, 0))
+		return false;
+	while (p && *p) {
+		const char *comma = strchr(p, ',');
+		size_t len = comma ? (size_t)(comma - p) : strlen(p);
+		char pattern[128];
+
+		if (len < sizeof(pattern)) {
+			memcpy(pattern, p, len);
+			pattern[len] = '\0';
+			if (!fnmatch(pattern, name, 0))
+				return false;
+		}
+		p = comma ? comma + 1 : NULL;
+	}
+	return true;
 }
 
 static int parse_args(int argc, char **argv, const char **only, bool *list)
@@ -3728,6 +3756,8 @@ static int parse_args(int argc, char **argv, const char **only, bool *list)
 			cli = val;
 		} else if (!strcmp(arg, "--only")) {
 			*only = val;
+		} else if (!strcmp(arg, "--skip")) {
+			skip_patterns = val;
 		} else if (!strcmp(arg, "--timeout-scale")) {
 			timeout_scale = strtoul(val, NULL, 10);
 			if (timeout_scale < 1 || timeout_scale > 100) {
@@ -3787,7 +3817,7 @@ int main(int argc, char **argv)
 	if (parse_args(argc, argv, &only, &list))
 		return 2;
 	for (i = 0; i < ARRAY_SIZE(tests); i++) {
-		if (only && fnmatch(only, tests[i].name, 0))
+		if (!selected_test(only, tests[i].name))
 			continue;
 		selected++;
 		if (list)
@@ -3811,7 +3841,7 @@ int main(int argc, char **argv)
 	for (i = 0; i < ARRAY_SIZE(tests); i++) {
 		const struct test *tc = &tests[i];
 
-		if (only && fnmatch(only, tc->name, 0))
+		if (!selected_test(only, tc->name))
 			continue;
 		done++;
 		if (now_ms() - start >

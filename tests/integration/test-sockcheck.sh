@@ -10,7 +10,8 @@
 # Environment (from the test harness): ROCESHIM_RUN, top_builddir.
 # Optional: SOCKCHECK_ARGS (e.g. "--server-addr 10.99.0.2 --client-addr
 # 10.99.0.1" on the RDMA fabric), SOCKCHECK_EXPECT (what every logged
-# decision must say after "on", e.g. "tcp (no_device)" or "rdma").
+# decision must say after "on", e.g. "tcp (no_device)"), SOCKCHECK_MIN_RDMA
+# (at least this many connections must have gone over RDMA).
 
 set -u
 
@@ -76,6 +77,15 @@ if [ -n "${SOCKCHECK_EXPECT:-}" ] &&
    grep -vF " on $SOCKCHECK_EXPECT" | head -n 5 | grep .; then
 	echo "FAIL: the decisions above are not \"$SOCKCHECK_EXPECT\""
 	status=1
+fi
+echo "# decisions:"
+grep -ohE ' on (rdma|tcp \([a-z_]+\))' "$tmp"/roceshim.*.log | sort | uniq -c
+if [ -n "${SOCKCHECK_MIN_RDMA:-}" ]; then
+	rdma=$(cat "$tmp"/roceshim.*.log | grep -c ' on rdma$')
+	if [ "$rdma" -lt "$SOCKCHECK_MIN_RDMA" ]; then
+		echo "FAIL: only $rdma connections over RDMA (want >= $SOCKCHECK_MIN_RDMA)"
+		status=1
+	fi
 fi
 [ "$status" -eq 0 ] && echo "PASS: sockcheck identical with and without roceshim"
 exit "$status"

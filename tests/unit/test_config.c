@@ -242,6 +242,54 @@ static void too_many_rules_exclude_every_connection(void **state)
 	assert_excludes_everything(&cfg);
 }
 
+static void rdma_path_is_off_until_switched_on(void **state)
+{
+	struct config cfg;
+
+	load_with(&cfg, NULL, NULL);
+	assert_false(cfg.rdma);
+	load_with(&cfg, "ROCESHIM_RDMA", "1");
+	assert_true(cfg.rdma);
+	load_with(&cfg, "ROCESHIM_RDMA", "sometimes");
+	assert_false(cfg.rdma);
+	assert_warned_once_about("ROCESHIM_RDMA", "sometimes");
+}
+
+static void ring_kb_takes_powers_of_two_only(void **state)
+{
+	static const char *const bad[] = { "0",	      "2",   "3", "1000",
+					   "1048576", "abc", "",  "256k" };
+	struct config cfg;
+	size_t i;
+
+	load_with(&cfg, "ROCESHIM_RING_KB", "4");
+	assert_int_equal(cfg.ring_kb, 4);
+	load_with(&cfg, "ROCESHIM_RING_KB", "524288");
+	assert_int_equal(cfg.ring_kb, 524288);
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		load_with(&cfg, "ROCESHIM_RING_KB", bad[i]);
+		assert_int_equal(cfg.ring_kb, CONFIG_RING_KB_DEFAULT);
+		assert_warned_once_about("ROCESHIM_RING_KB", bad[i]);
+	}
+}
+
+static void handshake_timers_are_range_checked(void **state)
+{
+	struct config cfg;
+
+	load_with(&cfg, "ROCESHIM_CONNECT_TIMEOUT_MS", "250");
+	assert_int_equal(cfg.connect_timeout_ms, 250);
+	load_with(&cfg, "ROCESHIM_CONNECT_TIMEOUT_MS", "5");
+	assert_int_equal(cfg.connect_timeout_ms,
+			 CONFIG_CONNECT_TIMEOUT_MS_DEFAULT);
+	assert_warned_once_about("ROCESHIM_CONNECT_TIMEOUT_MS", "5");
+	load_with(&cfg, "ROCESHIM_NEGATIVE_CACHE_S", "0");
+	assert_int_equal(cfg.negative_cache_s, 0);
+	load_with(&cfg, "ROCESHIM_NEGATIVE_CACHE_S", "86401");
+	assert_int_equal(cfg.negative_cache_s, CONFIG_NEGATIVE_CACHE_S_DEFAULT);
+	assert_warned_once_about("ROCESHIM_NEGATIVE_CACHE_S", "86401");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -260,6 +308,9 @@ int main(void)
 		cmocka_unit_test(malformed_include_excludes_every_connection),
 		cmocka_unit_test(malformed_exclude_excludes_every_connection),
 		cmocka_unit_test(too_many_rules_exclude_every_connection),
+		cmocka_unit_test(rdma_path_is_off_until_switched_on),
+		cmocka_unit_test(ring_kb_takes_powers_of_two_only),
+		cmocka_unit_test(handshake_timers_are_range_checked),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

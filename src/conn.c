@@ -1,0 +1,292 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "conn.h"
+#include "real.h"
+
+/* Written to out_fd, this makes an eventfd unwritable (see eventfd(2)). */
+#define EVENTFD_FULL 0xfffffffffffffffeull
+
+unsigned int conn_generation;
+
+struct conn_private {
+	struct conn pub;
+	pthread_mutex_t sync_lock;
+	bool in_ready;
+	bool out_ready;
+	uint64_t arrivals; /* transport_arrivals() when in_fd was last set */
+};
+
+static struct conn_private *priv(struct conn *c)
+{
+	return (struct conn_private *)c;
+}
+
+int conn_create(struct rdma_cm_id *id, struct transport *t, struct conn **out)
+{
+	struct conn_private *p = calloc(1, sizeof(*p));
+
+	if (!p)
+		return -ENOMEM;
+	p->pub.in_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	p->pub.out_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (p->pub.in_fd < 0 || p->pub.out_fd < 0) {
+		if (p->pub.in_fd >= 0)
+			real.close(p->pub.in_fd);
+		if (p->pub.out_fd >= 0)
+			real.close(p->pub.out_fd);
+		free(p);
+		return -EMFILE;
+	}
+	pthread_mutex_init(&p->sync_lock, NULL);
+	p->pub.id = id;
+	p->pub.t = t;
+	p->pub.generation = conn_generation;
+	/* A fresh out_fd is writable: make it say "no credit" until synced. */
+	(void)!real.write(p->pub.out_fd, &(uint64_t){ EVENTFD_FULL }, 8);
+	conn_sync(&p->pub);
+	*out = &p->pub;
+	return 0;
+}
+
+static void eventfd_reset(int fd)
+{
+	uint64_t v;
+
+	(void)!real.read(fd, &v, sizeof(v));
+}
+
+void conn_sync(struct conn *c)
+{
+	struct conn_private *p = priv(c);
+	uint64_t arrivals;
+	bool in, out;
+
+	if (!conn_alive(c))
+		return;
+	/* Serialised: two threads must not set the fds in the wrong order. */
+	pthread_mutex_lock(&p->sync_lock);
+	in = transport_readable(c->t);
+	out = transport_writable(c->t);
+	arrivals = transport_arrivals(c->t);
+	/* Every arrival is a new edge for EPOLLET, even on a readable fd. */
+	if (in && (!p->in_ready || arrivals != p->arrivals))
+		(void)!real.write(c->in_fd, &(uint64_t){ 1 }, 8);
+	else if (!in && p->in_ready)
+		eventfd_reset(c->in_fd);
+	p->in_ready = in;
+	p->arrivals = arrivals;
+	if (out != p->out_ready) {
+		eventfd_reset(c->out_fd);
+		if (!out)
+			(void)!real.write(c->out_fd,
+					  &(uint64_t){ EVENTFD_FULL }, 8);
+		p->out_ready = out;
+	}
+	pthread_mutex_unlock(&p->sync_lock);
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/*
+ * Waits for fd to become ready, or for the kernel socket to report the
+ * peer gone; 0, -EAGAIN on timeout, -EINTR.
+ */
+static int wait_ready(struct conn *c, int tcp_fd, int fd, short events,
+		      int64_t deadline)
+{
+	struct pollfd pfd[2] = {
+		{ .fd = fd, .events = events },
+		{ .fd = tcp_fd, .events = POLLIN | POLLRDHUP },
+	};
+	int timeout = -1, ret;
+
+	conn_sync(c);
+	if (deadline >= 0) {
+		int64_t left = deadline - now_ms();
+
+		if (left <= 0)
+			return -EAGAIN;
+		timeout = left > 1000000 ? 1000000 : (int)left;
+	}
+	ret = real.poll(pfd, 2, timeout);
+	if (ret < 0)
+		return -errno;
+	return ret ? 0 : -EAGAIN;
+}
+
+/*
+ * Nothing to read: is the peer gone?  The kernel socket knows first when
+ * the peer closed (FIN, sent only after its RDMA FIN completed) or reset.
+ * Then the transport learns it too, and a read sees EOF or ECONNRESET.
+ */
+static void check_peer(struct conn *c, int tcp_fd)
+{
+	struct pollfd pfd = { .fd = tcp_fd, .events = POLLIN | POLLRDHUP };
+
+	if (real.poll(&pfd, 1, 0) != 1)
+		return;
+	transport_progress(c->t);
+	if (transport_available(c->t))
+		return;
+	transport_peer_gone(c->t);
+}
+
+static int64_t deadline_of(int timeout_ms)
+{
+	return timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
+}
+
+ssize_t conn_send(struct conn *c, int tcp_fd, const struct iovec *iov,
+		  int iovcnt, bool nonblock, int timeout_ms)
+{
+	int64_t deadline = deadline_of(timeout_ms);
+	ssize_t total = 0, n = 0;
+	int i;
+
+	if (!conn_alive(c))
+		return -EPIPE;
+	for (i = 0; i < iovcnt; i++) {
+		const uint8_t *base = iov[i].iov_base;
+		size_t off = 0;
+
+		while (off < iov[i].iov_len) {
+			n = transport_send(c->t, base + off,
+					   iov[i].iov_len - off);
+			if (n == -EAGAIN) {
+				check_peer(c, tcp_fd);
+				n = transport_send(c->t, base + off,
+						   iov[i].iov_len - off);
+			}
+			if (n > 0) {
+				off += n;
+				total += n;
+				continue;
+			}
+			if (n != -EAGAIN || nonblock)
+				goto out;
+			n = wait_ready(c, tcp_fd, c->out_fd, POLLOUT, deadline);
+			if (n)
+				goto out;
+		}
+	}
+out:
+	conn_sync(c);
+	return total ? total : n;
+}
+
+ssize_t conn_recv(struct conn *c, int tcp_fd, const struct iovec *iov,
+		  int iovcnt, int flags, bool nonblock, int timeout_ms)
+{
+	bool peek = flags & MSG_PEEK;
+	bool waitall = (flags & MSG_WAITALL) && !peek;
+	int64_t deadline = deadline_of(timeout_ms);
+	ssize_t total = 0, n = 0;
+	size_t off = 0;
+	int i = 0;
+
+	if (!conn_alive(c))
+		return -ECONNRESET;
+	/* A peek looks at the start of the stream: one buffer at a time. */
+	if (peek && iovcnt > 1)
+		iovcnt = 1;
+	while (i < iovcnt) {
+		uint8_t *base = (uint8_t *)iov[i].iov_base + off;
+		size_t want = iov[i].iov_len - off;
+
+		if (!want) {
+			i++;
+			off = 0;
+			continue;
+		}
+		n = transport_recv(c->t, base, want, peek);
+		if (n == -EAGAIN && (!total || waitall)) {
+			/* Before giving up or sleeping: is the peer gone? */
+			check_peer(c, tcp_fd);
+			n = transport_recv(c->t, base, want, peek);
+		}
+		if (n > 0) {
+			off += n;
+			total += n;
+			if (peek)
+				break;
+			continue;
+		}
+		if (n != -EAGAIN || (total && !waitall) || nonblock)
+			break;
+		n = wait_ready(c, tcp_fd, c->in_fd, POLLIN, deadline);
+		if (n)
+			break;
+	}
+	conn_sync(c);
+	return total ? total : n;
+}
+
+/*
+ * Lets a FIN complete before the caller's kernel socket sends its own:
+ * the peer must find the RDMA FIN already there when TCP says "closed".
+ */
+static void wait_writes_done(struct conn *c)
+{
+	struct timespec pause = { .tv_nsec = 50000 };
+	int64_t deadline = now_ms() + 200;
+
+	while (transport_writes_in_flight(c->t) && now_ms() < deadline &&
+	       !transport_progress(c->t))
+		nanosleep(&pause, NULL);
+}
+
+int conn_shutdown_write(struct conn *c)
+{
+	int ret;
+
+	if (!conn_alive(c))
+		return -ENOTCONN;
+	ret = transport_shutdown(c->t);
+	wait_writes_done(c);
+	conn_sync(c);
+	return ret;
+}
+
+size_t conn_readable_bytes(struct conn *c)
+{
+	return conn_alive(c) ? transport_available(c->t) : 0;
+}
+
+void conn_close(struct conn *c, bool abortive)
+{
+	real.close(c->in_fd);
+	real.close(c->out_fd);
+	c->in_fd = c->out_fd = -1;
+	if (conn_alive(c) && !abortive) {
+		transport_shutdown(c->t);
+		wait_writes_done(c);
+	}
+	__atomic_store_n(&c->closing, 1, __ATOMIC_RELEASE);
+}
+
+void conn_destroy(struct conn *c)
+{
+	if (c->in_fd >= 0)
+		real.close(c->in_fd);
+	if (c->out_fd >= 0)
+		real.close(c->out_fd);
+	transport_destroy(c->t);
+	rdma_destroy_id(c->id);
+	pthread_mutex_destroy(&priv(c)->sync_lock);
+	free(priv(c));
+}

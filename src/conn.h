@@ -1,0 +1,66 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * An upgraded connection: the transport of one TCP connection, and the
+ * two eventfds that stand for its readiness in the program's epoll sets
+ * and poll arrays.
+ *
+ * Contract: in_fd is readable exactly while the connection has data, EOF
+ * or an error to report; out_fd is writable exactly while a send would not
+ * block.  conn_sync() restores that after anything changed the state (a
+ * completion, a read, a write).  A conn inherited across fork is dead in
+ * the child: every call fails the way a reset TCP connection does, and
+ * nothing touches the parent's queue pair.
+ */
+#ifndef ROCESHIM_CONN_H
+#define ROCESHIM_CONN_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include "transport.h"
+
+struct conn {
+	struct rdma_cm_id *id;
+	struct transport *t;
+	int in_fd;
+	int out_fd;
+	unsigned int generation; /* conn_generation when created */
+	struct conn *next;	 /* in the progress thread's list */
+	int closing;		 /* atomic: the program has closed it */
+};
+
+/* Bumped in a fork child: conns of an older generation are dead there. */
+extern unsigned int conn_generation;
+
+/* Takes ownership of id and t. */
+int conn_create(struct rdma_cm_id *id, struct transport *t, struct conn **out);
+static inline bool conn_alive(const struct conn *c)
+{
+	return c->generation == conn_generation;
+}
+
+void conn_sync(struct conn *c);
+
+/*
+ * Socket-like calls: bytes, or a negative errno; they block unless
+ * nonblock, for at most timeout_ms (-1: forever).  tcp_fd is the kernel
+ * socket beside the queue pair: its hang-up or reset ends a wait, and
+ * tells a reader that finds nothing whether the peer is gone.
+ */
+ssize_t conn_send(struct conn *c, int tcp_fd, const struct iovec *iov,
+		  int iovcnt, bool nonblock, int timeout_ms);
+ssize_t conn_recv(struct conn *c, int tcp_fd, const struct iovec *iov,
+		  int iovcnt, int flags, bool nonblock, int timeout_ms);
+int conn_shutdown_write(struct conn *c);
+size_t conn_readable_bytes(struct conn *c);
+
+/*
+ * The program closed the last fd: send FIN (unless abortive), and let the
+ * progress thread destroy the connection once the FIN is out.
+ */
+void conn_close(struct conn *c, bool abortive);
+/* Frees everything; for the progress thread. */
+void conn_destroy(struct conn *c);
+
+#endif /* ROCESHIM_CONN_H */

@@ -1,0 +1,27 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Socket calls on an upgraded fd, with TCP's semantics: blocking or not
+ * (O_NONBLOCK, MSG_DONTWAIT), SO_RCVTIMEO and SO_SNDTIMEO, MSG_PEEK and
+ * MSG_WAITALL, EPIPE with SIGPIPE unless MSG_NOSIGNAL, and the stats.
+ *
+ * Contract: the sock has a conn.  Results are bytes or a negative errno;
+ * the exported wrappers turn those into -1 and errno.
+ */
+#ifndef ROCESHIM_UPGRADED_H
+#define ROCESHIM_UPGRADED_H
+
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include "sock.h"
+
+ssize_t upgraded_send(struct sock *sock, int fd, const struct iovec *iov,
+		      int iovcnt, int flags);
+ssize_t upgraded_recv(struct sock *sock, int fd, const struct iovec *iov,
+		      int iovcnt, int flags);
+/* shutdown(): SHUT_WR sends FIN after the queued data. */
+int upgraded_shutdown(struct sock *sock, int how);
+/* FIONREAD. */
+int upgraded_readable_bytes(struct sock *sock);
+
+#endif /* ROCESHIM_UPGRADED_H */
