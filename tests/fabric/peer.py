@@ -1,0 +1,195 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""A TCP peer for the RDMA fallback, kill and churn tests.
+
+  peer.py serve ADDR [--count N] [--report]   echo server; prints "port P"
+  peer.py echo ADDR PORT [--bytes N] [--bind A] [--report] [--repeat N]
+  peer.py stream ADDR PORT                    sends until killed
+  peer.py drain ADDR                          accepts one, reads until the
+                                              end; prints how it ended
+  peer.py churn ADDR --count N                N connections in one process
+
+With --report, each connection's roceshim stats row (transport and
+fallback reason) is printed as "conn TRANSPORT REASON", read with
+$ROCESHIM_STAT while the connection is open.
+"""
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+
+def report(sock):
+    stat = os.environ.get("ROCESHIM_STAT")
+    out = subprocess.run([stat, "--json", str(os.getpid())],
+                         capture_output=True, text=True).stdout
+    if not out:
+        print("conn none none", flush=True)
+        return
+    fd = sock.fileno()
+    rows = [c for c in json.loads(out)["connections"]
+            if c["fd"] == fd and c["state"] != "closed"
+            and c["role"] != "listener"]
+    row = rows[-1] if rows else {"transport": "none", "fallback": "none"}
+    print("conn %s %s" % (row["transport"], row["fallback"]), flush=True)
+
+
+def echo_one(conn, do_report):
+    if do_report:
+        report(conn)
+    while True:
+        data = conn.recv(65536)
+        if not data:
+            break
+        conn.sendall(data)
+    conn.close()
+
+
+def serve(args):
+    ls = socket.socket()
+    ls.bind((args.addr, 0))
+    ls.listen(64)
+    print("port %d" % ls.getsockname()[1], flush=True)
+    for _ in range(args.count):
+        conn, _ = ls.accept()
+        threading.Thread(target=echo_one, args=(conn, args.report),
+                         daemon=True).start()
+    time.sleep(args.linger)
+
+
+def echo(args):
+    rc = 0
+    for _ in range(args.repeat):
+        rc |= echo_once(args)
+    return rc
+
+
+def echo_once(args):
+    s = socket.socket()
+    if args.bind:
+        s.bind((args.bind, 0))
+    s.connect((args.addr, args.port))
+    if args.report:
+        report(s)
+    payload = os.urandom(args.bytes)
+    got = bytearray()
+
+    def reader():
+        while len(got) < len(payload):
+            d = s.recv(65536)
+            if not d:
+                break
+            got.extend(d)
+    t = threading.Thread(target=reader)
+    t.start()
+    s.sendall(payload)
+    t.join(60)
+    print("echo %s" % ("ok" if bytes(got) == payload else "MISMATCH"),
+          flush=True)
+    s.close()
+    return 0 if bytes(got) == payload else 1
+
+
+def stream(args):
+    s = socket.socket()
+    s.connect((args.addr, args.port))
+    print("streaming", flush=True)
+    chunk = b"s" * 65536
+    while True:
+        s.sendall(chunk)
+
+
+def drain(args):
+    ls = socket.socket()
+    ls.bind((args.addr, 0))
+    ls.listen(1)
+    print("port %d" % ls.getsockname()[1], flush=True)
+    conn, _ = ls.accept()
+    total = 0
+    while True:
+        try:
+            d = conn.recv(65536)
+        except ConnectionResetError:
+            print("ended ECONNRESET after %d bytes" % total, flush=True)
+            return 0
+        if not d:
+            print("ended EOF after %d bytes" % total, flush=True)
+            return 0
+        total += len(d)
+
+
+def churn(args):
+    ls = socket.socket()
+    ls.bind((args.addr, 0))
+    ls.listen(64)
+    port = ls.getsockname()[1]
+
+    def server():
+        for _ in range(args.count):
+            c, _ = ls.accept()
+            d = c.recv(1024)
+            c.sendall(d)
+            c.close()
+    t = threading.Thread(target=server, daemon=True)
+    t.start()
+    fds_before = len(os.listdir("/proc/self/fd"))
+    for i in range(args.count):
+        s = socket.create_connection((args.addr, port))
+        s.sendall(b"x" * 1000)
+        got = b""
+        while len(got) < 1000:
+            d = s.recv(1000)
+            if not d:
+                break
+            got += d
+        s.close()
+        if got != b"x" * 1000:
+            print("churn MISMATCH at %d" % i, flush=True)
+            return 1
+        if (i + 1) % 100 == 0:
+            print("churn %d" % (i + 1), flush=True)
+    t.join(30)
+    time.sleep(3)   # closed connections are torn down in the background
+    fds_after = len(os.listdir("/proc/self/fd"))
+    print("fds before %d after %d" % (fds_before, fds_after), flush=True)
+    with open("/proc/self/status") as f:
+        rss = [l for l in f if l.startswith("VmRSS")][0].split()[1]
+    print("rss_kb %s" % rss, flush=True)
+    return 0 if fds_after <= fds_before else 1
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    sp = sub.add_parser("serve")
+    sp.add_argument("addr")
+    sp.add_argument("--count", type=int, default=1)
+    sp.add_argument("--linger", type=float, default=2.0)
+    sp.add_argument("--report", action="store_true")
+    ep = sub.add_parser("echo")
+    ep.add_argument("addr")
+    ep.add_argument("port", type=int)
+    ep.add_argument("--bytes", type=int, default=100000)
+    ep.add_argument("--bind")
+    ep.add_argument("--report", action="store_true")
+    ep.add_argument("--repeat", type=int, default=1,
+                    help="connections, one after another, in this process")
+    st = sub.add_parser("stream")
+    st.add_argument("addr")
+    st.add_argument("port", type=int)
+    dr = sub.add_parser("drain")
+    dr.add_argument("addr")
+    ch = sub.add_parser("churn")
+    ch.add_argument("addr")
+    ch.add_argument("--count", type=int, default=1000)
+    args = p.parse_args()
+    return {"serve": serve, "echo": echo, "stream": stream, "drain": drain,
+            "churn": churn}[args.cmd](args) or 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
