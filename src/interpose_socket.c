@@ -114,6 +114,12 @@ SHIM_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 	err = errno;
 	if (!sock)
 		return ret;
+	if (ret && err == EINPROGRESS && sock->conn) {
+		err = -upgraded_finish_connect(fd, 10000);
+		ret = err ? -1 : 0;
+		if (err == ETIMEDOUT)
+			err = EINPROGRESS;
+	}
 	track_connect(sock, fd, addr, len, ret, err, reason);
 	sock_put(sock);
 	errno = err;

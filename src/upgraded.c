@@ -2,10 +2,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
+#include <string.h>
 #include <sys/socket.h>
 
 #include "conn.h"
+#include "log.h"
 #include "real.h"
 #include "stats.h"
 #include "upgraded.h"
@@ -65,7 +68,26 @@ ssize_t upgraded_recv(struct sock *sock, int fd, const struct iovec *iov,
 		stats_rdma_rx(sock_row(sock), ret);
 	else if (ret < 0 && ret != -EAGAIN && ret != -EINTR)
 		stats_error(sock_row(sock));
+	if (ret <= 0 && ret != -EAGAIN)
+		log_debug("fd %d: rdma read ends: %s", fd,
+			  ret ? strerror((int)-ret) : "EOF");
 	return ret;
+}
+
+int upgraded_finish_connect(int fd, int timeout_ms)
+{
+	struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+	socklen_t len = sizeof(int);
+	int err = 0, ret;
+
+	ret = real.poll(&pfd, 1, timeout_ms);
+	if (ret < 0)
+		return -errno;
+	if (!ret)
+		return -ETIMEDOUT;
+	if (real.getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len))
+		return -errno;
+	return -err;
 }
 
 int upgraded_shutdown(struct sock *sock, int how)
