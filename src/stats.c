@@ -324,6 +324,17 @@ void stats_error(int index)
 		counter_add(&row_at(seg, index)->counters.errors, 1);
 }
 
+void stats_credit_stall(int index)
+{
+	struct roceshim_stats_header *seg = stats_segment();
+
+	if (!seg)
+		return;
+	counter_add(&seg->global.totals.credit_stalls, 1);
+	if (index >= 0)
+		counter_add(&row_at(seg, index)->counters.credit_stalls, 1);
+}
+
 void stats_fork_prepare(void)
 {
 	pthread_mutex_lock(&st.lock);

@@ -38,6 +38,8 @@ void stats_tcp_rx(int row, size_t bytes);
 void stats_rdma_tx(int row, size_t bytes);
 void stats_rdma_rx(int row, size_t bytes);
 void stats_error(int row);
+/* A send on an upgraded connection found no credit. */
+void stats_credit_stall(int row);
 
 /* The segment, or NULL; for tests and the fork handlers. */
 struct roceshim_stats_header *stats_segment(void);

@@ -51,7 +51,9 @@ ssize_t upgraded_send(struct sock *sock, int fd, const struct iovec *iov,
 	}
 	if (ret == -EPIPE && !(flags & MSG_NOSIGNAL))
 		raise(SIGPIPE);
-	if (ret != -EAGAIN && ret != -EINTR)
+	if (ret == -EAGAIN)
+		stats_credit_stall(sock_row(sock));
+	else if (ret != -EINTR)
 		stats_error(sock_row(sock));
 	return ret;
 }

@@ -10,15 +10,14 @@ peer="$top_srcdir/tests/fabric/peer.py"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/test-cm-fuzz.XXXXXX") || exit 1
 trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$tmp"' EXIT
 export ROCESHIM_RDMA=1
+# shellcheck source=../lib.sh
+. "$top_srcdir/tests/lib.sh"
 COUNT=60
 
 "$ROCESHIM_RUN" "$PYTHON" "$peer" serve "$ROCESHIM_FABRIC_ADDR_B" \
 	--count 1 --linger 5 --report >"$tmp/srv" 2>&1 &
 server=$!
-for _ in $(seq 200); do
-	grep -q '^port ' "$tmp/srv" && break
-	sleep 0.1
-done
+wait_for "$tmp/srv" '^port '
 port=$(awk '/^port / {print $2}' "$tmp/srv")
 "$top_builddir/tests/fabric/cm_fuzz" "$ROCESHIM_FABRIC_ADDR_B" "$port" \
 	"$COUNT" || exit 1

@@ -15,18 +15,8 @@ peer="$top_srcdir/tests/fabric/peer.py"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/test-fallback.XXXXXX") || exit 1
 trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$tmp"' EXIT
 export ROCESHIM_RDMA=1
-passes=0
-failures=0
-
-check() { # name expected actual
-	if [ "$2" = "$3" ]; then
-		echo "ok $1"
-		passes=$((passes + 1))
-	else
-		echo "FAIL $1: expected '$2', got '$3'"
-		failures=$((failures + 1))
-	fi
-}
+# shellcheck source=../lib.sh
+. "$top_srcdir/tests/lib.sh"
 
 # start_server NAME PRELOAD(0/1) ADDR [COUNT]: sets port
 start_server() {
@@ -34,10 +24,7 @@ start_server() {
 	[ "$pre" = 1 ] && run=("$ROCESHIM_RUN")
 	"${run[@]}" "$PYTHON" "$peer" serve "$addr" --count "$count" \
 		--report >"$tmp/$name.srv" 2>&1 &
-	for _ in $(seq 200); do
-		grep -q '^port ' "$tmp/$name.srv" && break
-		sleep 0.1
-	done
+	wait_for "$tmp/$name.srv" '^port '
 	port=$(awk '/^port / {print $2}' "$tmp/$name.srv")
 }
 
@@ -62,29 +49,28 @@ B=$ROCESHIM_FABRIC_ADDR_B
 
 start_server both 1 "$B"
 client both 1 "$B" "$port" "$A"
-check both_ends_echo ok "$(echo_of "$tmp/both.cli")"
-check both_ends_client_rdma "rdma none" "$(conn_of "$tmp/both.cli")"
-check both_ends_server_rdma "rdma none" "$(conn_of "$tmp/both.srv")"
+check_eq both_ends_echo ok "$(echo_of "$tmp/both.cli")"
+check_eq both_ends_client_rdma "rdma none" "$(conn_of "$tmp/both.cli")"
+check_eq both_ends_server_rdma "rdma none" "$(conn_of "$tmp/both.srv")"
 
 start_server plain 0 "$B" 2
 client rejected 1 "$B" "$port" "$A" 2
-check plain_server_echo ok "$(echo_of "$tmp/rejected.cli")"
-check plain_server_client_reason "tcp peer_rejected" \
+check_eq plain_server_echo ok "$(echo_of "$tmp/rejected.cli")"
+check_eq plain_server_client_reason "tcp peer_rejected" \
 	"$(conn_of "$tmp/rejected.cli" 1)"
-check same_peer_again_reason "tcp negative_cache" \
+check_eq same_peer_again_reason "tcp negative_cache" \
 	"$(conn_of "$tmp/rejected.cli" 2)"
 
 start_server tcpclient 1 "$B"
 client tcpclient 0 "$B" "$port" "$A"
-check plain_client_echo ok "$(echo_of "$tmp/tcpclient.cli")"
-check plain_client_server_reason "tcp peer_tcp" \
+check_eq plain_client_echo ok "$(echo_of "$tmp/tcpclient.cli")"
+check_eq plain_client_server_reason "tcp peer_tcp" \
 	"$(conn_of "$tmp/tcpclient.srv")"
 
 start_server noroute 1 "$ROCESHIM_FABRIC_NORDMA_B"
 client noroute 1 "$ROCESHIM_FABRIC_NORDMA_B" "$port" \
 	"$ROCESHIM_FABRIC_NORDMA_A"
-check no_rdma_route_echo ok "$(echo_of "$tmp/noroute.cli")"
-check no_rdma_route_reason "tcp no_route" "$(conn_of "$tmp/noroute.cli")"
+check_eq no_rdma_route_echo ok "$(echo_of "$tmp/noroute.cli")"
+check_eq no_rdma_route_reason "tcp no_route" "$(conn_of "$tmp/noroute.cli")"
 
-echo "$passes passed, $failures failed"
-[ "$failures" -eq 0 ]
+finish

@@ -10,15 +10,14 @@ peer="$top_srcdir/tests/fabric/peer.py"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/test-kill.XXXXXX") || exit 1
 trap 'kill -9 $(jobs -p) 2>/dev/null; rm -rf "$tmp"' EXIT
 export ROCESHIM_RDMA=1
+# shellcheck source=../lib.sh
+. "$top_srcdir/tests/lib.sh"
 LIMIT=15
 
 "$ROCESHIM_RUN" "$PYTHON" "$peer" drain "$ROCESHIM_FABRIC_ADDR_B" \
 	>"$tmp/drain" 2>&1 &
 drainer=$!
-for _ in $(seq 200); do
-	grep -q '^port ' "$tmp/drain" && break
-	sleep 0.1
-done
+wait_for "$tmp/drain" '^port '
 port=$(awk '/^port / {print $2}' "$tmp/drain")
 "$ROCESHIM_RUN" "$PYTHON" "$peer" stream "$ROCESHIM_FABRIC_ADDR_B" \
 	"$port" >"$tmp/stream" 2>&1 &

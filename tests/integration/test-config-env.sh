@@ -13,19 +13,8 @@ holder="$top_srcdir/tests/integration/holder.py"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/test-config.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 
-passes=0
-failures=0
-check() {
-	local name=$1
-	shift
-	if "$@"; then
-		echo "ok $name"
-		passes=$((passes + 1))
-	else
-		echo "FAIL $name"
-		failures=$((failures + 1))
-	fi
-}
+# shellcheck source=../lib.sh
+. "$top_srcdir/tests/lib.sh"
 
 # Runs `true` under the preload with one variable set; checks stderr.
 malformed() {
@@ -53,10 +42,7 @@ holder_stats() {
 	env "$@" "$ROCESHIM_RUN" "$PYTHON" "$holder" <"$tmp/in" >"$tmp/out" &
 	local runner=$!
 	exec {fd}>"$tmp/in"
-	for _ in $(seq 100); do
-		grep -q ready "$tmp/out" 2>/dev/null && break
-		sleep 0.1
-	done
+	wait_for "$tmp/out" ready 100
 	local pid
 	pid=$(awk '/ready/ {print $2}' "$tmp/out")
 	"$ROCESHIM_STAT" --json "$pid" 2>&1
@@ -101,5 +87,4 @@ check run_names_a_missing_library grep -q "/nonexistent" "$tmp/err"
 	>"$tmp/preload" 2>/dev/null
 check run_preloads_the_library grep -q "libroceshim.so" "$tmp/preload"
 
-echo "$passes passed, $failures failed"
-[ "$failures" -eq 0 ]
+finish

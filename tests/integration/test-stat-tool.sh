@@ -21,19 +21,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-passes=0
-failures=0
-check() {
-	local name=$1
-	shift
-	if "$@"; then
-		echo "ok $name"
-		passes=$((passes + 1))
-	else
-		echo "FAIL $name"
-		failures=$((failures + 1))
-	fi
-}
+# shellcheck source=../lib.sh
+. "$top_srcdir/tests/lib.sh"
 
 # Starts holder.py under the preload; sets holder_pid once it is ready.
 start_holder() {
@@ -41,10 +30,7 @@ start_holder() {
 	"$ROCESHIM_RUN" "$PYTHON" "$holder" <"$tmp/in.$1" >"$tmp/out.$1" &
 	pids+=($!)
 	exec {hold_fd}>"$tmp/in.$1"
-	for _ in $(seq 100); do
-		grep -q ready "$tmp/out.$1" 2>/dev/null && break
-		sleep 0.1
-	done
+	wait_for "$tmp/out.$1" ready 100
 	holder_pid=$(awk '/ready/ {print $2}' "$tmp/out.$1")
 	[ -n "$holder_pid" ] || { echo "FAIL holder did not start"; exit 1; }
 }
@@ -140,5 +126,4 @@ check list_survives_foreign_segments test $? -eq 0
 ROCESHIM_STATS=0 start_holder nostats
 check stats_off_publishes_nothing test ! -e "/dev/shm/roceshim-$holder_pid"
 
-echo "$passes passed, $failures failed"
-[ "$failures" -eq 0 ]
+finish

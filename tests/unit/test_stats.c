@@ -99,6 +99,10 @@ static void row_holds_identity_and_counters(void **state)
 	stats_tcp_tx(r, 23);
 	stats_tcp_rx(r, 7);
 	stats_error(r);
+	stats_credit_stall(r);
+	stats_rdma_rx(r, 50);
+	assert_int_equal(row(r)->counters.credit_stalls, 1);
+	assert_int_equal(row(r)->counters.rdma_rx_bytes, 50);
 	assert_int_equal(row(r)->counters.tcp_tx_bytes, 123);
 	assert_int_equal(row(r)->counters.tx_msgs, 2);
 	assert_int_equal(row(r)->counters.tcp_rx_bytes, 7);

@@ -1,0 +1,48 @@
+# SPDX-License-Identifier: MIT
+# Helpers shared by the test scripts (sourced, not run).
+
+passes=0
+failures=0
+
+# check NAME CMD...: one verdict line; CMD's status decides.
+check() {
+	local name=$1
+	shift
+	if "$@"; then
+		echo "ok $name"
+		passes=$((passes + 1))
+	else
+		echo "FAIL $name"
+		failures=$((failures + 1))
+	fi
+}
+
+# check_eq NAME EXPECTED ACTUAL
+check_eq() {
+	if [ "$2" = "$3" ]; then
+		echo "ok $1"
+		passes=$((passes + 1))
+	else
+		echo "FAIL $1: expected '$2', got '$3'"
+		failures=$((failures + 1))
+	fi
+}
+
+# The closing line; the status says whether anything failed.
+finish() {
+	echo "$passes passed, $failures failed"
+	[ "$failures" -eq 0 ]
+}
+
+# wait_for FILE REGEX [TENTHS]: until a line of FILE matches, at most
+# TENTHS tenths of a second (default 20 s).  Servers start slowly under
+# TCG: tests wait for readiness, never a fixed time.
+wait_for() {
+	local i
+
+	for i in $(seq "${3:-200}"); do
+		grep -qE "$2" "$1" 2>/dev/null && return 0
+		sleep 0.1
+	done
+	return 1
+}
