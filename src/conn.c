@@ -74,6 +74,11 @@ void conn_sync(struct conn *c)
 		return;
 	/* Serialised: two threads must not set the fds in the wrong order. */
 	pthread_mutex_lock(&p->sync_lock);
+	/* Closed: its fd numbers may already belong to other files. */
+	if (__atomic_load_n(&c->closing, __ATOMIC_ACQUIRE)) {
+		pthread_mutex_unlock(&p->sync_lock);
+		return;
+	}
 	in = transport_readable(c->t);
 	out = transport_writable(c->t);
 	arrivals = transport_arrivals(c->t);
@@ -269,14 +274,26 @@ size_t conn_readable_bytes(struct conn *c)
 
 void conn_close(struct conn *c, bool abortive)
 {
+	struct conn_private *p = priv(c);
+	bool alive = conn_alive(c);
+
+	/*
+	 * Under the sync lock: no conn_sync() may write to the fds after this.
+	 * A fork child skips it: conn_sync() never runs there, and the lock
+	 * may have been held by a thread that does not exist in the child.
+	 */
+	if (alive)
+		pthread_mutex_lock(&p->sync_lock);
+	__atomic_store_n(&c->closing, 1, __ATOMIC_RELEASE);
 	real.close(c->in_fd);
 	real.close(c->out_fd);
 	c->in_fd = c->out_fd = -1;
-	if (conn_alive(c) && !abortive) {
+	if (alive)
+		pthread_mutex_unlock(&p->sync_lock);
+	if (alive && !abortive) {
 		transport_shutdown(c->t);
 		wait_writes_done(c);
 	}
-	__atomic_store_n(&c->closing, 1, __ATOMIC_RELEASE);
 }
 
 void conn_destroy(struct conn *c)
