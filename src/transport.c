@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "log.h"
 #include "real.h"
 #include "ring.h"
 #include "stream.h"
@@ -233,6 +234,11 @@ static void handle_completion_locked(struct transport *t,
 	uint32_t imm;
 
 	if (wc->status != IBV_WC_SUCCESS) {
+		/* The first error says why; the flushes after it do not. */
+		if (!t->error && wc->status != IBV_WC_WR_FLUSH_ERR)
+			log_info(
+				"rdma: queue pair failed: %s (vendor error %u)",
+				ibv_wc_status_str(wc->status), wc->vendor_err);
 		fail_locked(t, -ECONNRESET);
 		return;
 	}
