@@ -617,7 +617,7 @@ void cm_release(struct conn *c, bool abortive)
 {
 	struct closing *cl;
 
-	conn_close(c, abortive || !conn_alive(c));
+	conn_close(c, abortive);
 	if (!conn_alive(c))
 		return; /* a fork child: the parent owns the resources */
 	cl = calloc(1, sizeof(*cl));
