@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -151,15 +152,55 @@ static void check_peer(struct conn *c, int tcp_fd)
 	transport_peer_gone(c->t);
 }
 
-static int64_t deadline_of(int timeout_ms)
+/*
+ * Whether a call may block, and until when: O_NONBLOCK, MSG_DONTWAIT and
+ * SO_RCVTIMEO/SO_SNDTIMEO.  Asked of the kernel socket only once the call
+ * would block, so that a call that can proceed makes no extra syscall.
+ */
+struct blocking {
+	int fd;
+	int flags;
+	int timeout_opt; /* SO_RCVTIMEO or SO_SNDTIMEO */
+	bool known;
+	bool nonblock;
+	int64_t deadline; /* -1: none */
+};
+
+/* The socket's timeout option in milliseconds; -1 for none. */
+static int64_t timeout_ms(int fd, int name)
 {
-	return timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
+	struct timeval tv;
+	socklen_t len = sizeof(tv);
+
+	if (real.getsockopt(fd, SOL_SOCKET, name, &tv, &len) ||
+	    (!tv.tv_sec && !tv.tv_usec))
+		return -1;
+	return tv.tv_sec * 1000ll + (tv.tv_usec + 999) / 1000;
+}
+
+static bool must_not_block(struct blocking *b)
+{
+	int fl;
+
+	if (b->known)
+		return b->nonblock;
+	b->known = true;
+	fl = b->flags & MSG_DONTWAIT ? O_NONBLOCK : real.fcntl(b->fd, F_GETFL);
+	b->nonblock = fl >= 0 && (fl & O_NONBLOCK);
+	if (!b->nonblock) {
+		int64_t ms = timeout_ms(b->fd, b->timeout_opt);
+
+		b->deadline = ms < 0 ? -1 : now_ms() + ms;
+	}
+	return b->nonblock;
 }
 
 ssize_t conn_send(struct conn *c, int tcp_fd, const struct iovec *iov,
-		  int iovcnt, bool nonblock, int timeout_ms)
+		  int iovcnt, int flags)
 {
-	int64_t deadline = deadline_of(timeout_ms);
+	struct blocking b = { .fd = tcp_fd,
+			      .flags = flags,
+			      .timeout_opt = SO_SNDTIMEO };
 	ssize_t total = 0, n = 0;
 	int i;
 
@@ -182,9 +223,10 @@ ssize_t conn_send(struct conn *c, int tcp_fd, const struct iovec *iov,
 				total += n;
 				continue;
 			}
-			if (n != -EAGAIN || nonblock)
+			if (n != -EAGAIN || must_not_block(&b))
 				goto out;
-			n = wait_ready(c, tcp_fd, c->out_fd, POLLOUT, deadline);
+			n = wait_ready(c, tcp_fd, c->out_fd, POLLOUT,
+				       b.deadline);
 			if (n)
 				goto out;
 		}
@@ -195,11 +237,13 @@ out:
 }
 
 ssize_t conn_recv(struct conn *c, int tcp_fd, const struct iovec *iov,
-		  int iovcnt, int flags, bool nonblock, int timeout_ms)
+		  int iovcnt, int flags)
 {
+	struct blocking b = { .fd = tcp_fd,
+			      .flags = flags,
+			      .timeout_opt = SO_RCVTIMEO };
 	bool peek = flags & MSG_PEEK;
 	bool waitall = (flags & MSG_WAITALL) && !peek;
-	int64_t deadline = deadline_of(timeout_ms);
 	ssize_t total = 0, n = 0;
 	size_t off = 0;
 	int i = 0;
@@ -231,9 +275,9 @@ ssize_t conn_recv(struct conn *c, int tcp_fd, const struct iovec *iov,
 				break;
 			continue;
 		}
-		if (n != -EAGAIN || (total && !waitall) || nonblock)
+		if (n != -EAGAIN || (total && !waitall) || must_not_block(&b))
 			break;
-		n = wait_ready(c, tcp_fd, c->in_fd, POLLIN, deadline);
+		n = wait_ready(c, tcp_fd, c->in_fd, POLLIN, b.deadline);
 		if (n)
 			break;
 	}

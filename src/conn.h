@@ -43,15 +43,16 @@ static inline bool conn_alive(const struct conn *c)
 void conn_sync(struct conn *c);
 
 /*
- * Socket-like calls: bytes, or a negative errno; they block unless
- * nonblock, for at most timeout_ms (-1: forever).  tcp_fd is the kernel
+ * Socket-like calls with send/recv flags: bytes, or a negative errno.
+ * They block as the kernel socket tcp_fd says (O_NONBLOCK, MSG_DONTWAIT,
+ * SO_SNDTIMEO/SO_RCVTIMEO: -EAGAIN when it runs out).  tcp_fd is the
  * socket beside the queue pair: its hang-up or reset ends a wait, and
  * tells a reader that finds nothing whether the peer is gone.
  */
 ssize_t conn_send(struct conn *c, int tcp_fd, const struct iovec *iov,
-		  int iovcnt, bool nonblock, int timeout_ms);
+		  int iovcnt, int flags);
 ssize_t conn_recv(struct conn *c, int tcp_fd, const struct iovec *iov,
-		  int iovcnt, int flags, bool nonblock, int timeout_ms);
+		  int iovcnt, int flags);
 int conn_shutdown_write(struct conn *c);
 size_t conn_readable_bytes(struct conn *c);
 

@@ -1,6 +1,5 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
@@ -13,38 +12,11 @@
 #include "stats.h"
 #include "upgraded.h"
 
-static bool nonblocking(int fd, int flags)
-{
-	int fl;
-
-	if (flags & MSG_DONTWAIT)
-		return true;
-	fl = real.fcntl(fd, F_GETFL);
-	return fl >= 0 && (fl & O_NONBLOCK);
-}
-
-/* SO_RCVTIMEO or SO_SNDTIMEO in milliseconds; -1 for none. */
-static int timeout_ms(int fd, int name)
-{
-	struct timeval tv;
-	socklen_t len = sizeof(tv);
-	long long ms;
-
-	if (real.getsockopt(fd, SOL_SOCKET, name, &tv, &len) ||
-	    (!tv.tv_sec && !tv.tv_usec))
-		return -1;
-	ms = tv.tv_sec * 1000ll + (tv.tv_usec + 999) / 1000;
-	return ms > INT_MAX ? INT_MAX : (int)ms;
-}
-
 ssize_t upgraded_send(struct sock *sock, int fd, const struct iovec *iov,
 		      int iovcnt, int flags)
 {
-	bool nonblock = nonblocking(fd, flags);
-	ssize_t ret;
+	ssize_t ret = conn_send(sock->conn, fd, iov, iovcnt, flags);
 
-	ret = conn_send(sock->conn, fd, iov, iovcnt, nonblock,
-			nonblock ? 0 : timeout_ms(fd, SO_SNDTIMEO));
 	if (ret > 0) {
 		stats_rdma_tx(sock_row(sock), ret);
 		return ret;
@@ -61,11 +33,8 @@ ssize_t upgraded_send(struct sock *sock, int fd, const struct iovec *iov,
 ssize_t upgraded_recv(struct sock *sock, int fd, const struct iovec *iov,
 		      int iovcnt, int flags)
 {
-	bool nonblock = nonblocking(fd, flags);
-	ssize_t ret;
+	ssize_t ret = conn_recv(sock->conn, fd, iov, iovcnt, flags);
 
-	ret = conn_recv(sock->conn, fd, iov, iovcnt, flags, nonblock,
-			nonblock ? 0 : timeout_ms(fd, SO_RCVTIMEO));
 	if (ret > 0 && !(flags & MSG_PEEK))
 		stats_rdma_rx(sock_row(sock), ret);
 	else if (ret < 0 && ret != -EAGAIN && ret != -EINTR)
