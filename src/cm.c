@@ -24,10 +24,22 @@
 #define NEGATIVE_CACHE_SIZE 64
 #define TICK_MS		    50
 
+/*
+ * A connection this end accepted on the CM, until accept() claims it.  It
+ * counts as upgraded only once ESTABLISHED: a client that gave up first
+ * (timeout) is on TCP, and so must this end be.
+ */
+enum pending_state {
+	PENDING_ACCEPTED,
+	PENDING_ESTABLISHED,
+	PENDING_FAILED,
+};
+
 struct pending {
 	struct roceshim_stats_endpoint source;
 	uint16_t port;
 	struct conn *conn;
+	enum pending_state state;
 	int64_t expires_ms;
 	struct pending *next;
 };
@@ -46,6 +58,7 @@ struct negative {
 static struct {
 	const struct config *cfg;
 	pthread_mutex_t lock;
+	pthread_cond_t pending_settled;
 	bool started;
 	bool disabled;
 	struct rdma_event_channel *channel;
@@ -54,7 +67,11 @@ static struct {
 	struct closing *closing;
 	struct negative negative[NEGATIVE_CACHE_SIZE];
 	unsigned int negative_next;
-} cm = { .lock = PTHREAD_MUTEX_INITIALIZER, .epfd = -1 };
+} cm = {
+	.lock = PTHREAD_MUTEX_INITIALIZER,
+	.pending_settled = PTHREAD_COND_INITIALIZER,
+	.epfd = -1,
+};
 
 /* Listener ids carry this as their context; connection ids their conn. */
 static char listener_tag;
@@ -203,13 +220,34 @@ reject:
 	return false;
 }
 
-static void on_disconnect(struct rdma_cm_id *id)
+/* The conn of a connection id; NULL for listeners and new ids. */
+static struct conn *id_conn(struct rdma_cm_id *id)
 {
-	struct conn *c = id->context;
-
 	/* A new id keeps its listener's context until it is accepted. */
-	if (!c || (void *)c == &listener_tag)
-		return;
+	if (!id->context || id->context == &listener_tag)
+		return NULL;
+	return id->context;
+}
+
+/* Records how the handshake of c ended if accept() has not claimed it. */
+static void settle_pending(struct conn *c, enum pending_state state)
+{
+	struct pending *p;
+
+	pthread_mutex_lock(&cm.lock);
+	for (p = cm.pending; p; p = p->next) {
+		if (p->conn == c && p->state == PENDING_ACCEPTED) {
+			p->state = state;
+			pthread_cond_broadcast(&cm.pending_settled);
+			break;
+		}
+	}
+	pthread_mutex_unlock(&cm.lock);
+}
+
+static void on_disconnect(struct conn *c)
+{
+	settle_pending(c, PENDING_FAILED);
 	transport_peer_gone(c->t);
 	if (!__atomic_load_n(&c->closing, __ATOMIC_ACQUIRE))
 		conn_sync(c);
@@ -221,17 +259,24 @@ static void handle_cm_events(void)
 
 	while (!rdma_get_cm_event(cm.channel, &ev)) {
 		struct rdma_cm_id *reject_id = NULL;
+		struct conn *c = id_conn(ev->id);
 
 		switch (ev->event) {
 		case RDMA_CM_EVENT_CONNECT_REQUEST:
 			if (!on_connect_request(ev))
 				reject_id = ev->id;
 			break;
+		case RDMA_CM_EVENT_ESTABLISHED:
+			if (c)
+				settle_pending(c, PENDING_ESTABLISHED);
+			break;
 		case RDMA_CM_EVENT_DISCONNECTED:
 		case RDMA_CM_EVENT_DEVICE_REMOVAL:
 		case RDMA_CM_EVENT_CONNECT_ERROR:
 		case RDMA_CM_EVENT_UNREACHABLE:
-			on_disconnect(ev->id);
+		case RDMA_CM_EVENT_REJECTED:
+			if (c)
+				on_disconnect(c);
 			break;
 		default:
 			break;
@@ -559,8 +604,8 @@ enum roceshim_reason cm_connect(int fd, const struct sockaddr *addr,
 		rdma_destroy_id(id);
 	}
 	rdma_destroy_event_channel(ch);
-	if (reason == ROCESHIM_REASON_TIMEOUT ||
-	    reason == ROCESHIM_REASON_PEER_REJECTED)
+	/* A refusal costs a round trip; only a silent peer is remembered. */
+	if (reason == ROCESHIM_REASON_TIMEOUT)
 		negative_remember(&peer);
 	return reason;
 }
@@ -594,22 +639,57 @@ void cm_unlisten(struct sock *sock)
 	sock->listen_id = NULL;
 }
 
+static struct pending **find_pending(const struct roceshim_stats_endpoint *peer,
+				     uint16_t local_port)
+{
+	struct pending **pp, *p;
+
+	for (pp = &cm.pending; (p = *pp); pp = &p->next)
+		if (p->port == local_port && same_endpoint(&p->source, peer))
+			return pp;
+	return NULL;
+}
+
+/*
+ * The client connects TCP as soon as its side is ESTABLISHED, so its SYN
+ * may overtake the RTU that makes this side ESTABLISHED: wait for it, at
+ * most the connect timeout, which is as long as the client waits too.
+ */
 struct conn *cm_take_pending(const struct roceshim_stats_endpoint *peer,
 			     uint16_t local_port)
 {
+	struct timespec deadline;
 	struct pending **pp, *p;
 	struct conn *c = NULL;
+	bool established;
 
+	clock_gettime(CLOCK_MONOTONIC, &deadline);
+	deadline.tv_sec += cm.cfg->connect_timeout_ms / 1000;
+	deadline.tv_nsec += (cm.cfg->connect_timeout_ms % 1000) * 1000000l;
+	if (deadline.tv_nsec >= 1000000000l) {
+		deadline.tv_sec++;
+		deadline.tv_nsec -= 1000000000l;
+	}
 	pthread_mutex_lock(&cm.lock);
-	for (pp = &cm.pending; (p = *pp); pp = &p->next) {
-		if (p->port == local_port && same_endpoint(&p->source, peer)) {
-			*pp = p->next;
-			c = p->conn;
-			free(p);
-			break;
-		}
+	while ((pp = find_pending(peer, local_port)) &&
+	       (*pp)->state == PENDING_ACCEPTED &&
+	       !pthread_cond_clockwait(&cm.pending_settled, &cm.lock,
+				       CLOCK_MONOTONIC, &deadline))
+		;
+	if (pp) {
+		p = *pp;
+		*pp = p->next;
+		c = p->conn;
+		established = p->state == PENDING_ESTABLISHED;
+		free(p);
 	}
 	pthread_mutex_unlock(&cm.lock);
+	if (c && !established) {
+		log_info("cm: RDMA handshake not completed by the client; "
+			 "connection stays on TCP");
+		cm_release(c, true);
+		c = NULL;
+	}
 	return c;
 }
 
@@ -641,4 +721,5 @@ void cm_fork_child(void)
 	cm.disabled = true;
 	conn_generation++;
 	pthread_mutex_init(&cm.lock, NULL);
+	pthread_cond_init(&cm.pending_settled, NULL);
 }

@@ -14,8 +14,8 @@
  * handshake leaves the connection on TCP with a reason.
  *
  * Contract: cm_connect() blocks for at most the connect timeout; a peer
- * whose handshake failed is remembered (negative cache) so that the next
- * connection to it goes straight to TCP.  In a fork child nothing here
+ * whose handshake timed out is remembered (negative cache) so that the
+ * next connection to it goes straight to TCP.  In a fork child nothing here
  * touches the parent's RDMA resources: new connections stay on TCP.
  */
 #ifndef ROCESHIM_CM_H
@@ -44,8 +44,12 @@ enum roceshim_reason cm_connect(int fd, const struct sockaddr *addr,
 void cm_listen(struct sock *sock, int fd);
 void cm_unlisten(struct sock *sock);
 
-/* The upgraded connection whose client declared TCP source `peer` to
- * the listener on local_port, or NULL (a peer without roceshim). */
+/*
+ * The upgraded connection whose client declared TCP source `peer` to the
+ * listener on local_port, or NULL (a peer without roceshim, or one whose
+ * handshake did not complete).  Waits, at most the connect timeout, for a
+ * handshake still in flight.
+ */
 struct conn *cm_take_pending(const struct roceshim_stats_endpoint *peer,
 			     uint16_t local_port);
 

@@ -6,7 +6,11 @@
 # and each end's stats row must name the expected transport and reason.
 #   both ends under roceshim, RDMA route        -> rdma on both ends
 #   server without roceshim                     -> client: peer_rejected
-#   the same server again, same process         -> client: negative_cache
+#   the same server again, same process         -> client: peer_rejected
+#                                                  (a refusal is not cached)
+#   server stopped (SIGSTOP) during handshake   -> client: timeout, then
+#                                                  negative_cache; the
+#                                                  server, resumed: peer_tcp
 #   client without roceshim                     -> server: peer_tcp
 #   peer on the route without RDMA (vethC/D)    -> client: no_route
 set -u
@@ -58,8 +62,30 @@ client rejected 1 "$B" "$port" "$A" 2
 check_eq plain_server_echo ok "$(echo_of "$tmp/rejected.cli")"
 check_eq plain_server_client_reason "tcp peer_rejected" \
 	"$(conn_of "$tmp/rejected.cli" 1)"
-check_eq same_peer_again_reason "tcp negative_cache" \
+check_eq same_peer_again_reason "tcp peer_rejected" \
 	"$(conn_of "$tmp/rejected.cli" 2)"
+
+# The stopped server answers neither the CM request nor, until resumed,
+# the echo; the kernel completes its TCP handshakes meanwhile.  Resumed, it
+# sees the stale CM request and must still agree on TCP.
+start_server silent 1 "$B" 2
+silent_pid=$!
+kill -STOP "$silent_pid"
+(
+	export ROCESHIM_CONNECT_TIMEOUT_MS=500 ROCESHIM_LOG_LEVEL=debug
+	client silent 1 "$B" "$port" "$A" 2
+) &
+client_pid=$!
+wait_for "$tmp/silent.cli" 'on tcp \(timeout\)' 600
+kill -CONT "$silent_pid"
+wait "$client_pid"
+check_eq silent_server_echo ok "$(echo_of "$tmp/silent.cli")"
+check_eq silent_server_client_reason "tcp timeout" \
+	"$(conn_of "$tmp/silent.cli" 1)"
+check_eq silent_server_again_reason "tcp negative_cache" \
+	"$(conn_of "$tmp/silent.cli" 2)"
+check_eq silent_server_resumed_reason "tcp peer_tcp" \
+	"$(conn_of "$tmp/silent.srv" 1)"
 
 start_server tcpclient 1 "$B"
 client tcpclient 0 "$B" "$port" "$A"
