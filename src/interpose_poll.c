@@ -369,14 +369,16 @@ SHIM_EXPORT int epoll_wait(int epfd, struct epoll_event *events, int maxevents,
 			   int timeout)
 {
 	shim_ensure_init();
-	return real.epoll_wait(epfd, events, maxevents, timeout);
+	return merge_events(events,
+			    real.epoll_wait(epfd, events, maxevents, timeout));
 }
 
 SHIM_EXPORT int epoll_pwait(int epfd, struct epoll_event *events, int maxevents,
 			    int timeout, const sigset_t *sigmask)
 {
 	shim_ensure_init();
-	return real.epoll_pwait(epfd, events, maxevents, timeout, sigmask);
+	return merge_events(events, real.epoll_pwait(epfd, events, maxevents,
+						     timeout, sigmask));
 }
 
 SHIM_EXPORT int epoll_pwait2(int epfd, struct epoll_event *events,

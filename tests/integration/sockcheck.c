@@ -2533,6 +2533,35 @@ out:
 	close_fd(&s);
 }
 
+/*
+ * One socket, ready both ways, is one event in every epoll_wait variant,
+ * however many slots the caller offers.
+ */
+static void epoll_reports_one_event_per_ready_socket(struct tctx *t)
+{
+	const uint32_t both = EPOLLIN | EPOLLOUT;
+	struct epoll_event evs[4];
+	int c = -1, s = -1, ep = -1, n;
+
+	TRY(make_pair(t, &c, &s, PAIR_NONBLOCK));
+	ASSERT_OK(ep = epoll_create1(0));
+	ASSERT_OK(epoll_add(ep, s, both, 12));
+	TRY(send_all(t, c, "x", 1));
+	TRY(wait_queued(t, s, 1));
+	n = epoll_wait(ep, evs, 4, io_ms());
+	ASSERT(n == 1 && evs[0].events == both && evs[0].data.u64 == 12,
+	       "epoll_wait: want 1 event IN|OUT, got %d (%#x)", n,
+	       n > 0 ? evs[0].events : 0);
+	n = epoll_pwait(ep, evs, 4, io_ms(), NULL);
+	ASSERT(n == 1 && evs[0].events == both,
+	       "epoll_pwait: want 1 event IN|OUT, got %d (%#x)", n,
+	       n > 0 ? evs[0].events : 0);
+out:
+	close_fd(&ep);
+	close_fd(&c);
+	close_fd(&s);
+}
+
 static void epoll_fd_in_two_sets_reports_in_both(struct tctx *t)
 {
 	int c = -1, s = -1, ep1 = -1, ep2 = -1, n;
@@ -3634,6 +3663,7 @@ static const struct test tests[] = {
 	TEST(epoll_ctl_mod_switches_in_to_out),
 	TEST(epoll_ctl_del_stops_reports),
 	TEST(epoll_data_u64_and_ptr_preserved),
+	TEST(epoll_reports_one_event_per_ready_socket),
 	TEST(epoll_fd_in_two_sets_reports_in_both),
 	TEST(epoll_pwait_sigmask_lets_pending_signal_interrupt),
 	TEST(epoll_pwait2_honours_timespec_timeout),
