@@ -4,6 +4,7 @@
  *
  *   tcpbench server [--addr A] [--port P] [--once]
  *   tcpbench client --addr A --port P --mode pingpong|stream --size BYTES
+ *                   [--bind SRC]
  *                   [--iters N | --seconds S] [--warmup N]
  *   tcpbench self   --mode pingpong|stream --size BYTES [--iters N | ...]
  *
@@ -56,6 +57,7 @@ struct tb_hdr {
 
 struct opts {
 	const char *addr;
+	const char *bind; /* client source address */
 	const char *port;
 	int mode;
 	size_t size;
@@ -273,7 +275,17 @@ static int run_server(const struct opts *o)
 
 /* ---- client ---------------------------------------------------------- */
 
-static int connect_to(const char *addr, const char *port)
+/* Binds fd to source address src (any port); 0 or -1. */
+static int bind_source(int fd, const char *src)
+{
+	struct addrinfo *res = resolve(src, "0", 1);
+	int rc = bind(fd, res->ai_addr, res->ai_addrlen);
+
+	freeaddrinfo(res);
+	return rc;
+}
+
+static int connect_to(const char *addr, const char *port, const char *src)
 {
 	struct addrinfo *res = resolve(addr, port, 0), *ai;
 	int fd = -1;
@@ -282,6 +294,8 @@ static int connect_to(const char *addr, const char *port)
 		fd = socket(ai->ai_family, SOCK_STREAM, 0);
 		if (fd < 0)
 			continue;
+		if (src && bind_source(fd, src) < 0)
+			die("bind");
 		if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0)
 			break;
 		close(fd);
@@ -396,7 +410,7 @@ static int run_client(const struct opts *o)
 	if (!buf)
 		die("malloc");
 	memset(buf, 0xa5, o->size);
-	fd = connect_to(o->addr, o->port);
+	fd = connect_to(o->addr, o->port, o->bind);
 	if (write_full(fd, &h, sizeof(h)) < 0)
 		die("write header");
 	if (o->mode == MODE_PINGPONG)
@@ -468,7 +482,7 @@ static void usage(void)
 		"       tcpbench client --addr A --port P\n"
 		"                       --mode pingpong|stream --size BYTES\n"
 		"                       [--iters N | --seconds S]\n"
-		"                       [--warmup N]\n"
+		"                       [--warmup N] [--bind SRC]\n"
 		"       tcpbench self --mode pingpong|stream --size BYTES\n"
 		"                     [--iters N | --seconds S] [--warmup N]\n"
 		"sizes take a K, M or G suffix (binary)\n");
@@ -543,6 +557,8 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 		i++;
 		if (!strcmp(a, "--addr")) {
 			o->addr = v;
+		} else if (!strcmp(a, "--bind")) {
+			o->bind = v;
 		} else if (!strcmp(a, "--port")) {
 			o->port = v;
 		} else if (!strcmp(a, "--mode")) {

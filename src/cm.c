@@ -183,7 +183,7 @@ static bool on_connect_request(struct rdma_cm_event *ev)
 	if (transport_create(id, &tc, &t) || transport_connect(t, &hello.ring))
 		goto reject;
 	p = calloc(1, sizeof(*p));
-	if (!p || conn_create(id, t, &c)) {
+	if (!p || conn_create(id, t, cm.cfg->spin_us, &c)) {
 		free(p);
 		goto reject;
 	}
@@ -549,7 +549,7 @@ static enum roceshim_reason handshake(int fd, struct rdma_event_channel *ch,
 		goto fail;
 	}
 	rdma_ack_cm_event(ev);
-	if (conn_create(id, t, out)) {
+	if (conn_create(id, t, cm.cfg->spin_us, out)) {
 		reason = ROCESHIM_REASON_RESOURCE;
 		goto fail;
 	}

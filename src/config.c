@@ -208,6 +208,7 @@ void config_defaults(struct config *cfg)
 	cfg->stats_rows = CONFIG_STATS_ROWS_DEFAULT;
 	cfg->ring_kb = CONFIG_RING_KB_DEFAULT;
 	cfg->connect_timeout_ms = CONFIG_CONNECT_TIMEOUT_MS_DEFAULT;
+	cfg->spin_us = CONFIG_SPIN_US_DEFAULT;
 	cfg->negative_cache_s = CONFIG_NEGATIVE_CACHE_S_DEFAULT;
 }
 
@@ -233,4 +234,5 @@ void config_load(struct config *cfg, config_lookup_fn lookup,
 		  &cfg->connect_timeout_ms);
 	load_uint(&p, "ROCESHIM_NEGATIVE_CACHE_S", 0, 86400,
 		  &cfg->negative_cache_s);
+	load_uint(&p, "ROCESHIM_SPIN_US", 0, 1000000, &cfg->spin_us);
 }

@@ -22,6 +22,7 @@
 #define CONFIG_RING_KB_DEFAULT		  256
 #define CONFIG_CONNECT_TIMEOUT_MS_DEFAULT 2000
 #define CONFIG_NEGATIVE_CACHE_S_DEFAULT	  60
+#define CONFIG_SPIN_US_DEFAULT		  20
 
 struct config {
 	bool enabled;			/* ROCESHIM_ENABLE */
@@ -35,6 +36,7 @@ struct config {
 	unsigned int ring_kb;		 /* ROCESHIM_RING_KB, a power of two */
 	unsigned int connect_timeout_ms; /* ROCESHIM_CONNECT_TIMEOUT_MS */
 	unsigned int negative_cache_s;	 /* ROCESHIM_NEGATIVE_CACHE_S */
+	unsigned int spin_us;		 /* ROCESHIM_SPIN_US */
 };
 
 typedef const char *(*config_lookup_fn)(const char *name);

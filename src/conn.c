@@ -31,7 +31,8 @@ static struct conn_private *priv(struct conn *c)
 	return (struct conn_private *)c;
 }
 
-int conn_create(struct rdma_cm_id *id, struct transport *t, struct conn **out)
+int conn_create(struct rdma_cm_id *id, struct transport *t,
+		unsigned int spin_us, struct conn **out)
 {
 	struct conn_private *p = calloc(1, sizeof(*p));
 
@@ -51,6 +52,7 @@ int conn_create(struct rdma_cm_id *id, struct transport *t, struct conn **out)
 	p->pub.id = id;
 	p->pub.t = t;
 	p->pub.generation = conn_generation;
+	p->pub.spin_us = spin_us;
 	/* A fresh out_fd is writable: make it say "no credit" until synced. */
 	(void)!real.write(p->pub.out_fd, &(uint64_t){ EVENTFD_FULL }, 8);
 	conn_sync(&p->pub);
@@ -106,6 +108,30 @@ static int64_t now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/*
+ * Polls the completion queue for at most c->spin_us: what comes within it
+ * wakes neither this thread nor the progress thread.  true: ready (data,
+ * EOF, credit or an error, as ready() says).
+ */
+static bool spin(struct conn *c, bool (*ready)(struct transport *))
+{
+	struct timespec now, end;
+
+	if (!c->spin_us)
+		return false;
+	clock_gettime(CLOCK_MONOTONIC, &end);
+	end.tv_nsec += c->spin_us * 1000l;
+	end.tv_sec += end.tv_nsec / 1000000000l;
+	end.tv_nsec %= 1000000000l;
+	do {
+		if (ready(c->t))
+			return true;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+	} while (now.tv_sec < end.tv_sec ||
+		 (now.tv_sec == end.tv_sec && now.tv_nsec < end.tv_nsec));
+	return false;
 }
 
 /*
@@ -225,6 +251,8 @@ ssize_t conn_send(struct conn *c, int tcp_fd, const struct iovec *iov,
 			}
 			if (n != -EAGAIN || must_not_block(&b))
 				goto out;
+			if (spin(c, transport_writable))
+				continue;
 			n = wait_ready(c, tcp_fd, c->out_fd, POLLOUT,
 				       b.deadline);
 			if (n)
@@ -277,6 +305,8 @@ ssize_t conn_recv(struct conn *c, int tcp_fd, const struct iovec *iov,
 		}
 		if (n != -EAGAIN || (total && !waitall) || must_not_block(&b))
 			break;
+		if (spin(c, transport_readable))
+			continue;
 		n = wait_ready(c, tcp_fd, c->in_fd, POLLIN, b.deadline);
 		if (n)
 			break;

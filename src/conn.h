@@ -26,6 +26,7 @@ struct conn {
 	int in_fd;
 	int out_fd;
 	unsigned int generation; /* conn_generation when created */
+	unsigned int spin_us;	 /* polling before a blocking call sleeps */
 	struct conn *next;	 /* in the progress thread's list */
 	int closing;		 /* atomic: the program has closed it */
 };
@@ -34,7 +35,8 @@ struct conn {
 extern unsigned int conn_generation;
 
 /* Takes ownership of id and t. */
-int conn_create(struct rdma_cm_id *id, struct transport *t, struct conn **out);
+int conn_create(struct rdma_cm_id *id, struct transport *t,
+		unsigned int spin_us, struct conn **out);
 static inline bool conn_alive(const struct conn *c)
 {
 	return c->generation == conn_generation;
@@ -45,7 +47,8 @@ void conn_sync(struct conn *c);
 /*
  * Socket-like calls with send/recv flags: bytes, or a negative errno.
  * They block as the kernel socket tcp_fd says (O_NONBLOCK, MSG_DONTWAIT,
- * SO_SNDTIMEO/SO_RCVTIMEO: -EAGAIN when it runs out).  tcp_fd is the
+ * SO_SNDTIMEO/SO_RCVTIMEO: -EAGAIN when it runs out); a call that would
+ * block polls the queue pair for spin_us before it sleeps.  tcp_fd is the
  * socket beside the queue pair: its hang-up or reset ends a wait, and
  * tells a reader that finds nothing whether the peer is gone.
  */

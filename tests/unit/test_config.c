@@ -290,6 +290,22 @@ static void handshake_timers_are_range_checked(void **state)
 	assert_warned_once_about("ROCESHIM_NEGATIVE_CACHE_S", "86401");
 }
 
+static void spin_time_is_range_checked(void **state)
+{
+	struct config cfg;
+
+	load_with(&cfg, "ROCESHIM_SPIN_US", "0");
+	assert_int_equal(cfg.spin_us, 0);
+	load_with(&cfg, "ROCESHIM_SPIN_US", "1000000");
+	assert_int_equal(cfg.spin_us, 1000000);
+	load_with(&cfg, "ROCESHIM_SPIN_US", "1000001");
+	assert_int_equal(cfg.spin_us, CONFIG_SPIN_US_DEFAULT);
+	assert_warned_once_about("ROCESHIM_SPIN_US", "1000001");
+	load_with(&cfg, "ROCESHIM_SPIN_US", "-5");
+	assert_int_equal(cfg.spin_us, CONFIG_SPIN_US_DEFAULT);
+	assert_warned_once_about("ROCESHIM_SPIN_US", "-5");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -311,6 +327,7 @@ int main(void)
 		cmocka_unit_test(rdma_path_is_off_until_switched_on),
 		cmocka_unit_test(ring_kb_takes_powers_of_two_only),
 		cmocka_unit_test(handshake_timers_are_range_checked),
+		cmocka_unit_test(spin_time_is_range_checked),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
