@@ -47,14 +47,24 @@ static int poll_substituted(struct pollfd *fds, nfds_t nfds,
 			    const sigset_t *sigmask, int timeout_ms, bool ppoll)
 {
 	struct pollfd *tmp = calloc(3 * nfds + 1, sizeof(*tmp));
+	const struct timespec no_wait = { 0 };
 	nfds_t i, j = 0;
 	int ret, ready = 0;
+	bool dead = false;
 
 	if (!tmp)
 		return -ENOMEM;
 	for (i = 0; i < nfds; i++) {
 		if (!socks[i]) {
 			tmp[j++] = fds[i];
+			continue;
+		}
+		if (!conn_alive(socks[i]->conn)) {
+			/* Three ignored entries: its result is known. */
+			tmp[j++].fd = -1;
+			tmp[j++].fd = -1;
+			tmp[j++].fd = -1;
+			dead = true;
 			continue;
 		}
 		conn_sync(socks[i]->conn);
@@ -64,6 +74,10 @@ static int poll_substituted(struct pollfd *fds, nfds_t nfds,
 		tmp[j++].events = fds[i].events & POLL_OUT_EVENTS ? POLLOUT : 0;
 		tmp[j].fd = fds[i].fd;
 		tmp[j++].events = fds[i].events & (POLLIN | POLLRDHUP);
+	}
+	if (dead) {
+		tmo = &no_wait;
+		timeout_ms = 0;
 	}
 	ret = ppoll ? real.ppoll(tmp, j, tmo, sigmask)
 		    : real.poll(tmp, j, timeout_ms);
@@ -76,6 +90,12 @@ static int poll_substituted(struct pollfd *fds, nfds_t nfds,
 
 		if (!socks[i]) {
 			fds[i].revents = tmp[j++].revents;
+		} else if (!conn_alive(socks[i]->conn)) {
+			/* Inherited across fork: as a reset socket. */
+			j += 3;
+			fds[i].revents =
+				(ev & (POLLIN | POLLRDNORM | POLL_OUT_EVENTS)) |
+				POLLERR | POLLHUP;
 		} else {
 			fds[i].revents = 0;
 			if (tmp[j++].revents & POLLIN)

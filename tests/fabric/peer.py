@@ -8,14 +8,18 @@
   peer.py drain ADDR                          accepts one, reads until the
                                               end; prints how it ended
   peer.py churn ADDR --count N                N connections in one process
+  peer.py fork ADDR PORT [--bind A]           an echo connection across
+                                              fork (the server must serve 2)
 
 With --report, each connection's roceshim stats row (transport and
 fallback reason) is printed as "conn TRANSPORT REASON", read with
 $ROCESHIM_STAT while the connection is open.
 """
 import argparse
+import errno
 import json
 import os
+import select
 import socket
 import subprocess
 import sys
@@ -68,14 +72,27 @@ def echo(args):
     return rc
 
 
-def echo_once(args):
+def connect(args):
     s = socket.socket()
     if args.bind:
         s.bind((args.bind, 0))
     s.connect((args.addr, args.port))
+    return s
+
+
+def echo_once(args):
+    s = connect(args)
     if args.report:
         report(s)
-    payload = os.urandom(args.bytes)
+    ok = echo_through(s, args.bytes)
+    s.close()
+    return 0 if ok else 1
+
+
+def echo_through(s, nbytes, label="echo"):
+    """Sends nbytes through the echo server on s; prints and returns
+    whether the same bytes came back."""
+    payload = os.urandom(nbytes)
     got = bytearray()
 
     def reader():
@@ -88,10 +105,44 @@ def echo_once(args):
     t.start()
     s.sendall(payload)
     t.join(60)
-    print("echo %s" % ("ok" if bytes(got) == payload else "MISMATCH"),
-          flush=True)
+    ok = bytes(got) == payload
+    print("%s %s" % (label, "ok" if ok else "MISMATCH"), flush=True)
+    return ok
+
+
+def outcome(call):
+    """What a socket call did: "ok", "EOF" or the errno's name."""
+    try:
+        return "ok" if call() else "EOF"
+    except OSError as e:
+        return errno.errorcode.get(e.errno, str(e))
+
+
+def fork(args):
+    """An upgraded connection is dead in a fork child (writes EPIPE, reads
+    ECONNRESET) and keeps working in the parent; the child's own new
+    connection works."""
+    s = connect(args)
+    report(s)
+    echo_through(s, 100000, "parent_before")
+    pid = os.fork()
+    if pid == 0:
+        r, w, _ = select.select([s], [s], [], 10)
+        print("child_select %s,%s" % ("r" if r else "-", "w" if w else "-"),
+              flush=True)
+        print("child_send %s" % outcome(lambda: s.send(b"x")), flush=True)
+        print("child_recv %s" % outcome(lambda: s.recv(10)), flush=True)
+        s.close()
+        new = connect(args)
+        ok = echo_through(new, 100000, "child_new")
+        new.close()
+        os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    print("child_exit %d" % os.waitstatus_to_exitcode(status), flush=True)
+    ok = echo_through(s, 100000, "parent_after")
+    report(s)
     s.close()
-    return 0 if bytes(got) == payload else 1
+    return 0 if ok else 1
 
 
 def stream(args):
@@ -186,9 +237,13 @@ def main():
     ch = sub.add_parser("churn")
     ch.add_argument("addr")
     ch.add_argument("--count", type=int, default=1000)
+    fk = sub.add_parser("fork")
+    fk.add_argument("addr")
+    fk.add_argument("port", type=int)
+    fk.add_argument("--bind")
     args = p.parse_args()
     return {"serve": serve, "echo": echo, "stream": stream, "drain": drain,
-            "churn": churn}[args.cmd](args) or 0
+            "churn": churn, "fork": fork}[args.cmd](args) or 0
 
 
 if __name__ == "__main__":
