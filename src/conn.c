@@ -82,7 +82,7 @@ void conn_sync(struct conn *c)
 		pthread_mutex_unlock(&p->sync_lock);
 		return;
 	}
-	in = transport_readable(c->t);
+	in = transport_has_data_or_error(c->t);
 	out = transport_writable(c->t);
 	arrivals = transport_arrivals(c->t);
 	/* Every arrival is a new edge for EPOLLET, even on a readable fd. */

@@ -4,9 +4,11 @@
  * two eventfds that stand for its readiness in the program's epoll sets
  * and poll arrays.
  *
- * Contract: in_fd is readable exactly while the connection has data, EOF
- * or an error to report; out_fd is writable exactly while a send would not
- * block.  conn_sync() restores that after anything changed the state (a
+ * Contract: in_fd is readable exactly while the connection has data or an
+ * error to report; out_fd is writable exactly while a send would not
+ * block.  EOF is the kernel socket's to report, with its EPOLLRDHUP in the
+ * same event: the peer's kernel FIN follows its RDMA FIN, which is then
+ * already here.  conn_sync() restores that after anything changed the state (a
  * completion, a read, a write).  A conn inherited across fork is dead in
  * the child: every call fails the way a reset TCP connection does, and
  * nothing touches the parent's queue pair.

@@ -3,9 +3,10 @@
  * Exported wrappers for readiness: poll, select and epoll.  For a kernel
  * TCP socket the kernel's readiness is the truth and these pass straight
  * through.  An upgraded socket's readiness lives in its conn's two
- * eventfds (in_fd: data or EOF; out_fd: credit): epoll registers those in
- * the program's set with the program's epoll_data, and poll and select
- * look at them in place of the socket.
+ * eventfds (in_fd: data; out_fd: credit) and, for EOF and resets, in its
+ * kernel socket: epoll registers all three in the program's set with the
+ * program's epoll_data, and poll and select look at them in place of the
+ * socket.
  */
 #include <errno.h>
 #include <stdlib.h>

@@ -500,6 +500,17 @@ bool transport_readable(struct transport *t)
 	return ready;
 }
 
+bool transport_has_data_or_error(struct transport *t)
+{
+	bool ready;
+
+	pthread_mutex_lock(&t->lock);
+	progress_locked(t);
+	ready = stream_available(&t->s) || t->error;
+	pthread_mutex_unlock(&t->lock);
+	return ready;
+}
+
 bool transport_writable(struct transport *t)
 {
 	bool ready;

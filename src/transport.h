@@ -91,6 +91,8 @@ uint64_t transport_arrivals(struct transport *t);
 
 /* Data, EOF or an error to report. */
 bool transport_readable(struct transport *t);
+/* The same without EOF. */
+bool transport_has_data_or_error(struct transport *t);
 /* Credit to send, or an error to report. */
 bool transport_writable(struct transport *t);
 void transport_counters(struct transport *t, struct transport_counters *out);
