@@ -10,6 +10,10 @@
   peer.py churn ADDR --count N                N connections in one process
   peer.py fork ADDR PORT [--bind A]           an echo connection across
                                               fork (the server must serve 2)
+  peer.py late ADDR [--delay S]               accepts one, sends one byte
+                                              after S seconds; "port P"
+  peer.py idle ADDR PORT [--bind A]           one blocking read; prints the
+                                              CPU time it took
 
 With --report, each connection's roceshim stats row (transport and
 fallback reason) is printed as "conn TRANSPORT REASON", read with
@@ -19,6 +23,7 @@ import argparse
 import errno
 import json
 import os
+import resource
 import select
 import socket
 import subprocess
@@ -213,6 +218,33 @@ def churn(args):
     return 0 if fds_after <= fds_before else 1
 
 
+def late(args):
+    ls = socket.socket()
+    ls.bind((args.addr, 0))
+    ls.listen(1)
+    print("port %d" % ls.getsockname()[1], flush=True)
+    conn, _ = ls.accept()
+    time.sleep(args.delay)
+    conn.sendall(b"!")
+    conn.recv(1)
+    return 0
+
+
+def idle(args):
+    s = connect(args)
+    report(s)
+    before, start = resource.getrusage(resource.RUSAGE_SELF), time.time()
+    got = s.recv(1)
+    after, end = resource.getrusage(resource.RUSAGE_SELF), time.time()
+    cpu = (after.ru_utime + after.ru_stime) - \
+        (before.ru_utime + before.ru_stime)
+    print("read %s" % ("ok" if got == b"!" else "MISMATCH"), flush=True)
+    print("cpu_s %.3f" % cpu, flush=True)
+    print("waited_s %.3f" % (end - start), flush=True)
+    s.close()
+    return 0
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -241,9 +273,17 @@ def main():
     fk.add_argument("addr")
     fk.add_argument("port", type=int)
     fk.add_argument("--bind")
+    lt = sub.add_parser("late")
+    lt.add_argument("addr")
+    lt.add_argument("--delay", type=float, default=2.0)
+    il = sub.add_parser("idle")
+    il.add_argument("addr")
+    il.add_argument("port", type=int)
+    il.add_argument("--bind")
     args = p.parse_args()
     return {"serve": serve, "echo": echo, "stream": stream, "drain": drain,
-            "churn": churn, "fork": fork}[args.cmd](args) or 0
+            "churn": churn, "fork": fork, "late": late,
+            "idle": idle}[args.cmd](args) or 0
 
 
 if __name__ == "__main__":

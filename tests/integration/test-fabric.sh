@@ -5,6 +5,12 @@
 # (tests/fabric/suite.sh: the fabric self-test, then every RDMA test).
 # ROCESHIM_SKIP_FABRIC=1 skips it (for machines without qemu); CI never
 # sets it.
+#
+# The guest's rxe driver (Debian 6.1) has been seen to panic in
+# ib_mad_recv_done under host load, in the middle of 1000 connections.
+# A guest kernel panic is not a verdict on roceshim (no user-space
+# program may crash a kernel), so the suite is rerun once after one, and
+# the panic is reported; any other failure, or a second panic, fails.
 
 set -u
 
@@ -13,6 +19,20 @@ if [ "${ROCESHIM_SKIP_FABRIC:-0}" = 1 ]; then
 	exit 77
 fi
 export ROCESHIM_FABRIC_CACHE=${ROCESHIM_FABRIC_CACHE:-$top_builddir/fabric/cache}
-exec "$top_srcdir/fabric/roceshim-fabric" run \
-	--timeout "${ROCESHIM_FABRIC_SUITE_TIMEOUT:-1800}" \
-	-- /bin/bash "$top_srcdir/tests/fabric/suite.sh"
+out=$(mktemp "${TMPDIR:-/tmp}/test-fabric.XXXXXX") || exit 1
+trap 'rm -f "$out"' EXIT
+
+run_suite() {
+	"$top_srcdir/fabric/roceshim-fabric" run \
+		--timeout "${ROCESHIM_FABRIC_SUITE_TIMEOUT:-1800}" \
+		-- /bin/bash "$top_srcdir/tests/fabric/suite.sh" 2>&1 |
+		tee "$out"
+	return "${PIPESTATUS[0]}"
+}
+
+run_suite && exit 0
+rc=$?
+grep -q 'Kernel panic' "$out" || exit "$rc"
+echo "NOTE: the guest kernel panicked (see the console above);" \
+	"rerunning the suite once"
+run_suite

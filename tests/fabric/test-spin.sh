@@ -1,0 +1,40 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# ROCESHIM_SPIN_US bounds the polling of a blocking read on an upgraded
+# connection: a read that waits 3 s for its byte burns under 0.2 s of CPU
+# with ROCESHIM_SPIN_US=0, and 0.4 to 2.5 s with ROCESHIM_SPIN_US=1000000
+# (one second of polling, then sleep).  Both reads get their byte on RDMA.
+set -u
+PYTHON=${PYTHON:-/usr/bin/python3}
+peer="$top_srcdir/tests/fabric/peer.py"
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/test-spin.XXXXXX") || exit 1
+trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$tmp"' EXIT
+export ROCESHIM_RDMA=1
+# shellcheck source=../lib.sh
+. "$top_srcdir/tests/lib.sh"
+
+# idle_read NAME SPIN_US: one 3 s blocking read; sets cpu_ms
+idle_read() {
+	local port
+	"$ROCESHIM_RUN" "$PYTHON" "$peer" late "$ROCESHIM_FABRIC_ADDR_B" \
+		--delay 3 >"$tmp/$1.srv" 2>&1 &
+	wait_for "$tmp/$1.srv" '^port '
+	port=$(awk '/^port / {print $2}' "$tmp/$1.srv")
+	ROCESHIM_SPIN_US=$2 "$ROCESHIM_RUN" "$PYTHON" "$peer" idle \
+		"$ROCESHIM_FABRIC_ADDR_B" "$port" \
+		--bind "$ROCESHIM_FABRIC_ADDR_A" >"$tmp/$1.cli" 2>&1
+	sed 's/^/    /' "$tmp/$1.cli"
+	check_eq "${1}_conn_on_rdma" "conn rdma none" \
+		"$(grep -m1 '^conn ' "$tmp/$1.cli")"
+	check_eq "${1}_read_gets_the_byte" ok \
+		"$(awk '$1 == "read" {print $2}' "$tmp/$1.cli")"
+	cpu_ms=$(awk '$1 == "cpu_s" {printf "%d", $2 * 1000}' "$tmp/$1.cli")
+}
+
+idle_read nospin 0
+check no_spin_read_sleeps [ "${cpu_ms:-9999}" -lt 200 ]
+idle_read spin 1000000
+check spin_read_polls_for_about_the_spin_time \
+	test "${cpu_ms:-0}" -ge 400 -a "${cpu_ms:-0}" -lt 2500
+finish
