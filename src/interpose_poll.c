@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "conn.h"
+#include "oneshot.h"
 #include "real.h"
 #include "shim.h"
 
@@ -317,6 +318,7 @@ static int epoll_ctl_upgraded(int epfd, int op, int fd, struct conn *c,
 		ret = real.epoll_ctl(epfd, op, c->in_fd, NULL);
 		real.epoll_ctl(epfd, op, c->out_fd, NULL);
 		real.epoll_ctl(epfd, op, fd, NULL);
+		oneshot_untrack(epfd, fd);
 		return ret;
 	}
 	if (!ev) {
@@ -335,6 +337,9 @@ static int epoll_ctl_upgraded(int epfd, int op, int fd, struct conn *c,
 	ret = real.epoll_ctl(epfd, op, c->out_fd, &out_ev);
 	if (!ret)
 		ret = real.epoll_ctl(epfd, op, fd, &tcp_ev);
+	/* A fired EPOLLONESHOT registration lost its kernel socket entry. */
+	if (ret && errno == ENOENT && op == EPOLL_CTL_MOD)
+		ret = real.epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &tcp_ev);
 	if (ret && op == EPOLL_CTL_ADD) {
 		int err = errno;
 
@@ -342,21 +347,28 @@ static int epoll_ctl_upgraded(int epfd, int op, int fd, struct conn *c,
 		real.epoll_ctl(epfd, EPOLL_CTL_DEL, c->out_fd, NULL);
 		errno = err;
 	}
-	if (!ret && op == EPOLL_CTL_ADD)
+	if (ret)
+		return ret;
+	if (op == EPOLL_CTL_ADD)
 		__atomic_fetch_add(&upgraded_registrations, 1,
 				   __ATOMIC_RELAXED);
-	return ret;
+	if (ev->events & EPOLLONESHOT)
+		oneshot_track(epfd, fd, c, ev);
+	else
+		oneshot_untrack(epfd, fd);
+	return 0;
 }
 
 /*
  * An upgraded fd's three entries may come back as up to three events with
- * the same epoll_data: fold them into one, as one socket would report.
+ * the same epoll_data: fold them into one, as one socket would report, and
+ * disarm the rest of a fired EPOLLONESHOT registration.
  */
-static int merge_events(struct epoll_event *events, int n)
+static int merge_events(int epfd, struct epoll_event *events, int n)
 {
 	int i, j, out = 0;
 
-	if (n <= 1 ||
+	if (n <= 0 ||
 	    !__atomic_load_n(&upgraded_registrations, __ATOMIC_RELAXED))
 		return n;
 	for (i = 0; i < n; i++) {
@@ -369,6 +381,8 @@ static int merge_events(struct epoll_event *events, int n)
 		if (j == out)
 			events[out++] = events[i];
 	}
+	for (i = 0; i < out; i++)
+		oneshot_fired(epfd, &events[i]);
 	return out;
 }
 
@@ -390,7 +404,7 @@ SHIM_EXPORT int epoll_wait(int epfd, struct epoll_event *events, int maxevents,
 			   int timeout)
 {
 	shim_ensure_init();
-	return merge_events(events,
+	return merge_events(epfd, events,
 			    real.epoll_wait(epfd, events, maxevents, timeout));
 }
 
@@ -398,8 +412,9 @@ SHIM_EXPORT int epoll_pwait(int epfd, struct epoll_event *events, int maxevents,
 			    int timeout, const sigset_t *sigmask)
 {
 	shim_ensure_init();
-	return merge_events(events, real.epoll_pwait(epfd, events, maxevents,
-						     timeout, sigmask));
+	return merge_events(
+		epfd, events,
+		real.epoll_pwait(epfd, events, maxevents, timeout, sigmask));
 }
 
 SHIM_EXPORT int epoll_pwait2(int epfd, struct epoll_event *events,
@@ -411,6 +426,7 @@ SHIM_EXPORT int epoll_pwait2(int epfd, struct epoll_event *events,
 		errno = ENOSYS;
 		return -1;
 	}
-	return merge_events(events, real.epoll_pwait2(epfd, events, maxevents,
-						      timeout, sigmask));
+	return merge_events(
+		epfd, events,
+		real.epoll_pwait2(epfd, events, maxevents, timeout, sigmask));
 }

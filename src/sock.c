@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "cm.h"
+#include "oneshot.h"
 #include "sock.h"
 #include "stats.h"
 
@@ -78,8 +79,10 @@ void sock_put(struct sock *sock)
 	row = __atomic_load_n(&sock->row, __ATOMIC_RELAXED);
 	if (row >= 0)
 		stats_row_close(row);
-	if (sock->conn)
+	if (sock->conn) {
+		oneshot_forget(sock->conn);
 		cm_release(sock->conn, sock->abortive);
+	}
 	if (sock->listen_id)
 		cm_unlisten(sock);
 	pthread_mutex_lock(&pool_lock);

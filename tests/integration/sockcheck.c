@@ -2439,6 +2439,44 @@ out:
 	close_fd(&s);
 }
 
+/*
+ * A ONESHOT registration for reading and writing fires once for the first
+ * of the two; what becomes ready later (data, the peer's close) stays
+ * unreported until it is re-armed.
+ */
+static void epoll_oneshot_disarms_every_event_of_the_socket(struct tctx *t)
+{
+	const uint32_t both = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLONESHOT;
+	struct epoll_event ev;
+	int c = -1, s = -1, ep = -1, n;
+
+	TRY(make_pair(t, &c, &s, PAIR_NONBLOCK));
+	ASSERT_OK(ep = epoll_create1(0));
+	ASSERT_OK(epoll_add(ep, s, both, 13));
+	n = epoll_one(ep, &ev, io_ms());
+	ASSERT(n == 1 && ev.events == EPOLLOUT,
+	       "first event: want EPOLLOUT, got %d (%#x)", n, ev.events);
+	TRY(send_all(t, c, "x", 1));
+	TRY(wait_queued(t, s, 1));
+	n = epoll_one(ep, &ev, QUIET_MS);
+	ASSERT(n == 0, "data reported while disarmed (%#x)", ev.events);
+	close_fd(&c);
+	n = epoll_one(ep, &ev, QUIET_MS);
+	ASSERT(n == 0, "peer close reported while disarmed (%#x)", ev.events);
+	ev.events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT;
+	ev.data.u64 = 14;
+	ASSERT_OK(epoll_ctl(ep, EPOLL_CTL_MOD, s, &ev));
+	n = epoll_one(ep, &ev, io_ms());
+	ASSERT(n == 1 && ev.data.u64 == 14 &&
+		       ev.events == (EPOLLIN | EPOLLRDHUP),
+	       "after re-arm: want EPOLLIN|EPOLLRDHUP, got %d (%#x)", n,
+	       ev.events);
+out:
+	close_fd(&ep);
+	close_fd(&c);
+	close_fd(&s);
+}
+
 static void epoll_ctl_mod_switches_in_to_out(struct tctx *t)
 {
 	struct epoll_event ev = { .events = EPOLLOUT, .data.u64 = 44 };
@@ -3660,6 +3698,7 @@ static const struct test tests[] = {
 	TEST(epoll_level_triggered_repeats_until_drained),
 	TEST(epoll_edge_triggered_reports_once_per_arrival),
 	TEST(epoll_oneshot_reports_once_until_rearmed),
+	TEST(epoll_oneshot_disarms_every_event_of_the_socket),
 	TEST(epoll_ctl_mod_switches_in_to_out),
 	TEST(epoll_ctl_del_stops_reports),
 	TEST(epoll_data_u64_and_ptr_preserved),
