@@ -426,12 +426,16 @@ static enum roceshim_reason expect(struct rdma_event_channel *ch,
 	struct rdma_cm_event *ev = next_event(ch, deadline);
 	enum roceshim_reason reason;
 
-	if (!ev)
+	if (!ev) {
+		log_debug("cm: no %s in time", rdma_event_str(want));
 		return ROCESHIM_REASON_TIMEOUT;
+	}
 	if (ev->event == want) {
 		*out = ev;
 		return ROCESHIM_REASON_NONE;
 	}
+	log_debug("cm: %s (status %d) instead of %s", rdma_event_str(ev->event),
+		  ev->status, rdma_event_str(want));
 	switch (ev->event) {
 	case RDMA_CM_EVENT_ADDR_ERROR:
 	case RDMA_CM_EVENT_ROUTE_ERROR:

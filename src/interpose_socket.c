@@ -54,14 +54,17 @@ SHIM_EXPORT int listen(int fd, int backlog)
 	int ret, err;
 
 	shim_ensure_init();
-	ret = real.listen(fd, backlog);
-	if (ret)
-		return ret;
 	sock = shim_lookup(fd);
+	if (sock)
+		track_listen_prepare(sock, fd);
+	ret = real.listen(fd, backlog);
 	if (!sock)
 		return ret;
 	err = errno;
-	track_listen(sock, fd);
+	if (ret)
+		track_listen_failed(sock);
+	else
+		track_listen(sock, fd);
 	sock_put(sock);
 	errno = err;
 	return ret;

@@ -176,6 +176,24 @@ void track_connect_result(struct sock *sock, int so_error)
 		       so_error ? ROCESHIM_ROW_FAILED : ROCESHIM_ROW_OPEN);
 }
 
+void track_listen_prepare(struct sock *sock, int fd)
+{
+	struct roceshim_stats_endpoint local;
+
+	if (sock->listen_id ||
+	    policy_listener(&shim_config) != ROCESHIM_REASON_NONE)
+		return;
+	local_endpoint(fd, &local);
+	if (local.port)
+		cm_listen(sock, fd);
+}
+
+void track_listen_failed(struct sock *sock)
+{
+	if (!__atomic_load_n(&sock->published, __ATOMIC_ACQUIRE))
+		cm_unlisten(sock);
+}
+
 void track_listen(struct sock *sock, int fd)
 {
 	struct roceshim_stats_endpoint local, none;

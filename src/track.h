@@ -36,6 +36,14 @@ enum roceshim_reason track_connect_prepare(struct sock *sock, int fd,
 void track_connect(struct sock *sock, int fd, const struct sockaddr *addr,
 		   socklen_t len, int ret, int err,
 		   enum roceshim_reason reason);
+/*
+ * Before the real listen(): the RDMA CM listener opens first when the port
+ * is already bound, so that no client finds the TCP port open and the RDMA
+ * one not yet (it would fall back).  track_listen_failed() undoes it when
+ * the real listen() fails; track_listen() follows a successful one.
+ */
+void track_listen_prepare(struct sock *sock, int fd);
+void track_listen_failed(struct sock *sock);
 void track_listen(struct sock *sock, int fd);
 void track_accept(struct sock *listener, int fd);
 
