@@ -167,8 +167,10 @@ static bool on_connect_request(struct rdma_cm_event *ev)
 	struct transport_ring_info ring;
 	struct transport *t = NULL;
 	struct wire_hello hello;
+	uint16_t local_port = ntohs(rdma_get_src_port(id));
 	struct conn *c = NULL;
 	struct pending *p;
+	int err;
 
 	if (wire_decode_hello(ev->param.conn.private_data,
 			      ev->param.conn.private_data_len, &hello)) {
@@ -177,13 +179,21 @@ static bool on_connect_request(struct rdma_cm_event *ev)
 		goto reject;
 	}
 	/* This end's rules hold too: an excluded peer is refused here. */
-	if (policy_decide(cm.cfg, &hello.tcp_source,
-			  ntohs(rdma_get_src_port(id))) != ROCESHIM_REASON_NONE)
+	if (policy_decide(cm.cfg, &hello.tcp_source, local_port)) {
+		log_debug("cm: connect request refused by the rules");
 		goto reject;
-	if (transport_create(id, &tc, &t) || transport_connect(t, &hello.ring))
+	}
+	err = transport_create(id, &tc, &t);
+	if (!err)
+		err = transport_connect(t, &hello.ring);
+	if (err) {
+		log_info("cm: connect request refused: no queue pair (%s)",
+			 strerror(-err));
 		goto reject;
+	}
 	p = calloc(1, sizeof(*p));
 	if (!p || conn_create(id, t, cm.cfg->spin_us, &c)) {
+		log_info("cm: connect request refused: out of memory or fds");
 		free(p);
 		goto reject;
 	}
@@ -193,7 +203,7 @@ static bool on_connect_request(struct rdma_cm_event *ev)
 	param.private_data_len = sizeof(reply);
 	id->context = c;
 	p->source = hello.tcp_source;
-	p->port = ntohs(rdma_get_src_port(id));
+	p->port = local_port;
 	p->conn = c;
 	p->expires_ms = now_ms() + PENDING_TIMEOUT_MS;
 	/* Pending before accept: the client connects TCP only after. */
