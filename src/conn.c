@@ -23,7 +23,8 @@ struct conn_private {
 	pthread_mutex_t sync_lock;
 	bool in_ready;
 	bool out_ready;
-	uint64_t arrivals; /* transport_arrivals() when in_fd was last set */
+	uint64_t
+		arrivals; /* the transport's arrivals when in_fd was last set */
 };
 
 static struct conn_private *priv(struct conn *c)
@@ -70,8 +71,7 @@ static void eventfd_reset(int fd)
 void conn_sync(struct conn *c)
 {
 	struct conn_private *p = priv(c);
-	uint64_t arrivals;
-	bool in, out;
+	struct transport_readiness r;
 
 	if (!conn_alive(c))
 		return;
@@ -82,22 +82,20 @@ void conn_sync(struct conn *c)
 		pthread_mutex_unlock(&p->sync_lock);
 		return;
 	}
-	in = transport_has_data_or_error(c->t);
-	out = transport_writable(c->t);
-	arrivals = transport_arrivals(c->t);
+	transport_readiness(c->t, &r);
 	/* Every arrival is a new edge for EPOLLET, even on a readable fd. */
-	if (in && (!p->in_ready || arrivals != p->arrivals))
+	if (r.data_or_error && (!p->in_ready || r.arrivals != p->arrivals))
 		(void)!real.write(c->in_fd, &(uint64_t){ 1 }, 8);
-	else if (!in && p->in_ready)
+	else if (!r.data_or_error && p->in_ready)
 		eventfd_reset(c->in_fd);
-	p->in_ready = in;
-	p->arrivals = arrivals;
-	if (out != p->out_ready) {
+	p->in_ready = r.data_or_error;
+	p->arrivals = r.arrivals;
+	if (r.writable != p->out_ready) {
 		eventfd_reset(c->out_fd);
-		if (!out)
+		if (!r.writable)
 			(void)!real.write(c->out_fd,
 					  &(uint64_t){ EVENTFD_FULL }, 8);
-		p->out_ready = out;
+		p->out_ready = r.writable;
 	}
 	pthread_mutex_unlock(&p->sync_lock);
 }

@@ -105,11 +105,13 @@ void oneshot_forget(struct conn *c)
 static uint32_t readiness(const struct oneshot *o)
 {
 	struct pollfd kernel = { .fd = o->fd, .events = POLLIN | POLLRDHUP };
+	struct transport_readiness t;
 	uint32_t r = 0;
 
-	if (transport_has_data_or_error(o->conn->t))
+	transport_readiness(o->conn->t, &t);
+	if (t.data_or_error)
 		r |= EPOLLIN;
-	if (transport_writable(o->conn->t))
+	if (t.writable)
 		r |= EPOLLOUT;
 	if (real.poll(&kernel, 1, 0) == 1) {
 		if (kernel.revents & POLLIN)

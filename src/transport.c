@@ -479,16 +479,6 @@ size_t transport_available(struct transport *t)
 	return n;
 }
 
-uint64_t transport_arrivals(struct transport *t)
-{
-	uint64_t n;
-
-	pthread_mutex_lock(&t->lock);
-	n = t->s.rx_tail + t->s.rx_eof + (t->error != 0);
-	pthread_mutex_unlock(&t->lock);
-	return n;
-}
-
 bool transport_readable(struct transport *t)
 {
 	bool ready;
@@ -500,15 +490,11 @@ bool transport_readable(struct transport *t)
 	return ready;
 }
 
-bool transport_has_data_or_error(struct transport *t)
+static bool writable_locked(struct transport *t)
 {
-	bool ready;
-
-	pthread_mutex_lock(&t->lock);
-	progress_locked(t);
-	ready = stream_available(&t->s) || t->error;
-	pthread_mutex_unlock(&t->lock);
-	return ready;
+	return t->error || t->tx_shut || t->peer_gone ||
+	       (stream_send_window(&t->s, 1) &&
+		t->sq_outstanding + 2 <= t->depth);
 }
 
 bool transport_writable(struct transport *t)
@@ -517,11 +503,19 @@ bool transport_writable(struct transport *t)
 
 	pthread_mutex_lock(&t->lock);
 	progress_locked(t);
-	ready = t->error || t->tx_shut || t->peer_gone ||
-		(stream_send_window(&t->s, 1) &&
-		 t->sq_outstanding + 2 <= t->depth);
+	ready = writable_locked(t);
 	pthread_mutex_unlock(&t->lock);
 	return ready;
+}
+
+void transport_readiness(struct transport *t, struct transport_readiness *out)
+{
+	pthread_mutex_lock(&t->lock);
+	progress_locked(t);
+	out->data_or_error = stream_available(&t->s) || t->error;
+	out->writable = writable_locked(t);
+	out->arrivals = t->s.rx_tail + t->s.rx_eof + (t->error != 0);
+	pthread_mutex_unlock(&t->lock);
 }
 
 void transport_counters(struct transport *t, struct transport_counters *out)

@@ -86,15 +86,18 @@ unsigned int transport_writes_in_flight(struct transport *t);
 /* Bytes that a read would return now. */
 size_t transport_available(struct transport *t);
 
-/* Grows with every arrival (data, FIN, failure): a new edge to report. */
-uint64_t transport_arrivals(struct transport *t);
-
 /* Data, EOF or an error to report. */
 bool transport_readable(struct transport *t);
-/* The same without EOF. */
-bool transport_has_data_or_error(struct transport *t);
 /* Credit to send, or an error to report. */
 bool transport_writable(struct transport *t);
+
+/* What readiness reporting needs, seen in one look. */
+struct transport_readiness {
+	bool data_or_error; /* transport_readable() without EOF */
+	bool writable;	    /* transport_writable() */
+	uint64_t arrivals;  /* grows with every arrival (data, FIN, failure) */
+};
+void transport_readiness(struct transport *t, struct transport_readiness *out);
 void transport_counters(struct transport *t, struct transport_counters *out);
 
 void transport_destroy(struct transport *t);
