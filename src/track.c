@@ -176,16 +176,22 @@ void track_connect_result(struct sock *sock, int so_error)
 		       so_error ? ROCESHIM_ROW_FAILED : ROCESHIM_ROW_OPEN);
 }
 
+/* The CM listener beside fd, unless open already or the port is unbound. */
+static void open_cm_listener(struct sock *sock, int fd,
+			     const struct roceshim_stats_endpoint *local)
+{
+	if (!sock->listen_id && local->port)
+		cm_listen(sock, fd);
+}
+
 void track_listen_prepare(struct sock *sock, int fd)
 {
 	struct roceshim_stats_endpoint local;
 
-	if (sock->listen_id ||
-	    policy_listener(&shim_config) != ROCESHIM_REASON_NONE)
+	if (policy_listener(&shim_config) != ROCESHIM_REASON_NONE)
 		return;
 	local_endpoint(fd, &local);
-	if (local.port)
-		cm_listen(sock, fd);
+	open_cm_listener(sock, fd, &local);
 }
 
 void track_listen_failed(struct sock *sock)
@@ -201,8 +207,8 @@ void track_listen(struct sock *sock, int fd)
 
 	memset(&none, 0, sizeof(none));
 	local_endpoint(fd, &local);
-	if (reason == ROCESHIM_REASON_NONE && !sock->listen_id) {
-		cm_listen(sock, fd);
+	if (reason == ROCESHIM_REASON_NONE) {
+		open_cm_listener(sock, fd, &local);
 		if (!sock->listen_id)
 			reason = ROCESHIM_REASON_RESOURCE;
 	}
