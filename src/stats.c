@@ -25,9 +25,10 @@ static struct {
 	size_t size;
 } st = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
+/* Release: a row's add is seen only after the global add before it. */
 static inline void counter_add(uint64_t *counter, uint64_t value)
 {
-	__atomic_fetch_add(counter, value, __ATOMIC_RELAXED);
+	__atomic_fetch_add(counter, value, __ATOMIC_RELEASE);
 }
 
 static inline struct roceshim_stats_row *

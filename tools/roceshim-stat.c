@@ -181,6 +181,11 @@ static int snapshot_read(pid_t pid, struct snapshot *snap, bool quiet)
 			continue;
 		snap->row_count++;
 	}
+	/* Totals after rows: the sum of the rows never exceeds them. */
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	memcpy(&snap->header.global,
+	       &((const struct roceshim_stats_header *)map)->global,
+	       sizeof(snap->header.global));
 	snap->alive = pid_alive(pid, snap->header.start_ticks);
 out:
 	munmap(map, st.st_size);

@@ -12,11 +12,16 @@
  * fields move between versions.
  *
  * Concurrency: counters are 64-bit and only grow while a row keeps its
- * identity; they are written with relaxed atomic stores or adds and may be
- * read without locking.  A row's identity (state, fd, addresses, transport,
+ * identity; they are written with atomic stores or adds and may be read
+ * without locking.  A row's identity (state, fd, addresses, transport,
  * reason) is published under a sequence count: the writer makes seq odd,
  * updates, then makes it even.  A reader copies the row and accepts the
  * copy only if seq was even and unchanged across the copy.
+ *
+ * Every byte or message counted in a row is counted in the global totals
+ * first (the row's add is a release).  A reader that wants the sum of the
+ * rows never to exceed the totals copies the rows first and the totals
+ * after an acquire fence.
  */
 #ifndef ROCESHIM_STATS_H
 #define ROCESHIM_STATS_H

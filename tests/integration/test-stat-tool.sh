@@ -24,10 +24,12 @@ trap cleanup EXIT
 # shellcheck source=../lib.sh
 . "$top_srcdir/tests/lib.sh"
 
-# Starts holder.py under the preload; sets holder_pid once it is ready.
+# Starts holder.py under the preload with options $2...; sets holder_pid
+# once it is ready.
 start_holder() {
 	mkfifo "$tmp/in.$1"
-	"$ROCESHIM_RUN" "$PYTHON" "$holder" <"$tmp/in.$1" >"$tmp/out.$1" &
+	"$ROCESHIM_RUN" "$PYTHON" "$holder" "${@:2}" <"$tmp/in.$1" \
+		>"$tmp/out.$1" &
 	pids+=($!)
 	exec {hold_fd}>"$tmp/in.$1"
 	wait_for "$tmp/out.$1" ready 100
@@ -59,6 +61,25 @@ g = s["global"]
 assert g["connections_opened"] == 2 and g["listeners"] == 1, g
 assert g["tcp_tx_bytes"] >= 200000 and g["fallbacks"]["no_device"] == 2, g
 PY
+
+# Bytes move while the tool reads: the rows it shows never add up to more
+# than the totals it shows.
+start_holder busy --traffic
+for i in $(seq 200); do
+	"$ROCESHIM_STAT" --json "$holder_pid" >"$tmp/busy.$i.json"
+done
+check rows_never_exceed_totals_while_bytes_move "$PYTHON" - "$tmp"/busy.*.json <<'PY'
+import json, sys
+moved = set()
+for path in sys.argv[1:]:
+    s = json.load(open(path))
+    for key in ("tcp_tx_bytes", "tcp_rx_bytes", "tx_msgs", "rx_msgs"):
+        rows = sum(c.get(key, 0) for c in s["connections"])
+        assert rows <= s["global"][key], (path, key, rows, s["global"])
+    moved.add(s["global"]["tcp_tx_bytes"])
+assert len(moved) > 100, "traffic did not move: %d distinct totals" % len(moved)
+PY
+{ kill -9 "$holder_pid" && wait "$holder_pid"; } 2>/dev/null
 
 "$ROCESHIM_STAT" --json >"$tmp/json-all"
 check json_without_pid_is_a_list "$PYTHON" -c '
