@@ -23,6 +23,8 @@
 #define LINGER_TIMEOUT_MS   2000
 #define NEGATIVE_CACHE_SIZE 64
 #define TICK_MS		    50
+/* The first address resolution attempt; each next one waits twice as long. */
+#define RESOLVE_FIRST_ATTEMPT_MS 10
 
 /*
  * A connection this end accepted on the CM, until accept() claims it.  It
@@ -462,6 +464,49 @@ static enum roceshim_reason expect(struct rdma_event_channel *ch,
 	return reason;
 }
 
+/*
+ * Resolves dst with short attempts, doubling up to the deadline.  When the
+ * route needs a neighbour that is not resolved yet, rdma_cm asks for it but
+ * (Linux 6.1, source bound to another port of the host) looks again only
+ * when the attempt times out: one long attempt would always time out.
+ */
+static enum roceshim_reason resolve_address(struct rdma_event_channel *ch,
+					    struct rdma_cm_id *id,
+					    struct sockaddr *src,
+					    const struct sockaddr *dst,
+					    int64_t deadline)
+{
+	int64_t attempt_ms = RESOLVE_FIRST_ATTEMPT_MS;
+	enum rdma_cm_event_type type;
+	struct rdma_cm_event *ev;
+	int64_t left;
+	int status;
+
+	while ((left = deadline - now_ms()) > 0) {
+		if (attempt_ms > left)
+			attempt_ms = left;
+		if (rdma_resolve_addr(id, src, (struct sockaddr *)dst,
+				      (int)attempt_ms))
+			return ROCESHIM_REASON_NO_ROUTE;
+		ev = next_event(ch, deadline);
+		if (!ev)
+			break;
+		type = ev->event;
+		status = ev->status;
+		rdma_ack_cm_event(ev);
+		if (type == RDMA_CM_EVENT_ADDR_RESOLVED)
+			return ROCESHIM_REASON_NONE;
+		if (type != RDMA_CM_EVENT_ADDR_ERROR || status != -ETIMEDOUT) {
+			log_debug("cm: %s (status %d) resolving the address",
+				  rdma_event_str(type), status);
+			return ROCESHIM_REASON_NO_ROUTE;
+		}
+		attempt_ms *= 2;
+	}
+	log_debug("cm: address not resolved in time");
+	return ROCESHIM_REASON_TIMEOUT;
+}
+
 /* Binds an unbound TCP socket to the RDMA route's source address. */
 static int bind_to_route_source(int fd, struct rdma_cm_id *id)
 {
@@ -505,6 +550,33 @@ static int bind_to_route_source(int fd, struct rdma_cm_id *id)
 	return real.bind(fd, (struct sockaddr *)&ss, len) ? -errno : 0;
 }
 
+/* The socket's bound address with port 0, or NULL where it is unbound. */
+static struct sockaddr *bound_source(int fd, struct sockaddr_storage *ss)
+{
+	socklen_t len = sizeof(*ss);
+
+	if (real.getsockname(fd, (struct sockaddr *)ss, &len))
+		return NULL;
+	if (ss->ss_family == AF_INET) {
+		struct sockaddr_in *sin = (struct sockaddr_in *)ss;
+
+		if (sin->sin_addr.s_addr == htonl(INADDR_ANY))
+			return NULL;
+		sin->sin_port = 0;
+		return (struct sockaddr *)ss;
+	}
+	if (ss->ss_family == AF_INET6) {
+		struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)ss;
+
+		if (IN6_IS_ADDR_UNSPECIFIED(&sin6->sin6_addr) ||
+		    IN6_IS_ADDR_V4MAPPED(&sin6->sin6_addr))
+			return NULL;
+		sin6->sin6_port = 0;
+		return (struct sockaddr *)ss;
+	}
+	return NULL;
+}
+
 static enum roceshim_reason handshake(int fd, struct rdma_event_channel *ch,
 				      struct rdma_cm_id *id,
 				      const struct sockaddr *addr,
@@ -523,13 +595,12 @@ static enum roceshim_reason handshake(int fd, struct rdma_event_channel *ch,
 	struct wire_hello hello;
 	socklen_t len = sizeof(ss);
 	int ms = cm.cfg->connect_timeout_ms;
+	struct sockaddr_storage src;
 
-	if (rdma_resolve_addr(id, NULL, (struct sockaddr *)addr, ms))
-		return ROCESHIM_REASON_NO_ROUTE;
-	reason = expect(ch, RDMA_CM_EVENT_ADDR_RESOLVED, deadline, &ev);
+	reason =
+		resolve_address(ch, id, bound_source(fd, &src), addr, deadline);
 	if (reason)
 		return reason;
-	rdma_ack_cm_event(ev);
 	if (rdma_resolve_route(id, ms))
 		return ROCESHIM_REASON_NO_ROUTE;
 	reason = expect(ch, RDMA_CM_EVENT_ROUTE_RESOLVED, deadline, &ev);
