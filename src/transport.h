@@ -42,8 +42,9 @@ struct transport_counters {
 	uint64_t rx_bytes;
 	uint64_t tx_msgs;
 	uint64_t rx_msgs;
-	uint64_t credit_stalls;	  /* sends that found no credit */
-	uint64_t protocol_errors; /* immediates that broke the protocol */
+	uint64_t credit_stalls;	   /* sends that found no credit */
+	uint64_t protocol_errors;  /* immediates that broke the protocol */
+	uint64_t send_completions; /* signaled writes reaped */
 };
 
 struct transport;
