@@ -106,7 +106,7 @@ SHIM_EXPORT int getsockopt(int fd, int level, int name, void *val,
 		int so_error;
 
 		memcpy(&so_error, val, sizeof(so_error));
-		track_connect_result(sock, so_error);
+		track_connect_result(sock, fd, so_error);
 		sock_put(sock);
 	}
 	return ret;

@@ -146,7 +146,9 @@ void track_connect(struct sock *sock, int fd, const struct sockaddr *addr,
 	/* A later connect() on the same socket only reports progress. */
 	if (__atomic_load_n(&sock->published, __ATOMIC_ACQUIRE)) {
 		if (!ret || err == EISCONN)
-			track_connect_result(sock, 0);
+			track_connect_result(sock, fd, 0);
+		else if (err != EALREADY && err != EINPROGRESS)
+			track_connect_result(sock, fd, err);
 		return;
 	}
 	if (ret && err != EINPROGRESS) {
@@ -167,13 +169,17 @@ void track_connect(struct sock *sock, int fd, const struct sockaddr *addr,
 	log_decision(fd, "connect to", &peer, reason);
 }
 
-void track_connect_result(struct sock *sock, int so_error)
+void track_connect_result(struct sock *sock, int fd, int so_error)
 {
 	if (!__atomic_load_n(&sock->connecting, __ATOMIC_RELAXED) ||
 	    !__atomic_exchange_n(&sock->connecting, 0, __ATOMIC_ACQ_REL))
 		return;
 	sock_set_state(sock,
 		       so_error ? ROCESHIM_ROW_FAILED : ROCESHIM_ROW_OPEN);
+	/* The decision logged at connect() was for a connection that never was.
+	 */
+	if (so_error)
+		log_debug("fd %d: connect failed (%s)", fd, strerror(so_error));
 }
 
 /* The CM listener beside fd, unless open already or the port is unbound. */
@@ -256,7 +262,7 @@ void track_tx(struct sock *sock, ssize_t ret, int err)
 {
 	if (ret > 0) {
 		/* Data moved: a non-blocking connect has completed. */
-		track_connect_result(sock, 0);
+		track_connect_result(sock, -1, 0);
 		stats_tcp_tx(sock_row(sock), ret);
 	} else if (is_error(ret, err)) {
 		stats_error(sock_row(sock));
@@ -266,7 +272,7 @@ void track_tx(struct sock *sock, ssize_t ret, int err)
 void track_rx(struct sock *sock, ssize_t ret, int err)
 {
 	if (ret > 0) {
-		track_connect_result(sock, 0);
+		track_connect_result(sock, -1, 0);
 		stats_tcp_rx(sock_row(sock), ret);
 	} else if (is_error(ret, err)) {
 		stats_error(sock_row(sock));

@@ -47,8 +47,11 @@ void track_listen_failed(struct sock *sock);
 void track_listen(struct sock *sock, int fd);
 void track_accept(struct sock *listener, int fd);
 
-/* getsockopt(SO_ERROR) after a non-blocking connect reported so_error. */
-void track_connect_result(struct sock *sock, int so_error);
+/*
+ * A non-blocking connect ended: so_error from getsockopt(SO_ERROR) or from
+ * a later connect(), 0 for connected.  fd names it in the log (-1: unknown).
+ */
+void track_connect_result(struct sock *sock, int fd, int so_error);
 
 /* Result of a data call on a tracked socket (bytes, or -1 with errno). */
 void track_tx(struct sock *sock, ssize_t ret, int err);

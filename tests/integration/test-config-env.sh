@@ -77,6 +77,24 @@ check log_file_expands_pid sh -c "ls '$tmp'/log.[0-9]* >/dev/null"
 check log_file_records_decisions sh -c \
 	"grep -q 'connect to 127.0.0.1:.* on tcp (no_device)' '$tmp'/log.*"
 
+# A non-blocking connect to a closed port: the decision, then its failure.
+ROCESHIM_LOG_LEVEL=debug ROCESHIM_LOG_FILE="$tmp/refused.log" \
+	"$ROCESHIM_RUN" "$PYTHON" -c '
+import errno, select, socket
+probe = socket.socket()
+probe.bind(("127.0.0.1", 0))
+port = probe.getsockname()[1]
+probe.close()
+s = socket.socket()
+s.setblocking(False)
+assert s.connect_ex(("127.0.0.1", port)) == errno.EINPROGRESS
+select.select([], [s], [], 5)
+assert s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == errno.ECONNREFUSED
+'
+check refused_connect_logs_decision_then_failure sh -c \
+	"grep -A1 'connect to 127.0.0.1:.* on tcp (no_device)' '$tmp/refused.log' |
+	 grep -q 'connect failed (Connection refused)'"
+
 "$ROCESHIM_RUN" --help >"$tmp/help"
 check run_help_lists_options grep -q -- '--exclude' "$tmp/help"
 "$ROCESHIM_RUN" --bogus true 2>"$tmp/err"
