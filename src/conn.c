@@ -133,17 +133,13 @@ static bool spin(struct conn *c, bool (*ready)(struct transport *))
 }
 
 /*
- * Sleeps until ready() may have become true: a completion (data, credit,
- * an error), what the progress thread reports on fd, or the kernel socket
- * reporting the peer gone; 0, -EAGAIN on timeout, -EINTR.  Waiting on the
- * completion channel itself wakes this thread straight from the
- * completion, not through the progress thread: one thread switch less.
+ * Waits for fd to become ready, or for the kernel socket to report the
+ * peer gone; 0, -EAGAIN on timeout, -EINTR.
  */
 static int wait_ready(struct conn *c, int tcp_fd, int fd, short events,
-		      bool (*ready)(struct transport *), int64_t deadline)
+		      int64_t deadline)
 {
-	struct pollfd pfd[3] = {
-		{ .fd = transport_event_fd(c->t), .events = POLLIN },
+	struct pollfd pfd[2] = {
 		{ .fd = fd, .events = events },
 		{ .fd = tcp_fd, .events = POLLIN | POLLRDHUP },
 	};
@@ -157,17 +153,10 @@ static int wait_ready(struct conn *c, int tcp_fd, int fd, short events,
 			return -EAGAIN;
 		timeout = left > 1000000 ? 1000000 : (int)left;
 	}
-	/* Armed before the last look: a later completion raises an event. */
-	if (transport_arm(c->t) || ready(c->t))
-		return 0;
-	ret = real.poll(pfd, 3, timeout);
+	ret = real.poll(pfd, 2, timeout);
 	if (ret < 0)
 		return -errno;
-	if (!ret)
-		return -EAGAIN;
-	if (pfd[0].revents)
-		transport_handle_event(c->t);
-	return 0;
+	return ret ? 0 : -EAGAIN;
 }
 
 /*
@@ -263,7 +252,7 @@ ssize_t conn_send(struct conn *c, int tcp_fd, const struct iovec *iov,
 			if (spin(c, transport_writable))
 				continue;
 			n = wait_ready(c, tcp_fd, c->out_fd, POLLOUT,
-				       transport_writable, b.deadline);
+				       b.deadline);
 			if (n)
 				goto out;
 		}
@@ -316,8 +305,7 @@ ssize_t conn_recv(struct conn *c, int tcp_fd, const struct iovec *iov,
 			break;
 		if (spin(c, transport_readable))
 			continue;
-		n = wait_ready(c, tcp_fd, c->in_fd, POLLIN, transport_readable,
-			       b.deadline);
+		n = wait_ready(c, tcp_fd, c->in_fd, POLLIN, b.deadline);
 		if (n)
 			break;
 	}

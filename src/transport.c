@@ -34,11 +34,7 @@ struct transport {
 	bool connected;
 
 	struct stream s;
-	uint32_t sq_outstanding; /* posted, not known to be complete */
-	uint32_t sq_unsignaled;	 /* posted unsignaled since the last signaled */
-	/* Per signaled write in flight, oldest first: how many it completes. */
-	uint32_t *sig_covers;
-	uint32_t sig_head, sig_count;
+	uint32_t sq_outstanding;
 	bool tx_shut;
 	bool peer_gone;
 
@@ -68,7 +64,7 @@ static int create_queues(struct transport *t)
 {
 	struct ibv_qp_init_attr attr = {
 		.qp_type = IBV_QPT_RC,
-		.sq_sig_all = 0,
+		.sq_sig_all = 1,
 		.cap = {
 			.max_send_wr = t->depth,
 			.max_recv_wr = t->depth,
@@ -138,11 +134,6 @@ int transport_create(struct rdma_cm_id *id, const struct transport_config *cfg,
 	stream_init(&t->s, cfg->ring_bytes);
 	t->depth = cfg->queue_depth;
 	t->max_inline = cfg->max_inline;
-	t->sig_covers = calloc(t->depth, sizeof(*t->sig_covers));
-	if (!t->sig_covers) {
-		ret = -ENOMEM;
-		goto fail;
-	}
 	t->pd = ibv_alloc_pd(id->verbs);
 	if (!t->pd) {
 		ret = -errno;
@@ -187,26 +178,10 @@ static void fail_locked(struct transport *t, int err)
 		t->error = err;
 }
 
-/*
- * Selective signaling: a write raises a completion only where one is
- * needed, which spares the progress thread a wake-up per message.  Needed
- * for FIN (close waits for it), every quarter of the send queue, and while
- * the send queue or the staging ring is half full or more: a sender that
- * blocks on either then always has a completion coming that frees them.
- * A signaled completion also completes every unsignaled write before it.
- */
-static bool must_signal(const struct transport *t, uint64_t end, bool fin)
-{
-	return fin || t->sq_unsignaled + 1 >= t->depth / 4 ||
-	       t->sq_outstanding + 1 >= t->depth / 2 ||
-	       end - t->s.tx_completed >= t->ring_size / 2;
-}
-
 /* Posts one RDMA WRITE (WITH IMM when imm_flags is set) of [pos, pos+len). */
 static int post_write(struct transport *t, uint64_t pos, const void *inline_src,
 		      uint32_t len, bool with_imm, uint32_t imm)
 {
-	bool signaled = must_signal(t, pos + len, imm == IMM_FIN);
 	struct ibv_sge sge = {
 		.addr = (uintptr_t)(t->tx_ring +
 				    ring_offset(pos, t->ring_size)),
@@ -233,20 +208,10 @@ static int post_write(struct transport *t, uint64_t pos, const void *inline_src,
 		sge.addr = (uintptr_t)inline_src;
 		wr.send_flags = IBV_SEND_INLINE;
 	}
-	if (signaled)
-		wr.send_flags |= IBV_SEND_SIGNALED;
 	ret = ibv_post_send(t->id->qp, &wr, &bad);
 	if (ret)
 		return -ret;
 	t->sq_outstanding++;
-	if (!signaled) {
-		t->sq_unsignaled++;
-		return 0;
-	}
-	t->sig_covers[(t->sig_head + t->sig_count) % t->depth] =
-		t->sq_unsignaled + 1;
-	t->sig_count++;
-	t->sq_unsignaled = 0;
 	return 0;
 }
 
@@ -291,14 +256,7 @@ static void handle_completion_locked(struct transport *t,
 		}
 		return;
 	}
-	if (!t->sig_count) {
-		fail_locked(t, -ECONNRESET);
-		return;
-	}
-	t->sq_outstanding -= t->sig_covers[t->sig_head];
-	t->sig_head = (t->sig_head + 1) % t->depth;
-	t->sig_count--;
-	t->counters.send_completions++;
+	t->sq_outstanding--;
 	stream_write_completed(&t->s, wc->wr_id);
 }
 
@@ -585,7 +543,6 @@ void transport_destroy(struct transport *t)
 		ibv_dealloc_pd(t->pd);
 	free(t->rx_ring);
 	free(t->tx_ring);
-	free(t->sig_covers);
 	pthread_mutex_destroy(&t->lock);
 	free(t);
 }

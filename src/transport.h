@@ -42,9 +42,8 @@ struct transport_counters {
 	uint64_t rx_bytes;
 	uint64_t tx_msgs;
 	uint64_t rx_msgs;
-	uint64_t credit_stalls;	   /* sends that found no credit */
-	uint64_t protocol_errors;  /* immediates that broke the protocol */
-	uint64_t send_completions; /* signaled writes reaped */
+	uint64_t credit_stalls;	  /* sends that found no credit */
+	uint64_t protocol_errors; /* immediates that broke the protocol */
 };
 
 struct transport;
@@ -74,12 +73,9 @@ int transport_progress(struct transport *t);
 /* Sleeps until a completion arrives: 0, -ETIMEDOUT or an error. */
 int transport_wait(struct transport *t, int timeout_ms);
 /*
- * For waiters that sleep on the completion channel (the progress thread,
- * and any thread blocked in a read or write): its fd; transport_arm()
- * asks for an event at the next completion and reaps what came before;
- * transport_handle_event(), when the fd was readable, takes the event if
- * no other waiter took it first, then arms and reaps.  Whoever takes an
- * event re-arms, so the channel stays armed for the others.
+ * For one waiter (a progress thread) that sleeps on the completion
+ * channel: its fd, and what to do when the fd is readable (take the
+ * event, re-arm, reap).  transport_arm() arms the channel the first time.
  */
 int transport_event_fd(const struct transport *t);
 int transport_arm(struct transport *t);
