@@ -550,7 +550,11 @@ static int bind_to_route_source(int fd, struct rdma_cm_id *id)
 	return real.bind(fd, (struct sockaddr *)&ss, len) ? -errno : 0;
 }
 
-/* The socket's bound address with port 0, or NULL where it is unbound. */
+/*
+ * The socket's bound address with port 0; NULL where it is unbound, or
+ * bound to a v4-mapped address (the peer is then resolved in its IPv4
+ * form, which an IPv6 source cannot go with).
+ */
 static struct sockaddr *bound_source(int fd, struct sockaddr_storage *ss)
 {
 	socklen_t len = sizeof(*ss);
