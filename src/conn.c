@@ -23,8 +23,8 @@ struct conn_private {
 	pthread_mutex_t sync_lock;
 	bool in_ready;
 	bool out_ready;
-	uint64_t
-		arrivals; /* the transport's arrivals when in_fd was last set */
+	/* The transport's arrivals when in_fd was last set. */
+	uint64_t arrivals;
 };
 
 static struct conn_private *priv(struct conn *c)

@@ -176,8 +176,7 @@ void track_connect_result(struct sock *sock, int fd, int so_error)
 		return;
 	sock_set_state(sock,
 		       so_error ? ROCESHIM_ROW_FAILED : ROCESHIM_ROW_OPEN);
-	/* The decision logged at connect() was for a connection that never was.
-	 */
+	/* Its decision was logged at connect(): say that it came to nothing. */
 	if (so_error)
 		log_debug("fd %d: connect failed (%s)", fd, strerror(so_error));
 }

@@ -46,3 +46,9 @@ wait_for() {
 	done
 	return 1
 }
+
+# peer_port FILE: waits as wait_for does for the "port N" line that
+# tests/fabric/peer.py prints once it listens, then prints N.
+peer_port() {
+	wait_for "$1" '^port ' && awk '/^port / {print $2; exit}' "$1"
+}

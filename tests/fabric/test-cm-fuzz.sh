@@ -17,8 +17,7 @@ COUNT=60
 "$ROCESHIM_RUN" "$PYTHON" "$peer" serve "$ROCESHIM_FABRIC_ADDR_B" \
 	--count 1 --linger 5 --report >"$tmp/srv" 2>&1 &
 server=$!
-wait_for "$tmp/srv" '^port '
-port=$(awk '/^port / {print $2}' "$tmp/srv")
+port=$(peer_port "$tmp/srv")
 "$top_builddir/tests/fabric/cm_fuzz" "$ROCESHIM_FABRIC_ADDR_B" "$port" \
 	"$COUNT" || exit 1
 malformed=$("$ROCESHIM_STAT" --json "$server" | "$PYTHON" -c \

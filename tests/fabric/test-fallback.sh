@@ -28,8 +28,7 @@ start_server() {
 	[ "$pre" = 1 ] && run=("$ROCESHIM_RUN")
 	"${run[@]}" "$PYTHON" "$peer" serve "$addr" --count "$count" \
 		--report >"$tmp/$name.srv" 2>&1 &
-	wait_for "$tmp/$name.srv" '^port '
-	port=$(awk '/^port / {print $2}' "$tmp/$name.srv")
+	port=$(peer_port "$tmp/$name.srv")
 }
 
 # client NAME PRELOAD ADDR PORT [BIND [REPEAT]]

@@ -16,8 +16,7 @@ export ROCESHIM_RDMA=1
 
 "$ROCESHIM_RUN" "$PYTHON" "$peer" serve "$ROCESHIM_FABRIC_ADDR_B" --count 2 \
 	>"$tmp/srv" 2>&1 &
-wait_for "$tmp/srv" '^port '
-port=$(awk '/^port / {print $2}' "$tmp/srv")
+port=$(peer_port "$tmp/srv")
 "$ROCESHIM_RUN" "$PYTHON" "$peer" fork "$ROCESHIM_FABRIC_ADDR_B" "$port" \
 	--bind "$ROCESHIM_FABRIC_ADDR_A" >"$tmp/cli" 2>&1
 rc=$?

@@ -17,8 +17,7 @@ LIMIT=15
 "$ROCESHIM_RUN" "$PYTHON" "$peer" drain "$ROCESHIM_FABRIC_ADDR_B" \
 	>"$tmp/drain" 2>&1 &
 drainer=$!
-wait_for "$tmp/drain" '^port '
-port=$(awk '/^port / {print $2}' "$tmp/drain")
+port=$(peer_port "$tmp/drain")
 "$ROCESHIM_RUN" "$PYTHON" "$peer" stream "$ROCESHIM_FABRIC_ADDR_B" \
 	"$port" >"$tmp/stream" 2>&1 &
 streamer=$!

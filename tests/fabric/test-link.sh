@@ -24,8 +24,7 @@ bytes=1000000
 echo_over_link() {
 	local port tx_before tx_after
 	"$ROCESHIM_RUN" "$PYTHON" "$peer" serve "$2" >"$tmp/$1.srv" 2>&1 &
-	wait_for "$tmp/$1.srv" '^port '
-	port=$(awk '/^port / {print $2}' "$tmp/$1.srv")
+	port=$(peer_port "$tmp/$1.srv")
 	ip neigh flush dev vethA
 	ip neigh flush dev vethB
 	tx_before=$(cat /sys/class/net/vethA/statistics/tx_bytes)

@@ -19,8 +19,7 @@ idle_read() {
 	local port
 	"$ROCESHIM_RUN" "$PYTHON" "$peer" late "$ROCESHIM_FABRIC_ADDR_B" \
 		--delay 3 >"$tmp/$1.srv" 2>&1 &
-	wait_for "$tmp/$1.srv" '^port '
-	port=$(awk '/^port / {print $2}' "$tmp/$1.srv")
+	port=$(peer_port "$tmp/$1.srv")
 	ROCESHIM_SPIN_US=$2 "$ROCESHIM_RUN" "$PYTHON" "$peer" idle \
 		"$ROCESHIM_FABRIC_ADDR_B" "$port" \
 		--bind "$ROCESHIM_FABRIC_ADDR_A" >"$tmp/$1.cli" 2>&1
