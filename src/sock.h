@@ -23,10 +23,11 @@ struct conn;
 struct rdma_cm_id;
 
 struct sock {
-	int refs;	   /* atomic */
-	int domain;	   /* AF_INET or AF_INET6 */
-	int published;	   /* atomic: sock_publish() ran */
-	int connecting;	   /* atomic: non-blocking connect in progress */
+	int refs;	/* atomic */
+	int domain;	/* AF_INET or AF_INET6 */
+	int published;	/* atomic: sock_publish() ran */
+	int connecting; /* atomic: non-blocking connect in progress */
+	enum roceshim_reason connect_reason; /* that connect's decision */
 	struct conn *conn; /* the RDMA connection once upgraded; set once */
 	struct rdma_cm_id *listen_id; /* the CM listener beside a listener */
 	bool abortive;		      /* closed with SO_LINGER {1, 0}: no FIN */

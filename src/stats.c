@@ -161,13 +161,9 @@ struct roceshim_stats_header *stats_segment(void)
 	return __atomic_load_n(&st.seg, __ATOMIC_ACQUIRE);
 }
 
-static void count_new(struct roceshim_stats_global *g, enum roceshim_role role,
-		      enum roceshim_reason reason)
+static void count_connection(struct roceshim_stats_global *g,
+			     enum roceshim_reason reason)
 {
-	if (role == ROCESHIM_ROLE_LISTENER) {
-		counter_add(&g->listeners, 1);
-		return;
-	}
 	counter_add(&g->connections_opened, 1);
 	if (reason == ROCESHIM_REASON_NONE) {
 		counter_add(&g->connections_rdma, 1);
@@ -176,6 +172,14 @@ static void count_new(struct roceshim_stats_global *g, enum roceshim_role role,
 	counter_add(&g->connections_tcp, 1);
 	if (reason < ROCESHIM_REASON_COUNT)
 		counter_add(&g->fallbacks[reason], 1);
+}
+
+void stats_count_connected(enum roceshim_reason reason)
+{
+	struct roceshim_stats_header *seg = stats_segment();
+
+	if (seg)
+		count_connection(&seg->global, reason);
 }
 
 /* A free row, else the next closed one after the cursor; -1 if none. */
@@ -222,7 +226,10 @@ int stats_row_open(int fd, enum roceshim_role role,
 	seg = segment_get_locked();
 	if (!seg)
 		goto out;
-	count_new(&seg->global, role, reason);
+	if (role == ROCESHIM_ROLE_LISTENER)
+		counter_add(&seg->global.listeners, 1);
+	else if (state != ROCESHIM_ROW_CONNECTING)
+		count_connection(&seg->global, reason);
 	index = row_find_locked(seg);
 	if (index < 0) {
 		counter_add(&seg->global.rows_dropped, 1);

@@ -22,13 +22,17 @@ void stats_configure(bool enabled, unsigned int rows);
 
 /*
  * Counts a new connection or listener in the global counters and gives it
- * a row.  Returns the row index, or -1 when stats are off or every row is
- * in use by an open connection (counted in rows_dropped).
+ * a row.  A connection opened in state ROCESHIM_ROW_CONNECTING is not
+ * counted yet: a connect that is refused makes no connection.  Returns the
+ * row index, or -1 when stats are off or every row is in use by an open
+ * connection (counted in rows_dropped).
  */
 int stats_row_open(int fd, enum roceshim_role role,
 		   enum roceshim_row_state state, enum roceshim_reason reason,
 		   const struct roceshim_stats_endpoint *local,
 		   const struct roceshim_stats_endpoint *peer);
+/* Counts an active connection opened connecting, now established. */
+void stats_count_connected(enum roceshim_reason reason);
 void stats_row_set_state(int row, enum roceshim_row_state state);
 void stats_row_close(int row);
 

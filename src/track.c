@@ -163,6 +163,7 @@ void track_connect(struct sock *sock, int fd, const struct sockaddr *addr,
 		return;
 	local_endpoint(fd, &local);
 	state = ret ? ROCESHIM_ROW_CONNECTING : ROCESHIM_ROW_OPEN;
+	sock->connect_reason = reason;
 	__atomic_store_n(&sock->connecting, ret != 0, __ATOMIC_RELEASE);
 	sock_publish(sock, fd, ROCESHIM_ROLE_ACTIVE, state, reason, &local,
 		     &peer);
@@ -174,11 +175,14 @@ void track_connect_result(struct sock *sock, int fd, int so_error)
 	if (!__atomic_load_n(&sock->connecting, __ATOMIC_RELAXED) ||
 	    !__atomic_exchange_n(&sock->connecting, 0, __ATOMIC_ACQ_REL))
 		return;
-	sock_set_state(sock,
-		       so_error ? ROCESHIM_ROW_FAILED : ROCESHIM_ROW_OPEN);
-	/* Its decision was logged at connect(): say that it came to nothing. */
-	if (so_error)
+	if (so_error) {
+		sock_set_state(sock, ROCESHIM_ROW_FAILED);
+		/* connect() logged its decision: say it came to nothing. */
 		log_debug("fd %d: connect failed (%s)", fd, strerror(so_error));
+		return;
+	}
+	stats_count_connected(sock->connect_reason);
+	sock_set_state(sock, ROCESHIM_ROW_OPEN);
 }
 
 /* The CM listener beside fd, unless open already or the port is unbound. */

@@ -256,8 +256,7 @@ static unsigned int open_connections(const struct snapshot *snap,
 		const struct roceshim_stats_row *r = &snap->rows[i];
 
 		if (r->role != ROCESHIM_ROLE_LISTENER &&
-		    r->state != ROCESHIM_ROW_CLOSED &&
-		    r->transport == transport)
+		    r->state == ROCESHIM_ROW_OPEN && r->transport == transport)
 			n++;
 	}
 	return n;

@@ -5,19 +5,29 @@
 Opens a listener on 127.0.0.1, connects to it, sends --bytes each way,
 prints "ready PID" and waits until its standard input closes.  With
 --traffic it keeps the connection busy with one-byte round trips until then.
+With --refused it first makes a non-blocking connect to a closed port, and
+keeps that socket open.
 """
 import argparse
+import errno
 import os
+import select
 import socket
 import sys
 import threading
+
+kept_open = []
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--bytes", type=int, default=100000)
     parser.add_argument("--traffic", action="store_true")
+    parser.add_argument("--refused", action="store_true")
     args = parser.parse_args()
+
+    if args.refused:
+        kept_open.append(refused_connect())
 
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
@@ -44,6 +54,20 @@ def main():
         client.sendall(b"t")
         if server.recv(1) != b"t":
             sys.exit("lost a byte")
+
+
+def refused_connect():
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()
+    sock = socket.socket()
+    sock.setblocking(False)
+    assert sock.connect_ex(("127.0.0.1", port)) == errno.EINPROGRESS
+    select.select([], [sock], [], 5)
+    err = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+    assert err == errno.ECONNREFUSED, err
+    return sock
 
 
 if __name__ == "__main__":

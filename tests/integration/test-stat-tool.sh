@@ -62,6 +62,27 @@ assert g["connections_opened"] == 2 and g["listeners"] == 1, g
 assert g["tcp_tx_bytes"] >= 200000 and g["fallbacks"]["no_device"] == 2, g
 PY
 
+# A refused non-blocking connect leaves a failed row, but makes no
+# connection and no fallback.
+start_holder refused --refused
+"$ROCESHIM_STAT" --json "$holder_pid" >"$tmp/refused.json"
+check refused_connect_is_a_failed_row "$PYTHON" - "$tmp/refused.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+states = sorted(c["state"] for c in s["connections"] if c["role"] == "active")
+assert states == ["failed", "open"], s["connections"]
+PY
+check refused_connect_counts_no_connection "$PYTHON" - "$tmp/refused.json" <<'PY'
+import json, sys
+g = json.load(open(sys.argv[1]))["global"]
+assert g["connections_opened"] == 2 and g["connections_tcp"] == 2, g
+assert sum(g["fallbacks"].values()) == 2, g
+PY
+"$ROCESHIM_STAT" >"$tmp/refused.list"
+check list_counts_only_open_connections \
+	grep -Eq "^$holder_pid +alive +0 +2 " "$tmp/refused.list"
+{ kill -9 "$holder_pid" && wait "$holder_pid"; } 2>/dev/null
+
 # Bytes move while the tool reads: the rows it shows never add up to more
 # than the totals it shows.
 start_holder busy --traffic

@@ -165,6 +165,37 @@ static void connections_are_counted_by_reason(void **state)
 	assert_int_equal(g->listeners, listeners + 1);
 }
 
+static void connecting_connection_counts_once_connected(void **state)
+{
+	struct roceshim_stats_global *g = &stats_segment()->global;
+	uint64_t opened = g->connections_opened;
+	uint64_t rdma = g->connections_rdma;
+	int r;
+
+	r = stats_row_open(9, ROCESHIM_ROLE_ACTIVE, ROCESHIM_ROW_CONNECTING,
+			   ROCESHIM_REASON_NONE, &local_ep, &peer_ep);
+	assert_int_equal(g->connections_opened, opened);
+	stats_count_connected(ROCESHIM_REASON_NONE);
+	stats_row_close(r);
+	assert_int_equal(g->connections_opened, opened + 1);
+	assert_int_equal(g->connections_rdma, rdma + 1);
+}
+
+static void failed_connect_counts_no_fallback(void **state)
+{
+	struct roceshim_stats_global *g = &stats_segment()->global;
+	uint64_t opened = g->connections_opened;
+	uint64_t no_device = g->fallbacks[ROCESHIM_REASON_NO_DEVICE];
+	int r;
+
+	r = stats_row_open(10, ROCESHIM_ROLE_ACTIVE, ROCESHIM_ROW_CONNECTING,
+			   ROCESHIM_REASON_NO_DEVICE, &local_ep, &peer_ep);
+	stats_row_set_state(r, ROCESHIM_ROW_FAILED);
+	stats_row_close(r);
+	assert_int_equal(g->connections_opened, opened);
+	assert_int_equal(g->fallbacks[ROCESHIM_REASON_NO_DEVICE], no_device);
+}
+
 static void shutdown_removes_the_name(void **state)
 {
 	stats_shutdown();
@@ -181,6 +212,8 @@ int main(void)
 		cmocka_unit_test(rowless_traffic_still_counts_in_totals),
 		cmocka_unit_test(open_rows_are_never_reused),
 		cmocka_unit_test(connections_are_counted_by_reason),
+		cmocka_unit_test(connecting_connection_counts_once_connected),
+		cmocka_unit_test(failed_connect_counts_no_fallback),
 		cmocka_unit_test(shutdown_removes_the_name),
 	};
 
