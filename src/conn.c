@@ -12,6 +12,7 @@
 
 #include "conn.h"
 #include "real.h"
+#include "spin.h"
 
 /* Written to out_fd, this makes an eventfd unwritable (see eventfd(2)). */
 #define EVENTFD_FULL 0xfffffffffffffffeull
@@ -25,6 +26,8 @@ struct conn_private {
 	bool out_ready;
 	/* The transport's arrivals when in_fd was last set. */
 	uint64_t arrivals;
+	struct spin_policy rx_spin; /* waits for data */
+	struct spin_policy tx_spin; /* waits for credit */
 };
 
 static struct conn_private *priv(struct conn *c)
@@ -53,7 +56,8 @@ int conn_create(struct rdma_cm_id *id, struct transport *t,
 	p->pub.id = id;
 	p->pub.t = t;
 	p->pub.generation = conn_generation;
-	p->pub.spin_us = spin_us;
+	spin_policy_init(&p->rx_spin, spin_us);
+	spin_policy_init(&p->tx_spin, spin_us);
 	/* A fresh out_fd is writable: make it say "no credit" until synced. */
 	(void)!real.write(p->pub.out_fd, &(uint64_t){ EVENTFD_FULL }, 8);
 	conn_sync(&p->pub);
@@ -108,27 +112,55 @@ static int64_t now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/*
- * Polls the completion queue for at most c->spin_us: what comes within it
- * wakes neither this thread nor the progress thread.  true: ready (data,
- * EOF, credit or an error, as ready() says).
- */
-static bool spin(struct conn *c, bool (*ready)(struct transport *))
+static uint64_t now_us(void)
 {
-	struct timespec now, end;
+	struct timespec ts;
 
-	if (!c->spin_us)
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/*
+ * One blocking call's wait, from the moment it first would block until it
+ * gets what it waits for: its length sizes the connection's next spins.
+ */
+struct wait_clock {
+	struct spin_policy *policy;
+	uint64_t start_us; /* 0: not waiting */
+};
+
+static void wait_clock_start(struct wait_clock *w)
+{
+	if (!w->start_us)
+		w->start_us = now_us();
+}
+
+static void wait_clock_stop(struct wait_clock *w)
+{
+	if (!w->start_us)
+		return;
+	spin_wait_ended(w->policy, now_us() - w->start_us);
+	w->start_us = 0;
+}
+
+/*
+ * Polls the completion queue for the connection's spin budget: what comes
+ * within it wakes neither this thread nor the progress thread.  true:
+ * ready (data, EOF, credit or an error, as ready() says).
+ */
+static bool spin(struct conn *c, const struct spin_policy *policy,
+		 bool (*ready)(struct transport *))
+{
+	unsigned int budget = spin_budget_us(policy);
+	uint64_t end;
+
+	if (!budget)
 		return false;
-	clock_gettime(CLOCK_MONOTONIC, &end);
-	end.tv_nsec += c->spin_us * 1000l;
-	end.tv_sec += end.tv_nsec / 1000000000l;
-	end.tv_nsec %= 1000000000l;
+	end = now_us() + budget;
 	do {
 		if (ready(c->t))
 			return true;
-		clock_gettime(CLOCK_MONOTONIC, &now);
-	} while (now.tv_sec < end.tv_sec ||
-		 (now.tv_sec == end.tv_sec && now.tv_nsec < end.tv_nsec));
+	} while (now_us() < end);
 	return false;
 }
 
@@ -225,6 +257,7 @@ ssize_t conn_send(struct conn *c, int tcp_fd, const struct iovec *iov,
 	struct blocking b = { .fd = tcp_fd,
 			      .flags = flags,
 			      .timeout_opt = SO_SNDTIMEO };
+	struct wait_clock w = { .policy = &priv(c)->tx_spin };
 	ssize_t total = 0, n = 0;
 	int i;
 
@@ -243,13 +276,15 @@ ssize_t conn_send(struct conn *c, int tcp_fd, const struct iovec *iov,
 						   iov[i].iov_len - off);
 			}
 			if (n > 0) {
+				wait_clock_stop(&w);
 				off += n;
 				total += n;
 				continue;
 			}
 			if (n != -EAGAIN || must_not_block(&b))
 				goto out;
-			if (spin(c, transport_writable))
+			wait_clock_start(&w);
+			if (spin(c, w.policy, transport_writable))
 				continue;
 			n = wait_ready(c, tcp_fd, c->out_fd, POLLOUT,
 				       b.deadline);
@@ -258,6 +293,7 @@ ssize_t conn_send(struct conn *c, int tcp_fd, const struct iovec *iov,
 		}
 	}
 out:
+	wait_clock_stop(&w);
 	conn_sync(c);
 	return total ? total : n;
 }
@@ -270,6 +306,7 @@ ssize_t conn_recv(struct conn *c, int tcp_fd, const struct iovec *iov,
 			      .timeout_opt = SO_RCVTIMEO };
 	bool peek = flags & MSG_PEEK;
 	bool waitall = (flags & MSG_WAITALL) && !peek;
+	struct wait_clock w = { .policy = &priv(c)->rx_spin };
 	ssize_t total = 0, n = 0;
 	size_t off = 0;
 	int i = 0;
@@ -295,6 +332,7 @@ ssize_t conn_recv(struct conn *c, int tcp_fd, const struct iovec *iov,
 			n = transport_recv(c->t, base, want, peek);
 		}
 		if (n > 0) {
+			wait_clock_stop(&w);
 			off += n;
 			total += n;
 			if (peek)
@@ -303,12 +341,14 @@ ssize_t conn_recv(struct conn *c, int tcp_fd, const struct iovec *iov,
 		}
 		if (n != -EAGAIN || (total && !waitall) || must_not_block(&b))
 			break;
-		if (spin(c, transport_readable))
+		wait_clock_start(&w);
+		if (spin(c, w.policy, transport_readable))
 			continue;
 		n = wait_ready(c, tcp_fd, c->in_fd, POLLIN, b.deadline);
 		if (n)
 			break;
 	}
+	wait_clock_stop(&w);
 	conn_sync(c);
 	return total ? total : n;
 }

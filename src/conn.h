@@ -28,7 +28,6 @@ struct conn {
 	int in_fd;
 	int out_fd;
 	unsigned int generation; /* conn_generation when created */
-	unsigned int spin_us;	 /* polling before a blocking call sleeps */
 	struct conn *next;	 /* in the progress thread's list */
 	int closing;		 /* atomic: the program has closed it */
 };
@@ -50,7 +49,8 @@ void conn_sync(struct conn *c);
  * Socket-like calls with send/recv flags: bytes, or a negative errno.
  * They block as the kernel socket tcp_fd says (O_NONBLOCK, MSG_DONTWAIT,
  * SO_SNDTIMEO/SO_RCVTIMEO: -EAGAIN when it runs out); a call that would
- * block polls the queue pair for spin_us before it sleeps.  tcp_fd is the
+ * block polls the queue pair before it sleeps, for as long as spin.h
+ * says: at most spin_us.  tcp_fd is the
  * socket beside the queue pair: its hang-up or reset ends a wait, and
  * tells a reader that finds nothing whether the peer is gone.
  */

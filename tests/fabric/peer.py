@@ -10,10 +10,12 @@
   peer.py churn ADDR --count N                N connections in one process
   peer.py fork ADDR PORT [--bind A]           an echo connection across
                                               fork (the server must serve 2)
-  peer.py late ADDR [--delay S]               accepts one, sends one byte
-                                              after S seconds; "port P"
-  peer.py idle ADDR PORT [--bind A]           one blocking read; prints the
-                                              CPU time it took
+  peer.py late ADDR [--delay S] [--count N]   accepts one, sends one byte
+                                              after S seconds, N times;
+                                              "port P"
+  peer.py idle ADDR PORT [--bind A] [--count N]
+                                              N blocking one-byte reads;
+                                              prints the CPU time they took
 
 With --report, each connection's roceshim stats row (transport and
 fallback reason) is printed as "conn TRANSPORT REASON", read with
@@ -224,8 +226,9 @@ def late(args):
     ls.listen(1)
     print("port %d" % ls.getsockname()[1], flush=True)
     conn, _ = ls.accept()
-    time.sleep(args.delay)
-    conn.sendall(b"!")
+    for _ in range(args.count):
+        time.sleep(args.delay)
+        conn.sendall(b"!")
     conn.recv(1)
     return 0
 
@@ -234,11 +237,12 @@ def idle(args):
     s = connect(args)
     report(s)
     before, start = resource.getrusage(resource.RUSAGE_SELF), time.time()
-    got = s.recv(1)
+    got = b"".join(s.recv(1) for _ in range(args.count))
     after, end = resource.getrusage(resource.RUSAGE_SELF), time.time()
     cpu = (after.ru_utime + after.ru_stime) - \
         (before.ru_utime + before.ru_stime)
-    print("read %s" % ("ok" if got == b"!" else "MISMATCH"), flush=True)
+    print("read %s" % ("ok" if got == b"!" * args.count else "MISMATCH"),
+          flush=True)
     print("cpu_s %.3f" % cpu, flush=True)
     print("waited_s %.3f" % (end - start), flush=True)
     s.close()
@@ -276,10 +280,12 @@ def main():
     lt = sub.add_parser("late")
     lt.add_argument("addr")
     lt.add_argument("--delay", type=float, default=2.0)
+    lt.add_argument("--count", type=int, default=1)
     il = sub.add_parser("idle")
     il.add_argument("addr")
     il.add_argument("port", type=int)
     il.add_argument("--bind")
+    il.add_argument("--count", type=int, default=1)
     args = p.parse_args()
     return {"serve": serve, "echo": echo, "stream": stream, "drain": drain,
             "churn": churn, "fork": fork, "late": late,

@@ -4,7 +4,10 @@
 # ROCESHIM_SPIN_US bounds the polling of a blocking read on an upgraded
 # connection: a read that waits 3 s for its byte burns under 0.2 s of CPU
 # with ROCESHIM_SPIN_US=0, and 0.4 to 2.5 s with ROCESHIM_SPIN_US=1000000
-# (one second of polling, then sleep).  Both reads get their byte on RDMA.
+# (one second of polling, then sleep).  A connection whose reads keep
+# waiting longer than that stops polling: twelve reads that wait 0.5 s each
+# with ROCESHIM_SPIN_US=200000 burn well under the 2.4 s that polling each
+# would.  Every read gets its byte on RDMA.
 set -u
 PYTHON=${PYTHON:-/usr/bin/python3}
 peer="$top_srcdir/tests/fabric/peer.py"
@@ -14,14 +17,15 @@ export ROCESHIM_RDMA=1
 # shellcheck source=../lib.sh
 . "$top_srcdir/tests/lib.sh"
 
-# idle_read NAME SPIN_US: one 3 s blocking read; sets cpu_ms
+# idle_read NAME SPIN_US [DELAY COUNT]: COUNT blocking reads (1) that wait
+# DELAY seconds (3) each; sets cpu_ms
 idle_read() {
 	local port
 	"$ROCESHIM_RUN" "$PYTHON" "$peer" late "$ROCESHIM_FABRIC_ADDR_B" \
-		--delay 3 >"$tmp/$1.srv" 2>&1 &
+		--delay "${3:-3}" --count "${4:-1}" >"$tmp/$1.srv" 2>&1 &
 	port=$(peer_port "$tmp/$1.srv")
 	ROCESHIM_SPIN_US=$2 "$ROCESHIM_RUN" "$PYTHON" "$peer" idle \
-		"$ROCESHIM_FABRIC_ADDR_B" "$port" \
+		"$ROCESHIM_FABRIC_ADDR_B" "$port" --count "${4:-1}" \
 		--bind "$ROCESHIM_FABRIC_ADDR_A" >"$tmp/$1.cli" 2>&1
 	sed 's/^/    /' "$tmp/$1.cli"
 	check_eq "${1}_conn_on_rdma" "conn rdma none" \
@@ -36,4 +40,6 @@ check no_spin_read_sleeps [ "${cpu_ms:-9999}" -lt 200 ]
 idle_read spin 1000000
 check spin_read_polls_for_about_the_spin_time \
 	test "${cpu_ms:-0}" -ge 400 -a "${cpu_ms:-0}" -lt 2500
+idle_read slow_reads 200000 0.5 12
+check slow_reads_stop_polling [ "${cpu_ms:-9999}" -lt 1500 ]
 finish

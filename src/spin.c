@@ -1,0 +1,33 @@
+// SPDX-License-Identifier: MIT
+#include "spin.h"
+
+/* The weight of the newest wait in the average: 1/2^AVG_SHIFT. */
+#define AVG_SHIFT 3
+
+void spin_policy_init(struct spin_policy *p, unsigned int cap_us)
+{
+	p->cap_us = cap_us;
+	p->avg_us = 0;
+}
+
+unsigned int spin_budget_us(const struct spin_policy *p)
+{
+	unsigned int avg = __atomic_load_n(&p->avg_us, __ATOMIC_RELAXED);
+
+	return avg < p->cap_us ? p->cap_us : 0;
+}
+
+void spin_wait_ended(struct spin_policy *p, uint64_t waited_us)
+{
+	/*
+	 * A long idle counts as four times the cap: three in a row stop the
+	 * polling, one among short waits does not, and a few short waits
+	 * bring it back.
+	 */
+	uint64_t limit = 4 * (uint64_t)p->cap_us;
+	int64_t sample = (int64_t)(waited_us < limit ? waited_us : limit);
+	int64_t avg = __atomic_load_n(&p->avg_us, __ATOMIC_RELAXED);
+
+	avg += (sample - avg) / (1 << AVG_SHIFT);
+	__atomic_store_n(&p->avg_us, (unsigned int)avg, __ATOMIC_RELAXED);
+}
