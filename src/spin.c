@@ -21,7 +21,7 @@ void spin_wait_ended(struct spin_policy *p, uint64_t waited_us)
 {
 	/*
 	 * A long idle counts as four times the cap: three in a row stop the
-	 * polling, one among short waits does not, and a few short waits
+	 * polling, one among short waits does not, and a dozen short waits
 	 * bring it back.
 	 */
 	uint64_t limit = 4 * (uint64_t)p->cap_us;

@@ -64,7 +64,7 @@ static void short_waits_bring_spinning_back_after_idle(void **state)
 	struct spin_policy p = after_waits(CAP, 3000000, 20);
 	int i;
 
-	for (i = 0; i < 8; i++)
+	for (i = 0; i < 12; i++)
 		spin_wait_ended(&p, 100);
 	assert_int_equal(spin_budget_us(&p), CAP);
 }
