@@ -258,41 +258,30 @@ ssize_t conn_send(struct conn *c, int tcp_fd, const struct iovec *iov,
 			      .flags = flags,
 			      .timeout_opt = SO_SNDTIMEO };
 	struct wait_clock w = { .policy = &priv(c)->tx_spin };
-	ssize_t total = 0, n = 0;
-	int i;
+	ssize_t total = 0, n;
 
 	if (!conn_alive(c))
 		return -EPIPE;
-	for (i = 0; i < iovcnt; i++) {
-		const uint8_t *base = iov[i].iov_base;
-		size_t off = 0;
-
-		while (off < iov[i].iov_len) {
-			n = transport_send(c->t, base + off,
-					   iov[i].iov_len - off);
-			if (n == -EAGAIN) {
-				check_peer(c, tcp_fd);
-				n = transport_send(c->t, base + off,
-						   iov[i].iov_len - off);
-			}
-			if (n > 0) {
-				wait_clock_stop(&w);
-				off += n;
-				total += n;
-				continue;
-			}
-			if (n != -EAGAIN || must_not_block(&b))
-				goto out;
-			wait_clock_start(&w);
-			if (spin(c, w.policy, transport_writable))
-				continue;
-			n = wait_ready(c, tcp_fd, c->out_fd, POLLOUT,
-				       b.deadline);
-			if (n)
-				goto out;
+	for (;;) {
+		n = transport_send(c->t, iov, iovcnt, total);
+		if (n == -EAGAIN) {
+			check_peer(c, tcp_fd);
+			n = transport_send(c->t, iov, iovcnt, total);
 		}
+		if (n > 0) {
+			wait_clock_stop(&w);
+			total += n;
+			continue;
+		}
+		if (n != -EAGAIN || must_not_block(&b))
+			break;
+		wait_clock_start(&w);
+		if (spin(c, w.policy, transport_writable))
+			continue;
+		n = wait_ready(c, tcp_fd, c->out_fd, POLLOUT, b.deadline);
+		if (n)
+			break;
 	}
-out:
 	wait_clock_stop(&w);
 	conn_sync(c);
 	return total ? total : n;

@@ -13,11 +13,29 @@ void stream_init(struct stream *s, uint32_t ring_size)
 
 uint32_t stream_send_window(const struct stream *s, size_t len)
 {
-	uint64_t credit = ring_free(s->tx_tail, s->tx_released, s->ring_size);
-	uint64_t staging = ring_free(s->tx_tail, s->tx_completed, s->ring_size);
+	uint64_t credit = ring_free(s->tx_staged, s->tx_released, s->ring_size);
+	uint64_t staging =
+		ring_free(s->tx_staged, s->tx_completed, s->ring_size);
 	uint64_t n = credit < staging ? credit : staging;
 
 	return len < n ? (uint32_t)len : (uint32_t)n;
+}
+
+void stream_staged(struct stream *s, uint32_t n)
+{
+	s->tx_staged += n;
+}
+
+uint32_t stream_next_write(const struct stream *s, unsigned int in_flight,
+			   uint32_t write_max)
+{
+	uint64_t len = stream_unsent(s);
+
+	if (in_flight >= STREAM_CORK_DEPTH)
+		return 0;
+	if (len > write_max)
+		len = write_max;
+	return ring_contiguous(s->tx_tail, len, s->ring_size);
 }
 
 void stream_sent(struct stream *s, uint32_t n)

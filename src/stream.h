@@ -22,6 +22,7 @@
 
 struct stream {
 	uint32_t ring_size;    /* both rings: a valid ring size (ring.h) */
+	uint64_t tx_staged;    /* bytes copied into the staging ring */
 	uint64_t tx_tail;      /* bytes posted to the peer's ring */
 	uint64_t tx_released;  /* the peer has consumed up to here */
 	uint64_t tx_completed; /* local staging free up to here */
@@ -33,8 +34,34 @@ struct stream {
 
 void stream_init(struct stream *s, uint32_t ring_size);
 
-/* How many of len bytes may be posted now (credit and staging). */
+/*
+ * Sending is two steps: bytes are staged (copied into the staging ring,
+ * which mirrors the peer's), then posted, perhaps later and together.
+ * How many of len bytes may be staged now (credit and staging room).
+ */
 uint32_t stream_send_window(const struct stream *s, size_t len);
+void stream_staged(struct stream *s, uint32_t n);
+static inline uint64_t stream_unsent(const struct stream *s)
+{
+	return s->tx_staged - s->tx_tail;
+}
+
+/*
+ * Writes in flight at which staged bytes wait, corked, for the next
+ * completion, which posts all of them in one write.  They would queue
+ * behind the writes in flight anyway; a stream of small sends then costs
+ * a doorbell per completion, not one per send.
+ */
+#define STREAM_CORK_DEPTH 4
+
+/*
+ * The length of the next write to post, with in_flight writes not yet
+ * completed: the unsent bytes, up to write_max and the ring's end; 0 when
+ * nothing is unsent or the stream is corked.
+ */
+uint32_t stream_next_write(const struct stream *s, unsigned int in_flight,
+			   uint32_t write_max);
+/* n staged bytes (at most stream_unsent()) were posted. */
 void stream_sent(struct stream *s, uint32_t n);
 /* The write ending at position end has completed locally. */
 void stream_write_completed(struct stream *s, uint64_t end);

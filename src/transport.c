@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdint.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -16,6 +17,11 @@
 #include "transport.h"
 
 #define POLL_BATCH 16
+/*
+ * The largest RDMA WRITE: a large send goes out in pieces, so that the
+ * peer copies one piece out while the next is still on the wire.
+ */
+#define WRITE_MAX (64u << 10)
 
 struct transport {
 	pthread_mutex_t lock;
@@ -30,13 +36,16 @@ struct transport {
 	uint32_t ring_size;
 	uint32_t depth;
 	uint32_t max_inline;
+	uint32_t write_max; /* WRITE_MAX, or a quarter of a smaller ring */
 	struct transport_ring_info peer;
 	bool connected;
 
 	struct stream s;
 	uint32_t sq_outstanding;
 	bool tx_shut;
+	bool fin_pending; /* shut, and the FIN waits for staged bytes */
 	bool peer_gone;
+	bool notify_all; /* armed for every completion, not only the peer's */
 
 	int error; /* sticky negative errno */
 	struct transport_counters counters;
@@ -131,6 +140,9 @@ int transport_create(struct rdma_cm_id *id, const struct transport_config *cfg,
 	pthread_mutex_init(&t->lock, NULL);
 	t->id = id;
 	t->ring_size = cfg->ring_bytes;
+	t->write_max = cfg->ring_bytes / 4;
+	if (t->write_max > WRITE_MAX)
+		t->write_max = WRITE_MAX;
 	stream_init(&t->s, cfg->ring_bytes);
 	t->depth = cfg->queue_depth;
 	t->max_inline = cfg->max_inline;
@@ -178,13 +190,16 @@ static void fail_locked(struct transport *t, int err)
 		t->error = err;
 }
 
-/* Posts one RDMA WRITE (WITH IMM when imm_flags is set) of [pos, pos+len). */
-static int post_write(struct transport *t, uint64_t pos, const void *inline_src,
-		      uint32_t len, bool with_imm, uint32_t imm)
+/*
+ * Posts one RDMA WRITE WITH IMM of the staged bytes [pos, pos+len) to the
+ * same offsets in the peer's ring; len 0 carries only the immediate.
+ */
+static int post_write(struct transport *t, uint64_t pos, uint32_t len,
+		      uint32_t imm)
 {
+	uint32_t off = ring_offset(pos, t->ring_size);
 	struct ibv_sge sge = {
-		.addr = (uintptr_t)(t->tx_ring +
-				    ring_offset(pos, t->ring_size)),
+		.addr = (uintptr_t)(t->tx_ring + off),
 		.length = len,
 		.lkey = t->tx_mr->lkey,
 	};
@@ -192,27 +207,84 @@ static int post_write(struct transport *t, uint64_t pos, const void *inline_src,
 		.wr_id = pos + len,
 		.sg_list = len ? &sge : NULL,
 		.num_sge = len ? 1 : 0,
-		.opcode = with_imm ? IBV_WR_RDMA_WRITE_WITH_IMM :
-				     IBV_WR_RDMA_WRITE,
+		.opcode = IBV_WR_RDMA_WRITE_WITH_IMM,
+		/* Solicited: the peer may arm for these alone (arm_locked). */
+		.send_flags = IBV_SEND_SOLICITED |
+			      (len && len <= t->max_inline ? IBV_SEND_INLINE :
+							     0),
 		.imm_data = htonl(imm),
 		.wr.rdma = {
-			.remote_addr = t->peer.addr +
-				       ring_offset(pos, t->ring_size),
+			.remote_addr = t->peer.addr + off,
 			.rkey = t->peer.rkey,
 		},
 	};
 	struct ibv_send_wr *bad;
 	int ret;
 
-	if (inline_src) {
-		sge.addr = (uintptr_t)inline_src;
-		wr.send_flags = IBV_SEND_INLINE;
-	}
 	ret = ibv_post_send(t->id->qp, &wr, &bad);
 	if (ret)
 		return -ret;
 	t->sq_outstanding++;
 	return 0;
+}
+
+/*
+ * Whether this end waits for its own writes to complete: corked bytes or a
+ * FIN to post, or staging room that the peer has already released.
+ */
+static bool awaits_own_completions(const struct transport *t)
+{
+	return stream_unsent(&t->s) || t->fin_pending ||
+	       t->s.tx_completed < t->s.tx_released;
+}
+
+/*
+ * Arms the completion channel.  Every message from the peer is solicited,
+ * so an end that waits for nothing of its own arms for those alone: its
+ * own write completions then wake nobody.
+ */
+static void arm_locked(struct transport *t, bool all)
+{
+	if (ibv_req_notify_cq(t->cq, !all))
+		fail_locked(t, -ECONNRESET);
+	t->notify_all = all;
+}
+
+/* Widens the arming once this end starts to wait for its own writes. */
+static void arm_for_own_completions_locked(struct transport *t)
+{
+	if (!t->notify_all && !t->error && awaits_own_completions(t))
+		arm_locked(t, true);
+}
+
+/*
+ * Posts the staged bytes as the stream's policy says (stream.h), then the
+ * FIN once nothing staged is left.  Corked bytes go out with the next
+ * completion: every path that reaps one calls this.  The send queue
+ * always keeps room for a credit write.
+ */
+static void flush_locked(struct transport *t)
+{
+	uint32_t n;
+
+	if (!t->connected || t->error)
+		return;
+	while (t->sq_outstanding + 2 <= t->depth &&
+	       (n = stream_next_write(&t->s, t->sq_outstanding,
+				      t->write_max))) {
+		if (post_write(t, t->s.tx_tail, n, n)) {
+			fail_locked(t, -ECONNRESET);
+			return;
+		}
+		stream_sent(&t->s, n);
+		t->counters.tx_msgs++;
+	}
+	if (t->fin_pending && !stream_unsent(&t->s) &&
+	    t->sq_outstanding < t->depth) {
+		if (post_write(t, t->s.tx_tail, 0, IMM_FIN))
+			fail_locked(t, -ECONNRESET);
+		t->fin_pending = false;
+	}
 }
 
 static void send_credit_locked(struct transport *t)
@@ -221,7 +293,7 @@ static void send_credit_locked(struct transport *t)
 
 	if (!imm || !t->connected || t->error || t->sq_outstanding >= t->depth)
 		return;
-	if (post_write(t, t->s.tx_tail, NULL, 0, true, imm)) {
+	if (post_write(t, t->s.tx_tail, 0, imm)) {
 		fail_locked(t, -ECONNRESET);
 		return;
 	}
@@ -277,6 +349,8 @@ static int progress_locked(struct transport *t)
 		total += n;
 	} while (n == POLL_BATCH);
 	send_credit_locked(t);
+	flush_locked(t);
+	arm_for_own_completions_locked(t);
 	return total;
 }
 
@@ -291,58 +365,61 @@ int transport_progress(struct transport *t)
 	return ret;
 }
 
-static ssize_t send_locked(struct transport *t, const uint8_t *buf, size_t len)
+/* Copies len bytes to the end of the staged bytes (they fit). */
+static void stage(struct transport *t, const uint8_t *buf, uint32_t len)
 {
-	uint64_t pos = t->s.tx_tail;
-	uint32_t first, n;
-	int ret;
+	uint64_t pos = t->s.tx_staged;
+	uint32_t first = ring_contiguous(pos, len, t->ring_size);
+
+	memcpy(t->tx_ring + ring_offset(pos, t->ring_size), buf, first);
+	memcpy(t->tx_ring, buf + first, len - first);
+	stream_staged(&t->s, len);
+}
+
+static ssize_t send_locked(struct transport *t, const struct iovec *iov,
+			   int iovcnt, size_t skip)
+{
+	uint32_t room, staged = 0, n;
+	int i = 0;
 
 	/* As on TCP: writing to a peer that has gone away is EPIPE. */
 	if (t->peer_gone || t->tx_shut || (t->error && t->s.rx_eof))
 		return -EPIPE;
 	if (t->error)
 		return t->error;
-	if (!len)
+	while (i < iovcnt && skip >= iov[i].iov_len)
+		skip -= iov[i++].iov_len;
+	while (i < iovcnt && !iov[i].iov_len)
+		i++;
+	if (i == iovcnt)
 		return 0;
-	n = stream_send_window(&t->s, len);
-	if (!n || t->sq_outstanding + 2 > t->depth) {
+	room = stream_send_window(&t->s, SIZE_MAX);
+	if (!room) {
 		t->counters.credit_stalls++;
+		arm_for_own_completions_locked(t);
 		return -EAGAIN;
 	}
-	first = ring_contiguous(pos, n, t->ring_size);
-	if (n <= t->max_inline && first == n) {
-		ret = post_write(t, pos, buf, n, true, n);
-	} else {
-		memcpy(t->tx_ring + ring_offset(pos, t->ring_size), buf, first);
-		memcpy(t->tx_ring, buf + first, n - first);
-		if (first == n) {
-			ret = post_write(t, pos, NULL, n, true, n);
-		} else {
-			/* Wrapped: the part up to the ring's end, then the
-			 * rest, whose immediate covers both. */
-			ret = post_write(t, pos, NULL, first, false, 0);
-			if (!ret)
-				ret = post_write(t, pos + first, NULL,
-						 n - first, true, n);
-		}
+	for (; i < iovcnt && staged < room; i++, skip = 0) {
+		size_t len = iov[i].iov_len - skip;
+
+		n = len < room - staged ? (uint32_t)len : room - staged;
+		stage(t, (const uint8_t *)iov[i].iov_base + skip, n);
+		staged += n;
 	}
-	if (ret) {
-		fail_locked(t, -ECONNRESET);
-		return t->error;
-	}
-	stream_sent(&t->s, n);
-	t->counters.tx_bytes += n;
-	t->counters.tx_msgs++;
-	return n;
+	t->counters.tx_bytes += staged;
+	flush_locked(t);
+	arm_for_own_completions_locked(t);
+	return t->error ? t->error : (ssize_t)staged;
 }
 
-ssize_t transport_send(struct transport *t, const void *buf, size_t len)
+ssize_t transport_send(struct transport *t, const struct iovec *iov, int iovcnt,
+		       size_t skip)
 {
 	ssize_t ret;
 
 	pthread_mutex_lock(&t->lock);
 	progress_locked(t);
-	ret = send_locked(t, buf, len);
+	ret = send_locked(t, iov, iovcnt, skip);
 	pthread_mutex_unlock(&t->lock);
 	return ret;
 }
@@ -384,9 +461,10 @@ int transport_shutdown(struct transport *t)
 	if (t->error) {
 		ret = t->error;
 	} else if (!t->tx_shut) {
-		if (post_write(t, t->s.tx_tail, NULL, 0, true, IMM_FIN))
-			fail_locked(t, -ECONNRESET);
 		t->tx_shut = true;
+		t->fin_pending = true;
+		flush_locked(t);
+		arm_for_own_completions_locked(t);
 		ret = t->error;
 	}
 	pthread_mutex_unlock(&t->lock);
@@ -401,11 +479,10 @@ int transport_wait(struct transport *t, int timeout_ms)
 	void *ctx;
 
 	pthread_mutex_lock(&t->lock);
-	ret = ibv_req_notify_cq(t->cq, 0) ? -ECONNRESET : 0;
+	arm_locked(t, true);
 	/* A completion that came before the arm raised no event: reap it. */
-	reaped = ret ? 0 : progress_locked(t);
-	if (!ret)
-		ret = t->error;
+	reaped = progress_locked(t);
+	ret = t->error;
 	pthread_mutex_unlock(&t->lock);
 	if (ret || reaped)
 		return ret;
@@ -439,8 +516,7 @@ int transport_arm(struct transport *t)
 	int ret;
 
 	pthread_mutex_lock(&t->lock);
-	if (ibv_req_notify_cq(t->cq, 0))
-		fail_locked(t, -ECONNRESET);
+	arm_locked(t, awaits_own_completions(t));
 	progress_locked(t);
 	ret = t->error;
 	pthread_mutex_unlock(&t->lock);
@@ -464,6 +540,8 @@ unsigned int transport_writes_in_flight(struct transport *t)
 	pthread_mutex_lock(&t->lock);
 	progress_locked(t);
 	n = t->sq_outstanding;
+	if (stream_unsent(&t->s) || t->fin_pending)
+		n++;
 	pthread_mutex_unlock(&t->lock);
 	return n;
 }
@@ -493,8 +571,7 @@ bool transport_readable(struct transport *t)
 static bool writable_locked(struct transport *t)
 {
 	return t->error || t->tx_shut || t->peer_gone ||
-	       (stream_send_window(&t->s, 1) &&
-		t->sq_outstanding + 2 <= t->depth);
+	       stream_send_window(&t->s, 1);
 }
 
 bool transport_writable(struct transport *t)

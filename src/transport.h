@@ -3,8 +3,11 @@
  * Transport: a byte stream in each direction over one RC queue pair.
  *
  * Each end owns a receive ring in registered memory that the peer fills
- * with RDMA WRITE; the last write of each message carries an immediate
- * value that tells the receiver how many bytes arrived.  The receiver
+ * with RDMA WRITE WITH IMM; the immediate value tells the receiver how
+ * many bytes arrived.  A send copies the bytes into a staging ring and
+ * returns; they are posted at once, in pieces of at most 64 KiB, unless
+ * several writes are already in flight: then the next completion posts
+ * everything staged by then in one write (corking).  The receiver
  * returns space as credits (a zero-length RDMA WRITE WITH IMM), after a
  * quarter of its ring has been consumed.  A zero-length write with the FIN
  * flag ends the stream (the peer reads EOF after the data before it).
@@ -23,6 +26,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 /* Where the peer may write: exchanged in the connection handshake. */
 struct transport_ring_info {
@@ -57,9 +61,11 @@ void transport_local_ring(const struct transport *t,
 int transport_connect(struct transport *t,
 		      const struct transport_ring_info *peer);
 
-ssize_t transport_send(struct transport *t, const void *buf, size_t len);
+/* Stages what it can of the bytes of iov after the first skip of them. */
+ssize_t transport_send(struct transport *t, const struct iovec *iov, int iovcnt,
+		       size_t skip);
 ssize_t transport_recv(struct transport *t, void *buf, size_t len, bool peek);
-/* No more sending; the peer reads EOF once it has the data before. */
+/* No more sending; the peer reads EOF once it has the data staged before. */
 int transport_shutdown(struct transport *t);
 
 /*
@@ -76,11 +82,14 @@ int transport_wait(struct transport *t, int timeout_ms);
  * For one waiter (a progress thread) that sleeps on the completion
  * channel: its fd, and what to do when the fd is readable (take the
  * event, re-arm, reap).  transport_arm() arms the channel the first time.
+ * The channel fires for every message from the peer (data, credit, FIN),
+ * but for this end's own write completions only while it waits for them:
+ * corked bytes, a FIN to post, or staging room to get back.
  */
 int transport_event_fd(const struct transport *t);
 int transport_arm(struct transport *t);
 int transport_handle_event(struct transport *t);
-/* Work requests posted and not yet completed (a FIN in flight, say). */
+/* Writes not yet completed, posted or still to post (a FIN, say). */
 unsigned int transport_writes_in_flight(struct transport *t);
 
 /* Bytes that a read would return now. */

@@ -24,6 +24,13 @@ static struct stream fresh(void)
 	return s;
 }
 
+/* Stages n bytes and posts them at once. */
+static void send_now(struct stream *s, uint32_t n)
+{
+	stream_staged(s, n);
+	stream_sent(s, n);
+}
+
 static void data_immediate_makes_bytes_available(void **state)
 {
 	struct stream s = fresh();
@@ -46,7 +53,7 @@ static void send_window_waits_for_credit_and_completion(void **state)
 {
 	struct stream s = fresh();
 
-	stream_sent(&s, RING);
+	send_now(&s, RING);
 	assert_int_equal(stream_send_window(&s, 1), 0);
 	assert_int_equal(stream_apply_imm(&s, IMM_CREDIT | 1000), 0);
 	/* Credit alone is not enough: the staging bytes are still posted. */
@@ -61,7 +68,7 @@ static void completion_beyond_what_was_sent_is_ignored(void **state)
 {
 	struct stream s = fresh();
 
-	stream_sent(&s, 100);
+	send_now(&s, 100);
 	stream_write_completed(&s, 5000);
 	assert_int_equal(s.tx_completed, 0);
 	stream_write_completed(&s, 100);
@@ -122,7 +129,7 @@ static void credit_for_bytes_never_sent_is_refused(void **state)
 	struct stream s = fresh();
 
 	expect_refused(&s, IMM_CREDIT | 1);
-	stream_sent(&s, 100);
+	send_now(&s, 100);
 	expect_refused(&s, IMM_CREDIT | 101);
 	expect_refused(&s, IMM_CREDIT);
 	assert_int_equal(stream_apply_imm(&s, IMM_CREDIT | 100), 0);
@@ -142,9 +149,75 @@ static void flags_together_or_fin_with_length_are_refused(void **state)
 {
 	struct stream s = fresh();
 
-	stream_sent(&s, 100);
+	send_now(&s, 100);
 	expect_refused(&s, IMM_CREDIT | IMM_FIN | 10);
 	expect_refused(&s, IMM_FIN | 10);
+}
+
+static void window_counts_staged_bytes_not_yet_posted(void **state)
+{
+	struct stream s = fresh();
+
+	stream_staged(&s, 1000);
+	assert_int_equal(stream_unsent(&s), 1000);
+	assert_int_equal(stream_send_window(&s, RING), RING - 1000);
+}
+
+static void credit_for_bytes_staged_but_not_posted_is_refused(void **state)
+{
+	struct stream s = fresh();
+
+	stream_staged(&s, 100);
+	stream_sent(&s, 60);
+	expect_refused(&s, IMM_CREDIT | 61);
+	assert_int_equal(stream_apply_imm(&s, IMM_CREDIT | 60), 0);
+}
+
+static void next_write_is_everything_unsent_when_idle(void **state)
+{
+	struct stream s = fresh();
+
+	assert_int_equal(stream_next_write(&s, 0, 4096), 0);
+	stream_staged(&s, 3000);
+	assert_int_equal(stream_next_write(&s, 0, 4096), 3000);
+	assert_int_equal(stream_next_write(&s, STREAM_CORK_DEPTH - 1, 4096),
+			 3000);
+}
+
+static void next_write_is_at_most_write_max(void **state)
+{
+	struct stream s = fresh();
+
+	stream_staged(&s, 10000);
+	assert_int_equal(stream_next_write(&s, 0, 4096), 4096);
+	stream_sent(&s, 4096);
+	assert_int_equal(stream_next_write(&s, 1, 4096), 4096);
+	stream_sent(&s, 4096);
+	assert_int_equal(stream_next_write(&s, 2, 4096), 10000 - 8192);
+}
+
+static void next_write_stops_at_the_rings_end(void **state)
+{
+	struct stream s = fresh();
+
+	send_now(&s, RING - 100);
+	stream_write_completed(&s, RING - 100);
+	assert_int_equal(stream_apply_imm(&s, IMM_CREDIT | (RING - 100)), 0);
+	stream_staged(&s, 300);
+	assert_int_equal(stream_next_write(&s, 0, 4096), 100);
+	stream_sent(&s, 100);
+	assert_int_equal(stream_next_write(&s, 1, 4096), 200);
+}
+
+static void next_write_waits_while_cork_depth_writes_are_in_flight(void **state)
+{
+	struct stream s = fresh();
+
+	stream_staged(&s, 10);
+	assert_int_equal(stream_next_write(&s, STREAM_CORK_DEPTH, 4096), 0);
+	stream_staged(&s, 20);
+	assert_int_equal(stream_next_write(&s, STREAM_CORK_DEPTH - 1, 4096),
+			 30);
 }
 
 /* Random immediates from a hostile peer, with the local side sending and
@@ -166,7 +239,9 @@ static void random_immediates_never_break_the_invariants(void **state)
 		if (stream_apply_imm(&s, imm))
 			refused++;
 		if (r % 3 == 0)
-			stream_sent(&s, stream_send_window(&s, r % 9000));
+			stream_staged(&s, stream_send_window(&s, r % 9000));
+		if (r % 7 == 0)
+			stream_sent(&s, stream_next_write(&s, r % 6, 4096));
 		if (r % 5 == 0)
 			stream_write_completed(&s, s.tx_tail);
 		if (r % 2 == 0)
@@ -175,7 +250,8 @@ static void random_immediates_never_break_the_invariants(void **state)
 			stream_credit_sent(&s);
 		assert_true(stream_available(&s) <= RING);
 		assert_true(s.tx_released <= s.tx_tail);
-		assert_true(s.tx_tail - s.tx_released <= RING);
+		assert_true(s.tx_tail <= s.tx_staged);
+		assert_true(s.tx_staged - s.tx_released <= RING);
 		assert_true(s.tx_completed <= s.tx_tail);
 		assert_true(s.rx_credited <= s.rx_head);
 	}
@@ -196,6 +272,14 @@ int main(void)
 		cmocka_unit_test(credit_for_bytes_never_sent_is_refused),
 		cmocka_unit_test(anything_after_fin_is_refused),
 		cmocka_unit_test(flags_together_or_fin_with_length_are_refused),
+		cmocka_unit_test(window_counts_staged_bytes_not_yet_posted),
+		cmocka_unit_test(
+			credit_for_bytes_staged_but_not_posted_is_refused),
+		cmocka_unit_test(next_write_is_everything_unsent_when_idle),
+		cmocka_unit_test(next_write_is_at_most_write_max),
+		cmocka_unit_test(next_write_stops_at_the_rings_end),
+		cmocka_unit_test(
+			next_write_waits_while_cork_depth_writes_are_in_flight),
 		cmocka_unit_test(random_immediates_never_break_the_invariants),
 	};
 
