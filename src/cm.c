@@ -138,6 +138,7 @@ static void watch_conn(struct conn *c)
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };
 
 	real.epoll_ctl(cm.epfd, EPOLL_CTL_ADD, transport_event_fd(c->t), &ev);
+	__atomic_store_n(&c->watch_epfd, cm.epfd, __ATOMIC_RELEASE);
 	transport_arm(c->t);
 	conn_sync(c);
 }

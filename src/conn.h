@@ -30,6 +30,12 @@ struct conn {
 	unsigned int generation; /* conn_generation when created */
 	struct conn *next;	 /* in the progress thread's list */
 	int closing;		 /* atomic: the program has closed it */
+	/*
+	 * Atomic: the epoll set in which the progress thread watches the
+	 * transport's channel (-1 until it does).  A blocking read takes
+	 * the channel out of it while it sleeps on the channel itself.
+	 */
+	int watch_epfd;
 };
 
 /* Bumped in a fork child: conns of an older generation are dead there. */
@@ -50,7 +56,8 @@ void conn_sync(struct conn *c);
  * They block as the kernel socket tcp_fd says (O_NONBLOCK, MSG_DONTWAIT,
  * SO_SNDTIMEO/SO_RCVTIMEO: -EAGAIN when it runs out); a call that would
  * block polls the queue pair before it sleeps, for as long as spin.h
- * says: at most spin_us.  tcp_fd is the
+ * says: at most spin_us.  A read then sleeps on the completion channel,
+ * which the progress thread leaves alone meanwhile.  tcp_fd is the
  * socket beside the queue pair: its hang-up or reset ends a wait, and
  * tells a reader that finds nothing whether the peer is gone.
  */

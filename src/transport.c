@@ -45,6 +45,7 @@ struct transport {
 	bool tx_shut;
 	bool fin_pending; /* shut, and the FIN waits for staged bytes */
 	bool peer_gone;
+	bool armed;	 /* an event will come: no arm since the last taken */
 	bool notify_all; /* armed for every completion, not only the peer's */
 
 	int error; /* sticky negative errno */
@@ -88,7 +89,7 @@ static int create_queues(struct transport *t)
 	t->channel = ibv_create_comp_channel(t->id->verbs);
 	if (!t->channel)
 		return -errno;
-	/* Non-blocking: transport_wait() polls the fd first. */
+	/* Non-blocking: waiters poll it, and two may race for one event. */
 	if (fcntl(t->channel->fd, F_SETFL,
 		  fcntl(t->channel->fd, F_GETFL) | O_NONBLOCK))
 		return -errno;
@@ -247,6 +248,7 @@ static void arm_locked(struct transport *t, bool all)
 {
 	if (ibv_req_notify_cq(t->cq, !all))
 		fail_locked(t, -ECONNRESET);
+	t->armed = true;
 	t->notify_all = all;
 }
 
@@ -474,9 +476,7 @@ int transport_shutdown(struct transport *t)
 int transport_wait(struct transport *t, int timeout_ms)
 {
 	struct pollfd pfd = { .fd = t->channel->fd, .events = POLLIN };
-	struct ibv_cq *cq;
 	int reaped, ret;
-	void *ctx;
 
 	pthread_mutex_lock(&t->lock);
 	arm_locked(t, true);
@@ -491,8 +491,7 @@ int transport_wait(struct transport *t, int timeout_ms)
 		return -errno;
 	if (!ret)
 		return -ETIMEDOUT;
-	if (!ibv_get_cq_event(t->channel, &cq, &ctx))
-		ibv_ack_cq_events(cq, 1);
+	transport_take_event(t);
 	return 0;
 }
 
@@ -516,20 +515,30 @@ int transport_arm(struct transport *t)
 	int ret;
 
 	pthread_mutex_lock(&t->lock);
-	arm_locked(t, awaits_own_completions(t));
+	if (!t->armed)
+		arm_locked(t, awaits_own_completions(t));
 	progress_locked(t);
 	ret = t->error;
 	pthread_mutex_unlock(&t->lock);
 	return ret;
 }
 
-int transport_handle_event(struct transport *t)
+void transport_take_event(struct transport *t)
 {
 	struct ibv_cq *cq;
 	void *ctx;
 
-	if (!ibv_get_cq_event(t->channel, &cq, &ctx))
-		ibv_ack_cq_events(cq, 1);
+	if (ibv_get_cq_event(t->channel, &cq, &ctx))
+		return;
+	ibv_ack_cq_events(cq, 1);
+	pthread_mutex_lock(&t->lock);
+	t->armed = false;
+	pthread_mutex_unlock(&t->lock);
+}
+
+int transport_handle_event(struct transport *t)
+{
+	transport_take_event(t);
 	return transport_arm(t);
 }
 

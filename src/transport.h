@@ -79,15 +79,19 @@ int transport_progress(struct transport *t);
 /* Sleeps until a completion arrives: 0, -ETIMEDOUT or an error. */
 int transport_wait(struct transport *t, int timeout_ms);
 /*
- * For one waiter (a progress thread) that sleeps on the completion
- * channel: its fd, and what to do when the fd is readable (take the
- * event, re-arm, reap).  transport_arm() arms the channel the first time.
- * The channel fires for every message from the peer (data, credit, FIN),
- * but for this end's own write completions only while it waits for them:
- * corked bytes, a FIN to post, or staging room to get back.
+ * For a waiter that sleeps on the completion channel: its fd (non-blocking),
+ * and what to do when it is readable: take the event, then arm again and
+ * reap (transport_handle_event() does both).  transport_arm() arms the
+ * channel unless an event is still to come, and reaps: after it, any
+ * completion not yet reaped raises an event.  The channel fires for every
+ * message from the peer (data, credit, FIN), but for this end's own write
+ * completions only while it waits for them: corked bytes, a FIN to post,
+ * or staging room to get back.
  */
 int transport_event_fd(const struct transport *t);
 int transport_arm(struct transport *t);
+/* Takes one event, if there is one (another waiter may have taken it). */
+void transport_take_event(struct transport *t);
 int transport_handle_event(struct transport *t);
 /* Writes not yet completed, posted or still to post (a FIN, say). */
 unsigned int transport_writes_in_flight(struct transport *t);
