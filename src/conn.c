@@ -169,15 +169,21 @@ static bool spin(struct conn *c, const struct spin_policy *policy,
 	return false;
 }
 
-/* Switches the progress thread's watch of c's channel on or off. */
+/*
+ * Puts c's channel into the progress thread's epoll set or takes it out.
+ * Out, not EPOLL_CTL_MOD to no events: the kernel adds EPOLLERR and
+ * EPOLLHUP to every MOD, and a channel's wake-up carries no event mask,
+ * so an entry "disabled" that way still woke the progress thread for
+ * every completion (one needless context switch per message).
+ */
 static void watch_channel(struct conn *c, bool on)
 {
 	int epfd = __atomic_load_n(&c->watch_epfd, __ATOMIC_ACQUIRE);
-	struct epoll_event ev = { .events = on ? EPOLLIN : 0, .data.ptr = c };
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };
 
 	if (epfd >= 0)
-		real.epoll_ctl(epfd, EPOLL_CTL_MOD, transport_event_fd(c->t),
-			       &ev);
+		real.epoll_ctl(epfd, on ? EPOLL_CTL_ADD : EPOLL_CTL_DEL,
+			       transport_event_fd(c->t), &ev);
 }
 
 /*
