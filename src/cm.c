@@ -133,11 +133,12 @@ static void negative_remember(const struct roceshim_stats_endpoint *peer)
 
 /* ---- progress thread -------------------------------------------------- */
 
-static void watch_conn(struct conn *c)
+/*
+ * Arms c's channel; the progress thread watches it from the moment the
+ * program relies on readiness or on corked bytes going out (conn_watch()).
+ */
+static void start_conn(struct conn *c)
 {
-	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };
-
-	real.epoll_ctl(cm.epfd, EPOLL_CTL_ADD, transport_event_fd(c->t), &ev);
 	__atomic_store_n(&c->watch_epfd, cm.epfd, __ATOMIC_RELEASE);
 	transport_arm(c->t);
 	conn_sync(c);
@@ -214,7 +215,7 @@ static bool on_connect_request(struct rdma_cm_event *ev)
 	p->next = cm.pending;
 	cm.pending = p;
 	pthread_mutex_unlock(&cm.lock);
-	watch_conn(c);
+	start_conn(c);
 	if (rdma_accept(id, &param)) {
 		pthread_mutex_lock(&cm.lock);
 		if (cm.pending == p)
@@ -688,7 +689,7 @@ enum roceshim_reason cm_connect(int fd, const struct sockaddr *addr,
 			conn_destroy(*out);
 			reason = ROCESHIM_REASON_RESOURCE;
 		} else {
-			watch_conn(*out);
+			start_conn(*out);
 		}
 	} else {
 		rdma_destroy_id(id);

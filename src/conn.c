@@ -24,7 +24,11 @@ struct conn_private {
 	struct conn pub;
 	pthread_mutex_t sync_lock;
 	pthread_mutex_t wait_lock;
-	unsigned int waiters; /* reads asleep on the channel, under wait_lock */
+	/* Under wait_lock: */
+	unsigned int waiters; /* reads asleep on the channel */
+	bool watching;	      /* the channel is in the progress thread's set */
+	bool watch_wanted;    /* atomic reads: see conn_watch() */
+	bool event_unread;    /* a read woke for an event it left in place */
 	bool in_ready;
 	bool out_ready;
 	/* The transport's arrivals when in_fd was last set. */
@@ -80,7 +84,7 @@ static void eventfd_reset(int fd)
 void conn_sync(struct conn *c)
 {
 	struct conn_private *p = priv(c);
-	struct transport_readiness r;
+	struct transport_readiness r = { .corked = false };
 
 	if (!conn_alive(c))
 		return;
@@ -107,6 +111,9 @@ void conn_sync(struct conn *c)
 		p->out_ready = r.writable;
 	}
 	pthread_mutex_unlock(&p->sync_lock);
+	/* Corked bytes go out with a completion that someone must reap. */
+	if (r.corked)
+		conn_watch(c);
 }
 
 static int64_t now_ms(void)
@@ -187,30 +194,69 @@ static void watch_channel(struct conn *c, bool on)
 }
 
 /*
- * The progress thread would wake for the same completion as a read asleep
- * on the channel, and contend with it for the transport: it stays out
- * while any read sleeps there.  The last one to leave arms the channel
- * again (it may have taken the event) before the progress thread is back.
+ * The progress thread watches the channel while the program relies on it
+ * (conn_watch()), except while a read sleeps there: one completion then
+ * wakes one thread, and the reader contends with nobody for the transport.
+ */
+static void update_watch_locked(struct conn *c)
+{
+	struct conn_private *p = priv(c);
+	bool want = p->watch_wanted && !p->waiters;
+
+	if (want == p->watching)
+		return;
+	watch_channel(c, want);
+	p->watching = want;
+}
+
+void conn_watch(struct conn *c)
+{
+	struct conn_private *p = priv(c);
+
+	/* A fork child must not touch the parent's epoll set. */
+	if (!conn_alive(c) ||
+	    __atomic_load_n(&p->watch_wanted, __ATOMIC_ACQUIRE))
+		return;
+	pthread_mutex_lock(&p->wait_lock);
+	__atomic_store_n(&p->watch_wanted, true, __ATOMIC_RELEASE);
+	update_watch_locked(c);
+	pthread_mutex_unlock(&p->wait_lock);
+	/* What came before the watch raised no event it will see. */
+	conn_sync(c);
+}
+
+/*
+ * Enters a sleep on the channel.  An event that an earlier read woke for
+ * is taken now, before the sleep, and not on the way from the wake-up to
+ * the program: that read went straight to the data.
  */
 static void waiter_enter(struct conn *c)
 {
 	struct conn_private *p = priv(c);
 
 	pthread_mutex_lock(&p->wait_lock);
-	if (!p->waiters++)
-		watch_channel(c, false);
+	p->waiters++;
+	update_watch_locked(c);
+	if (p->event_unread) {
+		transport_take_event(c->t);
+		p->event_unread = false;
+	}
 	pthread_mutex_unlock(&p->wait_lock);
 }
 
-static void waiter_leave(struct conn *c)
+/*
+ * Leaves it; woke: the channel had an event, left unread and unarmed
+ * until the next sleep (or the progress thread, once it watches again).
+ */
+static void waiter_leave(struct conn *c, bool woke)
 {
 	struct conn_private *p = priv(c);
 
 	pthread_mutex_lock(&p->wait_lock);
-	if (!--p->waiters) {
-		transport_arm(c->t);
-		watch_channel(c, true);
-	}
+	if (woke)
+		p->event_unread = true;
+	if (!--p->waiters)
+		update_watch_locked(c);
 	pthread_mutex_unlock(&p->wait_lock);
 }
 
@@ -242,6 +288,8 @@ static int wait_writable(struct conn *c, int tcp_fd, int64_t deadline)
 	};
 	int timeout, ret;
 
+	/* The progress thread makes out_fd writable when credit comes. */
+	conn_watch(c);
 	/* A stale proxy state would end the sleep at once. */
 	conn_sync(c);
 	timeout = sleep_ms(deadline);
@@ -283,11 +331,9 @@ static int wait_readable(struct conn *c, int tcp_fd, int64_t deadline)
 		ret = -errno;
 		goto out;
 	}
-	if (pfd[0].revents)
-		transport_take_event(c->t);
 	ret = ret ? 0 : -EAGAIN;
 out:
-	waiter_leave(c);
+	waiter_leave(c, !ret && pfd[0].revents);
 	return ret;
 }
 

@@ -28,12 +28,10 @@ struct conn {
 	int in_fd;
 	int out_fd;
 	unsigned int generation; /* conn_generation when created */
-	struct conn *next;	 /* in the progress thread's list */
 	int closing;		 /* atomic: the program has closed it */
 	/*
-	 * Atomic: the epoll set in which the progress thread watches the
-	 * transport's channel (-1 until it does).  A blocking read takes
-	 * the channel out of it while it sleeps on the channel itself.
+	 * Atomic: the progress thread's epoll set, where the transport's
+	 * channel goes once conn_watch() was called (-1 until then).
 	 */
 	int watch_epfd;
 };
@@ -50,6 +48,16 @@ static inline bool conn_alive(const struct conn *c)
 }
 
 void conn_sync(struct conn *c);
+
+/*
+ * The program relies on c's readiness (epoll, poll, select), or bytes
+ * wait for a completion (corked, or a send waiting for credit): from now
+ * on the progress thread watches c's completions, and keeps in_fd and
+ * out_fd current.  Until then nothing does: a connection driven only by
+ * blocking calls costs no thread hand-off and no epoll_ctl per message.
+ * Sticky, cheap once set.
+ */
+void conn_watch(struct conn *c);
 
 /*
  * Socket-like calls with send/recv flags: bytes, or a negative errno.

@@ -69,6 +69,7 @@ static int poll_substituted(struct pollfd *fds, nfds_t nfds,
 			dead = true;
 			continue;
 		}
+		conn_watch(socks[i]->conn);
 		conn_sync(socks[i]->conn);
 		tmp[j].fd = socks[i]->conn->in_fd;
 		tmp[j++].events = fds[i].events & POLL_IN_EVENTS ? POLLIN : 0;
@@ -325,6 +326,7 @@ static int epoll_ctl_upgraded(int epfd, int op, int fd, struct conn *c,
 		errno = EFAULT;
 		return -1;
 	}
+	conn_watch(c);
 	conn_sync(c);
 	in_ev.events = (ev->events & flags) | (ev->events & EPOLLIN);
 	out_ev.events = (ev->events & flags) | (ev->events & EPOLLOUT);

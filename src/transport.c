@@ -601,6 +601,7 @@ void transport_readiness(struct transport *t, struct transport_readiness *out)
 	out->data_or_error = stream_available(&t->s) || t->error;
 	out->writable = writable_locked(t);
 	out->arrivals = t->s.rx_tail + t->s.rx_eof + (t->error != 0);
+	out->corked = stream_unsent(&t->s) && !t->error;
 	pthread_mutex_unlock(&t->lock);
 }
 

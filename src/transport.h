@@ -109,6 +109,7 @@ struct transport_readiness {
 	bool data_or_error; /* transport_readable() without EOF */
 	bool writable;	    /* transport_writable() */
 	uint64_t arrivals;  /* grows with every arrival (data, FIN, failure) */
+	bool corked;	    /* staged bytes wait for a completion to go out */
 };
 void transport_readiness(struct transport *t, struct transport_readiness *out);
 void transport_counters(struct transport *t, struct transport_counters *out);

@@ -2915,6 +2915,74 @@ out:
 /* Tests: poll and select                                              */
 /* ------------------------------------------------------------------ */
 
+/*
+ * A socket first used with blocking calls only, then waited on: data that
+ * arrives during the wait must end it.  (roceshim watches an upgraded
+ * connection's completions for readiness only from the first epoll_ctl,
+ * poll or select on it.)  which: 'e' epoll, 'p' poll.
+ */
+static void wait_wakes_after_blocking_use(struct tctx *t, char which)
+{
+	struct dripper d = {
+		.seed = 24, .piece = 100, .pieces = 1, .delay_ms = 50
+	};
+	struct pollfd pfd;
+	struct epoll_event ev;
+	unsigned char buf[100];
+	bool running = false;
+	int c = -1, s = -1, ep = -1, i, n;
+	pthread_t th;
+
+	TRY(make_pair(t, &c, &s, PAIR_BIND_CLIENT));
+	for (i = 0; i < 3; i++)
+		TRY(roundtrip(t, c, s));
+	if (which == 'e') {
+		ASSERT_OK(ep = epoll_create1(0));
+		ASSERT_OK(epoll_add(ep, s, EPOLLIN, 7));
+		n = epoll_one(ep, &ev, QUIET_MS);
+		ASSERT(n == 0, "event before any data");
+	}
+	d.fd = c;
+	ASSERT(!start_thread(&th, drip_send, &d), "pthread_create");
+	running = true;
+	if (which == 'e') {
+		n = epoll_one(ep, &ev, io_ms());
+		ASSERT(n == 1 && ev.events == EPOLLIN && ev.data.u64 == 7,
+		       "epoll_wait: %d %#x", n, ev.events);
+	} else {
+		pfd = (struct pollfd){ .fd = s, .events = POLLIN };
+		do {
+			n = poll(&pfd, 1, io_ms());
+		} while (n < 0 && retry_intr());
+		ASSERT(n == 1 && pfd.revents == POLLIN, "poll: %d %#x", n,
+		       pfd.revents);
+	}
+	TRY(recv_exact(t, s, buf, sizeof(buf)));
+	pthread_join(th, NULL);
+	running = false;
+	ASSERT(!d.err[0], "sender: %s", d.err);
+	ASSERT(pattern_mismatch(buf, sizeof(buf), 24, 0) == sizeof(buf),
+	       "data corrupted");
+out:
+	if (running) {
+		shutdown(c, SHUT_RDWR);
+		pthread_join(th, NULL);
+	}
+	close_fd(&ep);
+	close_fd(&c);
+	close_fd(&s);
+}
+
+static void epoll_wakes_for_data_after_blocking_use(struct tctx *t)
+{
+	wait_wakes_after_blocking_use(t, 'e');
+}
+
+static void poll_wakes_for_data_after_blocking_use(struct tctx *t)
+{
+	wait_wakes_after_blocking_use(t, 'p');
+}
+
 static void poll_reports_pollin_and_pollout(struct tctx *t)
 {
 	struct pollfd pfd[2];
@@ -3712,6 +3780,8 @@ static const struct test tests[] = {
 	TEST(epoll_wait_survives_close_from_other_thread),
 	TEST(epoll_mixes_tcp_pipe_and_unix_sockets),
 	/* poll and select */
+	TEST(epoll_wakes_for_data_after_blocking_use),
+	TEST(poll_wakes_for_data_after_blocking_use),
 	TEST(poll_reports_pollin_and_pollout),
 	TEST(poll_reports_rdhup_on_peer_close_and_hup_after_both),
 	TEST(ppoll_sigmask_lets_pending_signal_interrupt),
