@@ -245,8 +245,11 @@ static void waiter_enter(struct conn *c)
 }
 
 /*
- * Leaves it; woke: the channel had an event, left unread and unarmed
- * until the next sleep (or the progress thread, once it watches again).
+ * Leaves it; woke: the channel had an event.  Unwatched, the event stays
+ * unread, and the channel unarmed, until the next sleep.  Watched, the
+ * last one out takes it and arms again first: a readable channel back in
+ * the progress thread's set would wake that thread at once, to contend
+ * with this reader for the transport.
  */
 static void waiter_leave(struct conn *c, bool woke)
 {
@@ -255,8 +258,14 @@ static void waiter_leave(struct conn *c, bool woke)
 	pthread_mutex_lock(&p->wait_lock);
 	if (woke)
 		p->event_unread = true;
-	if (!--p->waiters)
+	if (!--p->waiters) {
+		if (p->watch_wanted && p->event_unread) {
+			transport_take_event(c->t);
+			p->event_unread = false;
+			transport_arm(c->t);
+		}
 		update_watch_locked(c);
+	}
 	pthread_mutex_unlock(&p->wait_lock);
 }
 
