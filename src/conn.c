@@ -260,9 +260,8 @@ static void waiter_leave(struct conn *c, bool woke)
 		p->event_unread = true;
 	if (!--p->waiters) {
 		if (p->watch_wanted && p->event_unread) {
-			transport_take_event(c->t);
+			transport_handle_event(c->t);
 			p->event_unread = false;
-			transport_arm(c->t);
 		}
 		update_watch_locked(c);
 	}
