@@ -147,32 +147,48 @@ static void wait_clock_start(struct wait_clock *w)
 		w->start_us = now_us();
 }
 
-static void wait_clock_stop(struct wait_clock *w)
+static void wait_clock_stop_at(struct wait_clock *w, uint64_t now)
 {
 	if (!w->start_us)
 		return;
-	spin_wait_ended(w->policy, now_us() - w->start_us);
+	spin_wait_ended(w->policy, now - w->start_us);
 	w->start_us = 0;
 }
 
+static void wait_clock_stop(struct wait_clock *w)
+{
+	if (w->start_us)
+		wait_clock_stop_at(w, now_us());
+}
+
 /*
- * Polls the completion queue for the connection's spin budget: what comes
- * within it wakes neither this thread nor the progress thread.  true:
- * ready (data, EOF, credit or an error, as ready() says).
+ * Polls the completion queue for the connection's spin budget, counted
+ * from the start of the wait: what comes within it wakes neither this
+ * thread nor the progress thread.  The clock is read once per
+ * SPIN_POLLS_PER_CLOCK polls: where it is slow (HPET in a guest), a read
+ * per poll delayed the detection.  true: ready (data, EOF, credit or an
+ * error, as ready() says), and the wait's clock stopped.
  */
-static bool spin(struct conn *c, const struct spin_policy *policy,
+#define SPIN_POLLS_PER_CLOCK 8
+
+static bool spin(struct conn *c, struct wait_clock *w,
 		 bool (*ready)(struct transport *))
 {
-	unsigned int budget = spin_budget_us(policy);
-	uint64_t end;
+	unsigned int budget = spin_budget_us(w->policy);
+	uint64_t now = w->start_us;
+	int i;
 
 	if (!budget)
 		return false;
-	end = now_us() + budget;
-	do {
-		if (ready(c->t))
-			return true;
-	} while (now_us() < end);
+	while (now < w->start_us + budget) {
+		for (i = 0; i < SPIN_POLLS_PER_CLOCK; i++) {
+			if (ready(c->t)) {
+				wait_clock_stop_at(w, now);
+				return true;
+			}
+		}
+		now = now_us();
+	}
 	return false;
 }
 
@@ -223,6 +239,22 @@ void conn_watch(struct conn *c)
 	pthread_mutex_unlock(&p->wait_lock);
 	/* What came before the watch raised no event it will see. */
 	conn_sync(c);
+}
+
+/*
+ * After a call changed the transport's state.  Until the connection is
+ * watched, nothing reads its proxy fds (conn_watch() syncs them first),
+ * and only corked bytes need anything: someone to reap the completion
+ * that sends them.  (The other order, a watch starting meanwhile, is
+ * safe: both sides take the transport's lock between their store and
+ * their load.)
+ */
+static void sync_for_watchers(struct conn *c)
+{
+	if (__atomic_load_n(&priv(c)->watch_wanted, __ATOMIC_ACQUIRE))
+		conn_sync(c);
+	else if (transport_corked(c->t))
+		conn_watch(c);
 }
 
 /*
@@ -310,42 +342,6 @@ static int wait_writable(struct conn *c, int tcp_fd, int64_t deadline)
 }
 
 /*
- * A read sleeps on the completion channel itself: the completion wakes it
- * directly, not through the progress thread and the proxy fd (1 B
- * ping-pong in the fabric: 260 us one way, 490 us through the progress
- * thread).  The proxy fd still ends the sleep if the progress thread saw
- * the arrival first, and the kernel socket if the peer is gone.  Returns
- * 0 (data may be there), -EAGAIN on timeout, -EINTR.
- */
-static int wait_readable(struct conn *c, int tcp_fd, int64_t deadline)
-{
-	struct pollfd pfd[3] = {
-		{ .fd = transport_event_fd(c->t), .events = POLLIN },
-		{ .fd = c->in_fd, .events = POLLIN },
-		{ .fd = tcp_fd, .events = POLLIN | POLLRDHUP },
-	};
-	int timeout, ret = 0;
-
-	conn_sync(c);
-	timeout = sleep_ms(deadline);
-	if (!timeout)
-		return -EAGAIN;
-	waiter_enter(c);
-	/* Armed, and reaped after the arm: what comes next raises an event. */
-	if (transport_arm(c->t) || transport_readable(c->t))
-		goto out;
-	ret = real.poll(pfd, 3, timeout);
-	if (ret < 0) {
-		ret = -errno;
-		goto out;
-	}
-	ret = ret ? 0 : -EAGAIN;
-out:
-	waiter_leave(c, !ret && pfd[0].revents);
-	return ret;
-}
-
-/*
  * Nothing to read: is the peer gone?  The kernel socket knows first when
  * the peer closed (FIN, sent only after its RDMA FIN completed) or reset.
  * Then the transport learns it too, and a read sees EOF or ECONNRESET.
@@ -360,6 +356,45 @@ static void check_peer(struct conn *c, int tcp_fd)
 	if (transport_available(c->t))
 		return;
 	transport_peer_gone(c->t);
+}
+
+/*
+ * A read sleeps on the completion channel itself: the completion wakes it
+ * directly, not through the progress thread and the proxy fd (1 B
+ * ping-pong in the fabric: 260 us one way, 490 us through the progress
+ * thread).  The proxy fd still ends the sleep if the progress thread saw
+ * the arrival first, and the kernel socket if the peer is gone: then it
+ * asks check_peer(), so a blocking read makes no such check before it
+ * sleeps.  Returns 0 (data may be there), -EAGAIN on timeout, -EINTR.
+ */
+static int wait_readable(struct conn *c, int tcp_fd, int64_t deadline)
+{
+	struct pollfd pfd[3] = {
+		{ .fd = transport_event_fd(c->t), .events = POLLIN },
+		{ .fd = c->in_fd, .events = POLLIN },
+		{ .fd = tcp_fd, .events = POLLIN | POLLRDHUP },
+	};
+	int timeout, ret = 0;
+
+	sync_for_watchers(c);
+	timeout = sleep_ms(deadline);
+	if (!timeout)
+		return -EAGAIN;
+	waiter_enter(c);
+	/* Armed, and reaped after the arm: what comes next raises an event. */
+	if (transport_arm(c->t) || transport_readable(c->t))
+		goto out;
+	ret = real.poll(pfd, 3, timeout);
+	if (ret < 0) {
+		ret = -errno;
+		goto out;
+	}
+	ret = ret ? 0 : -EAGAIN;
+	if (!ret && pfd[2].revents)
+		check_peer(c, tcp_fd);
+out:
+	waiter_leave(c, !ret && pfd[0].revents);
+	return ret;
 }
 
 /*
@@ -430,14 +465,14 @@ ssize_t conn_send(struct conn *c, int tcp_fd, const struct iovec *iov,
 		if (n != -EAGAIN || must_not_block(&b))
 			break;
 		wait_clock_start(&w);
-		if (spin(c, w.policy, transport_writable))
+		if (spin(c, &w, transport_writable))
 			continue;
 		n = wait_writable(c, tcp_fd, b.deadline);
 		if (n)
 			break;
 	}
 	wait_clock_stop(&w);
-	conn_sync(c);
+	sync_for_watchers(c);
 	return total ? total : n;
 }
 
@@ -469,8 +504,8 @@ ssize_t conn_recv(struct conn *c, int tcp_fd, const struct iovec *iov,
 			continue;
 		}
 		n = transport_recv(c->t, base, want, peek);
-		if (n == -EAGAIN && (!total || waitall)) {
-			/* Before giving up or sleeping: is the peer gone? */
+		if (n == -EAGAIN && (!total || waitall) && must_not_block(&b)) {
+			/* Before giving up: is the peer gone?  A sleep asks. */
 			check_peer(c, tcp_fd);
 			n = transport_recv(c->t, base, want, peek);
 		}
@@ -485,14 +520,14 @@ ssize_t conn_recv(struct conn *c, int tcp_fd, const struct iovec *iov,
 		if (n != -EAGAIN || (total && !waitall) || must_not_block(&b))
 			break;
 		wait_clock_start(&w);
-		if (spin(c, w.policy, transport_readable))
+		if (spin(c, &w, transport_readable))
 			continue;
 		n = wait_readable(c, tcp_fd, b.deadline);
 		if (n)
 			break;
 	}
 	wait_clock_stop(&w);
-	conn_sync(c);
+	sync_for_watchers(c);
 	return total ? total : n;
 }
 

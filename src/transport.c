@@ -605,6 +605,16 @@ void transport_readiness(struct transport *t, struct transport_readiness *out)
 	pthread_mutex_unlock(&t->lock);
 }
 
+bool transport_corked(struct transport *t)
+{
+	bool corked;
+
+	pthread_mutex_lock(&t->lock);
+	corked = stream_unsent(&t->s) && !t->error;
+	pthread_mutex_unlock(&t->lock);
+	return corked;
+}
+
 void transport_counters(struct transport *t, struct transport_counters *out)
 {
 	pthread_mutex_lock(&t->lock);

@@ -112,6 +112,8 @@ struct transport_readiness {
 	bool corked;	    /* staged bytes wait for a completion to go out */
 };
 void transport_readiness(struct transport *t, struct transport_readiness *out);
+/* transport_readiness()'s corked alone, without reaping. */
+bool transport_corked(struct transport *t);
 void transport_counters(struct transport *t, struct transport_counters *out);
 
 void transport_destroy(struct transport *t);
