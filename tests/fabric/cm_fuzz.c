@@ -19,13 +19,16 @@
 
 #include "wire.h"
 
-static enum rdma_cm_event_type next_event(struct rdma_event_channel *ch,
-					  struct rdma_cm_event **out)
+/* No event within 10 s: not one of enum rdma_cm_event_type's values. */
+#define NO_EVENT (-1)
+
+/* The next event's type, or NO_EVENT. */
+static int next_event(struct rdma_event_channel *ch, struct rdma_cm_event **out)
 {
 	struct pollfd pfd = { .fd = ch->fd, .events = POLLIN };
 
 	if (poll(&pfd, 1, 10000) != 1 || rdma_get_cm_event(ch, out))
-		return (enum rdma_cm_event_type) - 1;
+		return NO_EVENT;
 	return (*out)->event;
 }
 
@@ -120,7 +123,7 @@ int main(int argc, char **argv)
 			rdma_ack_cm_event(ev);
 			rdma_disconnect(id);
 			break;
-		case (enum rdma_cm_event_type) - 1:
+		case NO_EVENT:
 			printf("FAIL request %u: no answer\n", i);
 			accepted++;
 			break;
