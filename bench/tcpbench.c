@@ -10,7 +10,10 @@
  *
  * The server prints "tcpbench listening addr=A port=P" once it listens, then
  * serves each connection in its own thread.  A client sends a 16-byte header
- * (magic, mode, size) and then:
+ * (magic, mode, size); the server touches a buffer of that size and answers
+ * one byte, so that neither end's clock counts the page faults of a first
+ * touch (perftest, the fabric's limit, registers its buffers before it
+ * measures).  Then:
  *   pingpong: writes size bytes, reads size bytes back, repeated;
  *             reports the round trip / 2 in microseconds (median over iters);
  *   stream:   writes size bytes per write() call until done, half-closes,
@@ -211,6 +214,13 @@ static void *serve_conn(void *arg)
 		close(fd);
 		return NULL;
 	}
+	memset(buf, 0, h.size);
+	if (write_full(fd, "R", 1) < 0) {
+		fprintf(stderr, "tcpbench: server: cannot say ready\n");
+		free(buf);
+		close(fd);
+		return NULL;
+	}
 	if (h.mode == MODE_PINGPONG)
 		serve_pingpong(fd, buf, h.size);
 	else
@@ -403,7 +413,7 @@ static int client_stream(int fd, const struct opts *o, char *buf)
 static int run_client(const struct opts *o)
 {
 	struct tb_hdr h = { TB_MAGIC, (uint32_t)o->mode, (uint32_t)o->size, 0 };
-	char *buf;
+	char *buf, ready;
 	int fd, rc;
 
 	buf = malloc(o->size);
@@ -413,6 +423,8 @@ static int run_client(const struct opts *o)
 	fd = connect_to(o->addr, o->port, o->bind);
 	if (write_full(fd, &h, sizeof(h)) < 0)
 		die("write header");
+	if (read_full(fd, &ready, 1) != 1)
+		die("reading the server's ready byte");
 	if (o->mode == MODE_PINGPONG)
 		rc = client_pingpong(fd, o, buf);
 	else
