@@ -4,14 +4,15 @@
  * two eventfds that stand for its readiness in the program's epoll sets
  * and poll arrays.
  *
- * Contract: in_fd is readable exactly while the connection has data or an
- * error to report; out_fd is writable exactly while a send would not
- * block.  EOF is the kernel socket's to report, with its EPOLLRDHUP in the
- * same event: the peer's kernel FIN follows its RDMA FIN, which is then
- * already here.  conn_sync() restores that after anything changed the state (a
- * completion, a read, a write).  A conn inherited across fork is dead in
- * the child: every call fails the way a reset TCP connection does, and
- * nothing touches the parent's queue pair.
+ * Contract: once the connection is watched (conn_watch()), in_fd is
+ * readable exactly while it has data or an error to report, and out_fd is
+ * writable exactly while a send would not block; conn_sync() restores that
+ * after anything changed the state (a completion, a read, a write).  EOF
+ * is the kernel socket's to report, with its EPOLLRDHUP in the same event:
+ * the peer's kernel FIN follows its RDMA FIN, which is then already here.
+ * A conn inherited across fork is dead in the child: every call fails the
+ * way a reset TCP connection does, and nothing touches the parent's queue
+ * pair.
  */
 #ifndef ROCESHIM_CONN_H
 #define ROCESHIM_CONN_H
