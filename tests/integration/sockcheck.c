@@ -2055,6 +2055,73 @@ out:
 	close_fd(&s);
 }
 
+/* Closes an fd after a pause: the peer's read is asleep by then. */
+struct delayed_close {
+	int fd;
+	bool abortive;
+};
+
+static void *delayed_close_thread(void *arg)
+{
+	struct delayed_close *d = arg;
+
+	sleep_ms(200);
+	if (d->abortive)
+		abortive_close(d->fd);
+	else
+		close(d->fd);
+	return NULL;
+}
+
+/*
+ * A read asleep on an empty connection, with nothing before it but
+ * blocking calls, wakes when the peer closes or resets: with EOF after a
+ * close, with ECONNRESET after an abortive one.
+ */
+static void blocking_read_wakes_when_peer_goes(struct tctx *t, bool abortive)
+{
+	struct delayed_close d = { .fd = -1, .abortive = abortive };
+	int c = -1, s = -1;
+	bool running = false;
+	pthread_t th;
+	char buf[4];
+	ssize_t r;
+	int err;
+
+	TRY(make_pair(t, &c, &s, PAIR_BIND_CLIENT));
+	TRY(roundtrip(t, c, s));
+	d.fd = c;
+	ASSERT(!start_thread(&th, delayed_close_thread, &d), "pthread_create");
+	running = true;
+	c = -1; /* the thread closes it */
+	r = read(s, buf, sizeof(buf));
+	err = errno;
+	pthread_join(th, NULL);
+	running = false;
+	if (abortive)
+		ASSERT(r < 0 && err == ECONNRESET,
+		       "read: %zd (%s), want ECONNRESET", r,
+		       r < 0 ? errname(err) : "data or EOF");
+	else
+		ASSERT(r == 0, "read: %zd (%s), want EOF", r,
+		       r < 0 ? errname(err) : "data");
+out:
+	if (running)
+		pthread_join(th, NULL);
+	close_fd(&c);
+	close_fd(&s);
+}
+
+static void blocking_read_wakes_with_eof_when_peer_closes(struct tctx *t)
+{
+	blocking_read_wakes_when_peer_goes(t, false);
+}
+
+static void blocking_read_wakes_with_reset_when_peer_aborts(struct tctx *t)
+{
+	blocking_read_wakes_when_peer_goes(t, true);
+}
+
 static void rcvtimeo_makes_recv_time_out(struct tctx *t)
 {
 	struct timeval tv = { 0, 200000 }, got;
@@ -3753,6 +3820,8 @@ static const struct test tests[] = {
 	TEST(send_after_shutdown_wr_gives_epipe),
 	TEST(eof_after_close_reads_zero_repeatedly),
 	TEST(linger_zero_close_resets_peer),
+	TEST(blocking_read_wakes_with_eof_when_peer_closes),
+	TEST(blocking_read_wakes_with_reset_when_peer_aborts),
 	TEST(rcvtimeo_makes_recv_time_out),
 	TEST(sndtimeo_makes_send_time_out_on_full_socket),
 	/* ioctl, fcntl and options */
