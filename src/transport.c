@@ -594,6 +594,12 @@ bool transport_writable(struct transport *t)
 	return ready;
 }
 
+/* Staged bytes wait for a completion to go out. */
+static bool corked_locked(const struct transport *t)
+{
+	return stream_unsent(&t->s) && !t->error;
+}
+
 void transport_readiness(struct transport *t, struct transport_readiness *out)
 {
 	pthread_mutex_lock(&t->lock);
@@ -601,7 +607,7 @@ void transport_readiness(struct transport *t, struct transport_readiness *out)
 	out->data_or_error = stream_available(&t->s) || t->error;
 	out->writable = writable_locked(t);
 	out->arrivals = t->s.rx_tail + t->s.rx_eof + (t->error != 0);
-	out->corked = stream_unsent(&t->s) && !t->error;
+	out->corked = corked_locked(t);
 	pthread_mutex_unlock(&t->lock);
 }
 
@@ -610,7 +616,7 @@ bool transport_corked(struct transport *t)
 	bool corked;
 
 	pthread_mutex_lock(&t->lock);
-	corked = stream_unsent(&t->s) && !t->error;
+	corked = corked_locked(t);
 	pthread_mutex_unlock(&t->lock);
 	return corked;
 }
