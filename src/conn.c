@@ -225,13 +225,18 @@ static void update_watch_locked(struct conn *c)
 	p->watching = want;
 }
 
+/* conn_watch() was called: sticky. */
+static bool watched(struct conn *c)
+{
+	return __atomic_load_n(&priv(c)->watch_wanted, __ATOMIC_ACQUIRE);
+}
+
 void conn_watch(struct conn *c)
 {
 	struct conn_private *p = priv(c);
 
 	/* A fork child must not touch the parent's epoll set. */
-	if (!conn_alive(c) ||
-	    __atomic_load_n(&p->watch_wanted, __ATOMIC_ACQUIRE))
+	if (!conn_alive(c) || watched(c))
 		return;
 	pthread_mutex_lock(&p->wait_lock);
 	__atomic_store_n(&p->watch_wanted, true, __ATOMIC_RELEASE);
@@ -242,16 +247,16 @@ void conn_watch(struct conn *c)
 }
 
 /*
- * After a call changed the transport's state.  Until the connection is
+ * After a send changed the transport's state.  Until the connection is
  * watched, nothing reads its proxy fds (conn_watch() syncs them first),
  * and only corked bytes need anything: someone to reap the completion
- * that sends them.  (The other order, a watch starting meanwhile, is
- * safe: both sides take the transport's lock between their store and
- * their load.)
+ * that sends them.  A read never corks bytes: it syncs only if watched.
+ * (The other order, a watch starting meanwhile, is safe: both sides take
+ * the transport's lock between their store and their load.)
  */
-static void sync_for_watchers(struct conn *c)
+static void sync_after_send(struct conn *c)
 {
-	if (__atomic_load_n(&priv(c)->watch_wanted, __ATOMIC_ACQUIRE))
+	if (watched(c))
 		conn_sync(c);
 	else if (transport_corked(c->t))
 		conn_watch(c);
@@ -376,7 +381,8 @@ static int wait_readable(struct conn *c, int tcp_fd, int64_t deadline)
 	};
 	int timeout, ret = 0;
 
-	sync_for_watchers(c);
+	if (watched(c))
+		conn_sync(c);
 	timeout = sleep_ms(deadline);
 	if (!timeout)
 		return -EAGAIN;
@@ -472,7 +478,7 @@ ssize_t conn_send(struct conn *c, int tcp_fd, const struct iovec *iov,
 			break;
 	}
 	wait_clock_stop(&w);
-	sync_for_watchers(c);
+	sync_after_send(c);
 	return total ? total : n;
 }
 
@@ -527,7 +533,8 @@ ssize_t conn_recv(struct conn *c, int tcp_fd, const struct iovec *iov,
 			break;
 	}
 	wait_clock_stop(&w);
-	sync_for_watchers(c);
+	if (watched(c))
+		conn_sync(c);
 	return total ? total : n;
 }
 
