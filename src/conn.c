@@ -254,11 +254,11 @@ void conn_watch(struct conn *c)
  * (The other order, a watch starting meanwhile, is safe: both sides take
  * the transport's lock between their store and their load.)
  */
-static void sync_after_send(struct conn *c)
+static void sync_after_send(struct conn *c, bool corked)
 {
 	if (watched(c))
 		conn_sync(c);
-	else if (transport_corked(c->t))
+	else if (corked)
 		conn_watch(c);
 }
 
@@ -446,6 +446,17 @@ static bool must_not_block(struct blocking *b)
 	return b->nonblock;
 }
 
+/* The bytes of iov: what a send has to stage before it returns. */
+static size_t iov_length(const struct iovec *iov, int iovcnt)
+{
+	size_t len = 0;
+	int i;
+
+	for (i = 0; i < iovcnt; i++)
+		len += iov[i].iov_len;
+	return len;
+}
+
 ssize_t conn_send(struct conn *c, int tcp_fd, const struct iovec *iov,
 		  int iovcnt, int flags)
 {
@@ -453,19 +464,23 @@ ssize_t conn_send(struct conn *c, int tcp_fd, const struct iovec *iov,
 			      .flags = flags,
 			      .timeout_opt = SO_SNDTIMEO };
 	struct wait_clock w = { .policy = &priv(c)->tx_spin };
+	size_t len = iov_length(iov, iovcnt);
+	bool corked = false;
 	ssize_t total = 0, n;
 
 	if (!conn_alive(c))
 		return -EPIPE;
 	for (;;) {
-		n = transport_send(c->t, iov, iovcnt, total);
+		n = transport_send(c->t, iov, iovcnt, total, &corked);
 		if (n == -EAGAIN) {
 			check_peer(c, tcp_fd);
-			n = transport_send(c->t, iov, iovcnt, total);
+			n = transport_send(c->t, iov, iovcnt, total, &corked);
 		}
 		if (n > 0) {
 			wait_clock_stop(&w);
 			total += n;
+			if ((size_t)total == len)
+				break;
 			continue;
 		}
 		if (n != -EAGAIN || must_not_block(&b))
@@ -478,7 +493,7 @@ ssize_t conn_send(struct conn *c, int tcp_fd, const struct iovec *iov,
 			break;
 	}
 	wait_clock_stop(&w);
-	sync_after_send(c);
+	sync_after_send(c, corked);
 	return total ? total : n;
 }
 
@@ -519,7 +534,9 @@ ssize_t conn_recv(struct conn *c, int tcp_fd, const struct iovec *iov,
 			wait_clock_stop(&w);
 			off += n;
 			total += n;
-			if (peek)
+			/* Short: it took all there was; only MSG_WAITALL waits.
+			 */
+			if (peek || ((size_t)n < want && !waitall))
 				break;
 			continue;
 		}

@@ -269,7 +269,8 @@ static void flush_locked(struct transport *t)
 {
 	uint32_t n;
 
-	if (!t->connected || t->error)
+	if (!t->connected || t->error ||
+	    (!stream_unsent(&t->s) && !t->fin_pending))
 		return;
 	while (t->sq_outstanding + 2 <= t->depth &&
 	       (n = stream_next_write(&t->s, t->sq_outstanding,
@@ -414,14 +415,38 @@ static ssize_t send_locked(struct transport *t, const struct iovec *iov,
 	return t->error ? t->error : (ssize_t)staged;
 }
 
-ssize_t transport_send(struct transport *t, const struct iovec *iov, int iovcnt,
-		       size_t skip)
+/* Staged bytes wait for a completion to go out. */
+static bool corked_locked(const struct transport *t)
 {
-	ssize_t ret;
+	return stream_unsent(&t->s) && !t->error;
+}
 
+/*
+ * Whether a send must reap before it stages: for credit or staging room,
+ * or because its write would be corked behind writes that may have
+ * completed.  Otherwise the reaping waits for a later call.
+ */
+static bool send_needs_progress(const struct transport *t, size_t len)
+{
+	return t->sq_outstanding + 1 >= STREAM_CORK_DEPTH ||
+	       stream_send_window(&t->s, len) < len;
+}
+
+ssize_t transport_send(struct transport *t, const struct iovec *iov, int iovcnt,
+		       size_t skip, bool *corked)
+{
+	size_t len = 0;
+	ssize_t ret;
+	int i;
+
+	for (i = 0; i < iovcnt; i++)
+		len += iov[i].iov_len;
+	len = len > skip ? len - skip : 0;
 	pthread_mutex_lock(&t->lock);
-	progress_locked(t);
+	if (send_needs_progress(t, len))
+		progress_locked(t);
 	ret = send_locked(t, iov, iovcnt, skip);
+	*corked = corked_locked(t);
 	pthread_mutex_unlock(&t->lock);
 	return ret;
 }
@@ -594,12 +619,6 @@ bool transport_writable(struct transport *t)
 	return ready;
 }
 
-/* Staged bytes wait for a completion to go out. */
-static bool corked_locked(const struct transport *t)
-{
-	return stream_unsent(&t->s) && !t->error;
-}
-
 void transport_readiness(struct transport *t, struct transport_readiness *out)
 {
 	pthread_mutex_lock(&t->lock);
@@ -609,16 +628,6 @@ void transport_readiness(struct transport *t, struct transport_readiness *out)
 	out->arrivals = t->s.rx_tail + t->s.rx_eof + (t->error != 0);
 	out->corked = corked_locked(t);
 	pthread_mutex_unlock(&t->lock);
-}
-
-bool transport_corked(struct transport *t)
-{
-	bool corked;
-
-	pthread_mutex_lock(&t->lock);
-	corked = corked_locked(t);
-	pthread_mutex_unlock(&t->lock);
-	return corked;
 }
 
 void transport_counters(struct transport *t, struct transport_counters *out)

@@ -61,9 +61,12 @@ void transport_local_ring(const struct transport *t,
 int transport_connect(struct transport *t,
 		      const struct transport_ring_info *peer);
 
-/* Stages what it can of the bytes of iov after the first skip of them. */
+/*
+ * Stages what it can of the bytes of iov after the first skip of them.
+ * *corked: whether staged bytes now wait for a completion to go out.
+ */
 ssize_t transport_send(struct transport *t, const struct iovec *iov, int iovcnt,
-		       size_t skip);
+		       size_t skip, bool *corked);
 ssize_t transport_recv(struct transport *t, void *buf, size_t len, bool peek);
 /* No more sending; the peer reads EOF once it has the data staged before. */
 int transport_shutdown(struct transport *t);
@@ -112,8 +115,6 @@ struct transport_readiness {
 	bool corked;	    /* staged bytes wait for a completion to go out */
 };
 void transport_readiness(struct transport *t, struct transport_readiness *out);
-/* transport_readiness()'s corked alone, without reaping. */
-bool transport_corked(struct transport *t);
 void transport_counters(struct transport *t, struct transport_counters *out);
 
 void transport_destroy(struct transport *t);

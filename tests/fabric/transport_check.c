@@ -245,8 +245,9 @@ static int wait_a_little(struct transport *t, double deadline)
 static ssize_t send_bytes(struct transport *t, const void *buf, size_t len)
 {
 	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
+	bool corked;
 
-	return transport_send(t, &iov, 1, 0);
+	return transport_send(t, &iov, 1, 0, &corked);
 }
 
 /*
@@ -499,11 +500,12 @@ static void test_iovecs_go_out_as_one_write(struct end *c, struct end *s)
 	};
 	struct transport_counters before, after;
 	char got[16] = "";
+	bool corked;
 	ssize_t n;
 	int ret;
 
 	transport_counters(c->t, &before);
-	n = transport_send(c->t, iov, 3, 0);
+	n = transport_send(c->t, iov, 3, 0, &corked);
 	ret = drain(c->t);
 	while (!ret && transport_available(s->t) < 15)
 		ret = wait_a_little(s->t, now_s() + 10);
