@@ -138,17 +138,22 @@ static uint64_t now_us(void)
  */
 struct wait_clock {
 	struct spin_policy *policy;
-	uint64_t start_us; /* 0: not waiting */
+	bool waiting;
+	uint64_t start_us; /* 0: this wait is not timed (spin_time_wait()) */
 };
 
 static void wait_clock_start(struct wait_clock *w)
 {
-	if (!w->start_us)
+	if (w->waiting)
+		return;
+	w->waiting = true;
+	if (spin_time_wait(w->policy))
 		w->start_us = now_us();
 }
 
 static void wait_clock_stop_at(struct wait_clock *w, uint64_t now)
 {
+	w->waiting = false;
 	if (!w->start_us)
 		return;
 	spin_wait_ended(w->policy, now - w->start_us);
@@ -159,6 +164,7 @@ static void wait_clock_stop(struct wait_clock *w)
 {
 	if (w->start_us)
 		wait_clock_stop_at(w, now_us());
+	w->waiting = false;
 }
 
 /*
@@ -178,7 +184,7 @@ static bool spin(struct conn *c, struct wait_clock *w,
 	uint64_t now = w->start_us;
 	int i;
 
-	if (!budget)
+	if (!budget || !now)
 		return false;
 	while (now < w->start_us + budget) {
 		for (i = 0; i < SPIN_POLLS_PER_CLOCK; i++) {
@@ -388,7 +394,7 @@ static int wait_readable(struct conn *c, int tcp_fd, int64_t deadline)
 		return -EAGAIN;
 	waiter_enter(c);
 	/* Armed, and reaped after the arm: what comes next raises an event. */
-	if (transport_arm(c->t) || transport_readable(c->t))
+	if (transport_arm_for_read(c->t))
 		goto out;
 	ret = real.poll(pfd, 3, timeout);
 	if (ret < 0) {

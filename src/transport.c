@@ -335,7 +335,11 @@ static void handle_completion_locked(struct transport *t,
 	stream_write_completed(&t->s, wc->wr_id);
 }
 
-/* Reaps every completion there is; returns how many. */
+/*
+ * Reaps every completion there is; returns how many.  Only a completion
+ * can make credit, a write or a wider arming due that was not before:
+ * the calls that change the rest (a send, a read, a shutdown) see to it.
+ */
 static int progress_locked(struct transport *t)
 {
 	struct ibv_wc wc[POLL_BATCH];
@@ -351,6 +355,8 @@ static int progress_locked(struct transport *t)
 			handle_completion_locked(t, &wc[i]);
 		total += n;
 	} while (n == POLL_BATCH);
+	if (!total)
+		return 0;
 	send_credit_locked(t);
 	flush_locked(t);
 	arm_for_own_completions_locked(t);
@@ -375,7 +381,8 @@ static void stage(struct transport *t, const uint8_t *buf, uint32_t len)
 	uint32_t first = ring_contiguous(pos, len, t->ring_size);
 
 	memcpy(t->tx_ring + ring_offset(pos, t->ring_size), buf, first);
-	memcpy(t->tx_ring, buf + first, len - first);
+	if (first < len)
+		memcpy(t->tx_ring, buf + first, len - first);
 	stream_staged(&t->s, len);
 }
 
@@ -468,7 +475,8 @@ ssize_t transport_recv(struct transport *t, void *buf, size_t len, bool peek)
 	n = len < avail ? len : avail;
 	first = ring_contiguous(head, n, t->ring_size);
 	memcpy(buf, t->rx_ring + ring_offset(head, t->ring_size), first);
-	memcpy((uint8_t *)buf + first, t->rx_ring, n - first);
+	if (first < n)
+		memcpy((uint8_t *)buf + first, t->rx_ring, n - first);
 	if (!peek) {
 		stream_consumed(&t->s, n);
 		t->counters.rx_bytes += n;
@@ -535,17 +543,39 @@ int transport_event_fd(const struct transport *t)
 	return t->channel->fd;
 }
 
+/* Arms unless an event is still to come, then reaps. */
+static void arm_and_reap_locked(struct transport *t)
+{
+	if (!t->armed)
+		arm_locked(t, awaits_own_completions(t));
+	progress_locked(t);
+}
+
+static bool readable_locked(const struct transport *t)
+{
+	return stream_available(&t->s) || t->s.rx_eof || t->error;
+}
+
 int transport_arm(struct transport *t)
 {
 	int ret;
 
 	pthread_mutex_lock(&t->lock);
-	if (!t->armed)
-		arm_locked(t, awaits_own_completions(t));
-	progress_locked(t);
+	arm_and_reap_locked(t);
 	ret = t->error;
 	pthread_mutex_unlock(&t->lock);
 	return ret;
+}
+
+bool transport_arm_for_read(struct transport *t)
+{
+	bool ready;
+
+	pthread_mutex_lock(&t->lock);
+	arm_and_reap_locked(t);
+	ready = readable_locked(t);
+	pthread_mutex_unlock(&t->lock);
+	return ready;
 }
 
 void transport_take_event(struct transport *t)
@@ -597,7 +627,7 @@ bool transport_readable(struct transport *t)
 
 	pthread_mutex_lock(&t->lock);
 	progress_locked(t);
-	ready = stream_available(&t->s) || t->s.rx_eof || t->error;
+	ready = readable_locked(t);
 	pthread_mutex_unlock(&t->lock);
 	return ready;
 }

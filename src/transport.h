@@ -93,6 +93,8 @@ int transport_wait(struct transport *t, int timeout_ms);
  */
 int transport_event_fd(const struct transport *t);
 int transport_arm(struct transport *t);
+/* transport_arm(), then transport_readable(), under one lock. */
+bool transport_arm_for_read(struct transport *t);
 /* Takes one event, if there is one (another waiter may have taken it). */
 void transport_take_event(struct transport *t);
 int transport_handle_event(struct transport *t);
