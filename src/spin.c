@@ -8,6 +8,7 @@ void spin_policy_init(struct spin_policy *p, unsigned int cap_us)
 {
 	p->cap_us = cap_us;
 	p->avg_us = 0;
+	p->waits = 0;
 }
 
 unsigned int spin_budget_us(const struct spin_policy *p)
@@ -17,12 +18,23 @@ unsigned int spin_budget_us(const struct spin_policy *p)
 	return avg < p->cap_us ? p->cap_us : 0;
 }
 
+bool spin_time_wait(struct spin_policy *p)
+{
+	if (!p->cap_us)
+		return false;
+	if (spin_budget_us(p))
+		return true;
+	return __atomic_fetch_add(&p->waits, 1, __ATOMIC_RELAXED) %
+		       SPIN_TIME_IDLE_EVERY ==
+	       0;
+}
+
 void spin_wait_ended(struct spin_policy *p, uint64_t waited_us)
 {
 	/*
 	 * A long idle counts as four times the cap: three in a row stop the
 	 * polling, one among short waits does not, and a dozen short waits
-	 * bring it back.
+	 * (timed ones: about 48 waits in all) bring it back.
 	 */
 	uint64_t limit = 4 * (uint64_t)p->cap_us;
 	int64_t sample = (int64_t)(waited_us < limit ? waited_us : limit);

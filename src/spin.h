@@ -18,16 +18,30 @@
 #ifndef ROCESHIM_SPIN_H
 #define ROCESHIM_SPIN_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 struct spin_policy {
 	unsigned int cap_us; /* 0: never poll */
 	unsigned int avg_us; /* atomic: moving average of recent waits */
+	unsigned int waits;  /* atomic: waits asked about spin_time_wait() */
 };
+
+/* While a connection does not poll, one wait in this many is timed. */
+#define SPIN_TIME_IDLE_EVERY 4
 
 void spin_policy_init(struct spin_policy *p, unsigned int cap_us);
 /* Microseconds to poll before sleeping in the next wait. */
 unsigned int spin_budget_us(const struct spin_policy *p);
+/*
+ * Whether to time the wait that starts now (and report it to
+ * spin_wait_ended()): every wait while the connection polls, one in
+ * SPIN_TIME_IDLE_EVERY while it does not, none with a cap of 0.  Where
+ * the clock is a system call (HPET in a guest) a timed wait costs two;
+ * a connection that does not poll needs only a sample to notice that its
+ * waits got short.
+ */
+bool spin_time_wait(struct spin_policy *p);
 /* A wait ended after waited_us, with the thing it waited for. */
 void spin_wait_ended(struct spin_policy *p, uint64_t waited_us);
 

@@ -86,6 +86,55 @@ static void largest_cap_and_wait_do_not_overflow(void **state)
 	assert_int_equal(spin_budget_us(&p), 1000000);
 }
 
+static int timed_of(struct spin_policy *p, int waits)
+{
+	int i, timed = 0;
+
+	for (i = 0; i < waits; i++)
+		timed += spin_time_wait(p);
+	return timed;
+}
+
+static void polling_connection_times_every_wait(void **state)
+{
+	struct spin_policy p = after_waits(CAP, 100, 60);
+
+	assert_int_equal(timed_of(&p, 8), 8);
+}
+
+static void idle_connection_times_one_wait_in_four(void **state)
+{
+	struct spin_policy p = after_waits(CAP, 3000000, 20);
+
+	assert_int_equal(timed_of(&p, 4 * SPIN_TIME_IDLE_EVERY), 4);
+}
+
+static void first_wait_after_idle_is_timed(void **state)
+{
+	struct spin_policy p = after_waits(CAP, 3000000, 20);
+
+	assert_true(spin_time_wait(&p));
+}
+
+static void zero_cap_times_no_wait(void **state)
+{
+	struct spin_policy p = after_waits(0, 5, 20);
+
+	assert_int_equal(timed_of(&p, 8), 0);
+}
+
+/* Only timed waits are reported, as conn.c does. */
+static void sampled_short_waits_bring_spinning_back(void **state)
+{
+	struct spin_policy p = after_waits(CAP, 3000000, 20);
+	int i;
+
+	for (i = 0; i < 12 * SPIN_TIME_IDLE_EVERY; i++)
+		if (spin_time_wait(&p))
+			spin_wait_ended(&p, 100);
+	assert_int_equal(spin_budget_us(&p), CAP);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -97,6 +146,11 @@ int main(void)
 		cmocka_unit_test(short_waits_bring_spinning_back_after_idle),
 		cmocka_unit_test(one_idle_wait_does_not_stop_a_busy_connection),
 		cmocka_unit_test(largest_cap_and_wait_do_not_overflow),
+		cmocka_unit_test(polling_connection_times_every_wait),
+		cmocka_unit_test(idle_connection_times_one_wait_in_four),
+		cmocka_unit_test(first_wait_after_idle_is_timed),
+		cmocka_unit_test(zero_cap_times_no_wait),
+		cmocka_unit_test(sampled_short_waits_bring_spinning_back),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
