@@ -29,6 +29,8 @@ struct conn_private {
 	bool watching;	      /* the channel is in the progress thread's set */
 	bool watch_wanted;    /* atomic reads: see conn_watch() */
 	bool event_unread;    /* a read woke for an event it left in place */
+	/* Atomic: the kernel socket is readable for good (check_peer()). */
+	bool socket_done;
 	bool in_ready;
 	bool out_ready;
 	/* The transport's arrivals when in_fd was last set. */
@@ -325,6 +327,38 @@ static int sleep_ms(int64_t deadline)
 }
 
 /*
+ * Nothing to read, or no room to send: is the peer gone?  Its kernel socket
+ * knows first when the peer reset (POLLERR): then the transport learns it
+ * too, and a read gets what is left, then ECONNRESET (EOF if the peer's
+ * RDMA FIN came).  A FIN alone says only that the peer shut down its side.
+ * It may still read, and its RDMA FIN, posted after its last byte, may
+ * still be on the way: the peer's shutdown or close lets its writes
+ * complete before its kernel socket sends the FIN, but for at most
+ * 200 ms.  The RDMA FIN then ends the reads, and a peer that goes away is
+ * reported by the CM's disconnect.  The socket stays readable from then
+ * on, so the sleeps stop watching it.
+ */
+static void check_peer(struct conn *c, int tcp_fd)
+{
+	struct pollfd pfd = { .fd = tcp_fd, .events = POLLIN | POLLRDHUP };
+
+	if (real.poll(&pfd, 1, 0) != 1)
+		return;
+	if (pfd.revents & POLLERR)
+		transport_peer_gone(c->t);
+	else
+		__atomic_store_n(&priv(c)->socket_done, true, __ATOMIC_RELAXED);
+}
+
+/* How many of a sleep's fds to poll: the kernel socket, last, or not. */
+static nfds_t sleep_fds(struct conn *c, nfds_t with_socket)
+{
+	return __atomic_load_n(&priv(c)->socket_done, __ATOMIC_RELAXED)
+		       ? with_socket - 1
+		       : with_socket;
+}
+
+/*
  * A send waiting for credit sleeps on the proxy fd, which the progress
  * thread makes writable: in a bulk transfer its reaping and credit
  * handling overlap the sender's copying (1 KiB stream in the fabric:
@@ -346,27 +380,10 @@ static int wait_writable(struct conn *c, int tcp_fd, int64_t deadline)
 	timeout = sleep_ms(deadline);
 	if (!timeout)
 		return -EAGAIN;
-	ret = real.poll(pfd, 2, timeout);
+	ret = real.poll(pfd, sleep_fds(c, 2), timeout);
 	if (ret < 0)
 		return -errno;
 	return ret ? 0 : -EAGAIN;
-}
-
-/*
- * Nothing to read: is the peer gone?  The kernel socket knows first when
- * the peer closed (FIN, sent only after its RDMA FIN completed) or reset.
- * Then the transport learns it too, and a read sees EOF or ECONNRESET.
- */
-static void check_peer(struct conn *c, int tcp_fd)
-{
-	struct pollfd pfd = { .fd = tcp_fd, .events = POLLIN | POLLRDHUP };
-
-	if (real.poll(&pfd, 1, 0) != 1)
-		return;
-	transport_progress(c->t);
-	if (transport_available(c->t))
-		return;
-	transport_peer_gone(c->t);
 }
 
 /*
@@ -396,7 +413,7 @@ static int wait_readable(struct conn *c, int tcp_fd, int64_t deadline)
 	/* Armed, and reaped after the arm: what comes next raises an event. */
 	if (transport_arm_for_read(c->t))
 		goto out;
-	ret = real.poll(pfd, 3, timeout);
+	ret = real.poll(pfd, sleep_fds(c, 3), timeout);
 	if (ret < 0) {
 		ret = -errno;
 		goto out;

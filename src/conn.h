@@ -9,7 +9,10 @@
  * writable exactly while a send would not block; conn_sync() restores that
  * after anything changed the state (a completion, a read, a write).  EOF
  * is the kernel socket's to report, with its EPOLLRDHUP in the same event:
- * the peer's kernel FIN follows its RDMA FIN, which is then already here.
+ * the peer's kernel FIN follows its RDMA FIN, which is then almost always
+ * already here (the peer waits at most 200 ms for its writes; a read that
+ * comes before the rest gets EAGAIN or sleeps, never a reset).  A reset is
+ * the kernel socket's POLLERR or the CM's disconnect.
  * A conn inherited across fork is dead in the child: every call fails the
  * way a reset TCP connection does, and nothing touches the parent's queue
  * pair.

@@ -1980,6 +1980,44 @@ out:
 	close_fd(&s);
 }
 
+/*
+ * A peer that shut down its write side still reads: a reply longer than
+ * any socket buffer (or RDMA ring) reaches it whole, though the sender has
+ * to wait for room, with the peer's FIN already in, until the peer starts
+ * reading.
+ */
+static void half_closed_peer_still_receives_a_long_reply(struct tctx *t)
+{
+	const size_t len = 4 << 20;
+	struct stream tx = { .seed = 29, .len = len };
+	struct stream rx = { .seed = 29, .len = len };
+	struct timespec pause = { .tv_nsec = 300 * 1000 * 1000 };
+	int c = -1, s = -1;
+	bool running = false;
+	pthread_t th;
+
+	TRY(make_pair(t, &c, &s, PAIR_BIND_CLIENT));
+	ASSERT_OK(shutdown(c, SHUT_WR));
+	TRY(expect_eof(t, s));
+	tx.fd = s;
+	ASSERT(!start_thread(&th, stream_send, &tx), "pthread_create");
+	running = true;
+	nanosleep(&pause, NULL);
+	rx.fd = c;
+	stream_recv(&rx);
+	ASSERT(!rx.err[0], "receiver: %s", rx.err);
+	pthread_join(th, NULL);
+	running = false;
+	ASSERT(!tx.err[0], "sender: %s", tx.err);
+out:
+	if (running) {
+		shutdown(s, SHUT_RDWR);
+		pthread_join(th, NULL);
+	}
+	close_fd(&c);
+	close_fd(&s);
+}
+
 static void send_after_shutdown_wr_gives_epipe(struct tctx *t)
 {
 	sig_atomic_t before = sigpipe_count;
@@ -3817,6 +3855,7 @@ static const struct test tests[] = {
 	TEST(send_to_closed_peer_raises_sigpipe),
 	/* shutdown, close and errors */
 	TEST(shutdown_wr_gives_peer_eof_but_keeps_reading),
+	TEST(half_closed_peer_still_receives_a_long_reply),
 	TEST(send_after_shutdown_wr_gives_epipe),
 	TEST(eof_after_close_reads_zero_repeatedly),
 	TEST(linger_zero_close_resets_peer),
