@@ -557,7 +557,9 @@ ssize_t conn_recv(struct conn *c, int tcp_fd, const struct iovec *iov,
 			wait_clock_stop(&w);
 			off += n;
 			total += n;
-			/* Short: it took all there was; only MSG_WAITALL waits.
+			/*
+			 * A short read took all there was: only MSG_WAITALL
+			 * waits for more.
 			 */
 			if (peek || ((size_t)n < want && !waitall))
 				break;
