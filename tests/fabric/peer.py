@@ -5,6 +5,10 @@
   peer.py serve ADDR [--count N] [--report]   echo server; prints "port P"
   peer.py echo ADDR PORT [--bytes N] [--bind A] [--report] [--repeat N]
   peer.py stream ADDR PORT                    sends until killed
+  peer.py send ADDR PORT [--bind A] [--bytes N] [--pause S]
+                                              sends one byte, waits S
+                                              seconds, sends N bytes and
+                                              closes
   peer.py drain ADDR                          accepts one, reads until the
                                               end; prints how it ended
   peer.py churn ADDR --count N                N connections in one process
@@ -161,6 +165,20 @@ def stream(args):
         s.sendall(chunk)
 
 
+def send(args):
+    s = socket.socket()
+    if args.bind:
+        s.bind((args.bind, 0))
+    s.connect((args.addr, args.port))
+    s.sendall(b"h")
+    print("connected", flush=True)
+    time.sleep(args.pause)
+    s.sendall(b"d" * args.bytes)
+    s.close()
+    print("sent %d bytes" % (args.bytes + 1), flush=True)
+    return 0
+
+
 def drain(args):
     ls = socket.socket()
     ls.bind((args.addr, 0))
@@ -268,6 +286,12 @@ def main():
     st = sub.add_parser("stream")
     st.add_argument("addr")
     st.add_argument("port", type=int)
+    sn = sub.add_parser("send")
+    sn.add_argument("addr")
+    sn.add_argument("port", type=int)
+    sn.add_argument("--bind")
+    sn.add_argument("--bytes", type=int, default=100000)
+    sn.add_argument("--pause", type=float, default=0.0)
     dr = sub.add_parser("drain")
     dr.add_argument("addr")
     ch = sub.add_parser("churn")
@@ -287,7 +311,8 @@ def main():
     il.add_argument("--bind")
     il.add_argument("--count", type=int, default=1)
     args = p.parse_args()
-    return {"serve": serve, "echo": echo, "stream": stream, "drain": drain,
+    return {"serve": serve, "echo": echo, "stream": stream, "send": send,
+            "drain": drain,
             "churn": churn, "fork": fork, "late": late,
             "idle": idle}[args.cmd](args) or 0
 
