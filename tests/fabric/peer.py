@@ -312,8 +312,7 @@ def main():
     il.add_argument("--count", type=int, default=1)
     args = p.parse_args()
     return {"serve": serve, "echo": echo, "stream": stream, "send": send,
-            "drain": drain,
-            "churn": churn, "fork": fork, "late": late,
+            "drain": drain, "churn": churn, "fork": fork, "late": late,
             "idle": idle}[args.cmd](args) or 0
 
 
