@@ -164,9 +164,7 @@ static void wait_clock_stop_at(struct wait_clock *w, uint64_t now)
 
 static void wait_clock_stop(struct wait_clock *w)
 {
-	if (w->start_us)
-		wait_clock_stop_at(w, now_us());
-	w->waiting = false;
+	wait_clock_stop_at(w, w->start_us ? now_us() : 0);
 }
 
 /*
@@ -469,17 +467,6 @@ static bool must_not_block(struct blocking *b)
 	return b->nonblock;
 }
 
-/* The bytes of iov: what a send has to stage before it returns. */
-static size_t iov_length(const struct iovec *iov, int iovcnt)
-{
-	size_t len = 0;
-	int i;
-
-	for (i = 0; i < iovcnt; i++)
-		len += iov[i].iov_len;
-	return len;
-}
-
 ssize_t conn_send(struct conn *c, int tcp_fd, const struct iovec *iov,
 		  int iovcnt, int flags)
 {
@@ -487,7 +474,7 @@ ssize_t conn_send(struct conn *c, int tcp_fd, const struct iovec *iov,
 			      .flags = flags,
 			      .timeout_opt = SO_SNDTIMEO };
 	struct wait_clock w = { .policy = &priv(c)->tx_spin };
-	size_t len = iov_length(iov, iovcnt);
+	size_t len = iov_bytes(iov, iovcnt); /* to stage before returning */
 	bool corked = false;
 	ssize_t total = 0, n;
 

@@ -442,12 +442,9 @@ static bool send_needs_progress(const struct transport *t, size_t len)
 ssize_t transport_send(struct transport *t, const struct iovec *iov, int iovcnt,
 		       size_t skip, bool *corked)
 {
-	size_t len = 0;
+	size_t len = iov_bytes(iov, iovcnt);
 	ssize_t ret;
-	int i;
 
-	for (i = 0; i < iovcnt; i++)
-		len += iov[i].iov_len;
 	len = len > skip ? len - skip : 0;
 	pthread_mutex_lock(&t->lock);
 	if (send_needs_progress(t, len))

@@ -61,6 +61,17 @@ void transport_local_ring(const struct transport *t,
 int transport_connect(struct transport *t,
 		      const struct transport_ring_info *peer);
 
+/* The bytes of iov. */
+static inline size_t iov_bytes(const struct iovec *iov, int iovcnt)
+{
+	size_t len = 0;
+	int i;
+
+	for (i = 0; i < iovcnt; i++)
+		len += iov[i].iov_len;
+	return len;
+}
+
 /*
  * Stages what it can of the bytes of iov after the first skip of them.
  * *corked: whether staged bytes now wait for a completion to go out.
