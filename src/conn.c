@@ -29,8 +29,6 @@ struct conn_private {
 	bool watching;	      /* the channel is in the progress thread's set */
 	bool watch_wanted;    /* atomic reads: see conn_watch() */
 	bool event_unread;    /* a read woke for an event it left in place */
-	/* Atomic: the kernel socket is readable for good (check_peer()). */
-	bool socket_done;
 	bool in_ready;
 	bool out_ready;
 	/* The transport's arrivals when in_fd was last set. */
@@ -327,35 +325,29 @@ static int sleep_ms(int64_t deadline)
 }
 
 /*
- * Nothing to read, or no room to send: is the peer gone?  Its kernel socket
- * knows first when the peer reset (POLLERR): then the transport learns it
- * too, and a read gets what is left, then ECONNRESET (EOF if the peer's
- * RDMA FIN came).  A FIN alone says only that the peer shut down its side.
- * It may still read, and its RDMA FIN, posted after its last byte, may
- * still be on the way: the peer's shutdown or close lets its writes
- * complete before its kernel socket sends the FIN, but for at most
- * 200 ms.  The RDMA FIN then ends the reads, and a peer that goes away is
- * reported by the CM's disconnect.  The socket stays readable from then
- * on, so the sleeps stop watching it.
+ * Nothing to read, or no room to send, and the call will not sleep: is the
+ * peer gone?  Its kernel socket knows first when the peer reset
+ * (POLLERR): then the transport learns it too, and a read gets what is
+ * left, then ECONNRESET (EOF if the peer's RDMA FIN came).  A FIN alone
+ * says only that the peer shut down its side.  It may still read, and its
+ * RDMA FIN, posted after its last byte, may still be on the way: the
+ * peer's shutdown or close lets its writes complete before its kernel
+ * socket sends the FIN, but for at most 200 ms.  The RDMA FIN then ends
+ * the reads.
+ *
+ * A sleep does not watch the kernel socket: a peer that resets or goes
+ * away also disconnects its queue pair (its close does, and so does its
+ * kernel when it dies), and the CM's disconnect makes the proxy fds
+ * ready, which a sleep watches anyway.  A socket in the sleep's poll set
+ * cost every wake-up one more wait-queue entry to remove, between the
+ * arrival and the program.
  */
 static void check_peer(struct conn *c, int tcp_fd)
 {
 	struct pollfd pfd = { .fd = tcp_fd, .events = POLLIN | POLLRDHUP };
 
-	if (real.poll(&pfd, 1, 0) != 1)
-		return;
-	if (pfd.revents & POLLERR)
+	if (real.poll(&pfd, 1, 0) == 1 && (pfd.revents & POLLERR))
 		transport_peer_gone(c->t);
-	else
-		__atomic_store_n(&priv(c)->socket_done, true, __ATOMIC_RELAXED);
-}
-
-/* How many of a sleep's fds to poll: the kernel socket, last, or not. */
-static nfds_t sleep_fds(struct conn *c, nfds_t with_socket)
-{
-	return __atomic_load_n(&priv(c)->socket_done, __ATOMIC_RELAXED)
-		       ? with_socket - 1
-		       : with_socket;
 }
 
 /*
@@ -365,12 +357,9 @@ static nfds_t sleep_fds(struct conn *c, nfds_t with_socket)
  * 9.4 MB/s, 6.5 when the sender slept on the channel too).  Returns 0,
  * -EAGAIN on timeout, -EINTR.
  */
-static int wait_writable(struct conn *c, int tcp_fd, int64_t deadline)
+static int wait_writable(struct conn *c, int64_t deadline)
 {
-	struct pollfd pfd[2] = {
-		{ .fd = c->out_fd, .events = POLLOUT },
-		{ .fd = tcp_fd, .events = POLLIN | POLLRDHUP },
-	};
+	struct pollfd pfd = { .fd = c->out_fd, .events = POLLOUT };
 	int timeout, ret;
 
 	/* The progress thread makes out_fd writable when credit comes. */
@@ -380,7 +369,7 @@ static int wait_writable(struct conn *c, int tcp_fd, int64_t deadline)
 	timeout = sleep_ms(deadline);
 	if (!timeout)
 		return -EAGAIN;
-	ret = real.poll(pfd, sleep_fds(c, 2), timeout);
+	ret = real.poll(&pfd, 1, timeout);
 	if (ret < 0)
 		return -errno;
 	return ret ? 0 : -EAGAIN;
@@ -391,16 +380,14 @@ static int wait_writable(struct conn *c, int tcp_fd, int64_t deadline)
  * directly, not through the progress thread and the proxy fd (1 B
  * ping-pong in the fabric: 260 us one way, 490 us through the progress
  * thread).  The proxy fd still ends the sleep if the progress thread saw
- * the arrival first, and the kernel socket if the peer is gone: then it
- * asks check_peer(), so a blocking read makes no such check before it
- * sleeps.  Returns 0 (data may be there), -EAGAIN on timeout, -EINTR.
+ * the arrival first, or the CM's disconnect came (see check_peer()).
+ * Returns 0 (data may be there), -EAGAIN on timeout, -EINTR.
  */
-static int wait_readable(struct conn *c, int tcp_fd, int64_t deadline)
+static int wait_readable(struct conn *c, int64_t deadline)
 {
-	struct pollfd pfd[3] = {
+	struct pollfd pfd[2] = {
 		{ .fd = transport_event_fd(c->t), .events = POLLIN },
 		{ .fd = c->in_fd, .events = POLLIN },
-		{ .fd = tcp_fd, .events = POLLIN | POLLRDHUP },
 	};
 	int timeout, ret = 0;
 
@@ -413,14 +400,12 @@ static int wait_readable(struct conn *c, int tcp_fd, int64_t deadline)
 	/* Armed, and reaped after the arm: what comes next raises an event. */
 	if (transport_arm_for_read(c->t))
 		goto out;
-	ret = real.poll(pfd, sleep_fds(c, 3), timeout);
+	ret = real.poll(pfd, 2, timeout);
 	if (ret < 0) {
 		ret = -errno;
 		goto out;
 	}
 	ret = ret ? 0 : -EAGAIN;
-	if (!ret && pfd[2].revents)
-		check_peer(c, tcp_fd);
 out:
 	waiter_leave(c, !ret && pfd[0].revents);
 	return ret;
@@ -500,7 +485,7 @@ ssize_t conn_send(struct conn *c, int tcp_fd, const struct iovec *iov,
 		wait_clock_start(&w);
 		if (spin(c, &w, transport_writable))
 			continue;
-		n = wait_writable(c, tcp_fd, b.deadline);
+		n = wait_writable(c, b.deadline);
 		if (n)
 			break;
 	}
@@ -538,7 +523,7 @@ ssize_t conn_recv(struct conn *c, int tcp_fd, const struct iovec *iov,
 		}
 		n = transport_recv(c->t, base, want, peek);
 		if (n == -EAGAIN && (!total || waitall) && must_not_block(&b)) {
-			/* Before giving up: is the peer gone?  A sleep asks. */
+			/* Before giving up: is the peer gone? */
 			check_peer(c, tcp_fd);
 			n = transport_recv(c->t, base, want, peek);
 		}
@@ -559,7 +544,7 @@ ssize_t conn_recv(struct conn *c, int tcp_fd, const struct iovec *iov,
 		wait_clock_start(&w);
 		if (spin(c, &w, transport_readable))
 			continue;
-		n = wait_readable(c, tcp_fd, b.deadline);
+		n = wait_readable(c, b.deadline);
 		if (n)
 			break;
 	}
