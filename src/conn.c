@@ -325,7 +325,7 @@ static int sleep_ms(int64_t deadline)
 }
 
 /*
- * Nothing to read, or no room to send, and the call will not sleep: is the
+ * Nothing to read and the call will not sleep, or no room to send: is the
  * peer gone?  Its kernel socket knows first when the peer reset
  * (POLLERR): then the transport learns it too, and a read gets what is
  * left, then ECONNRESET (EOF if the peer's RDMA FIN came).  A FIN alone

@@ -51,13 +51,18 @@ static ssize_t done_upgraded(struct sock *sock, ssize_t ret)
 	return -1;
 }
 
-/* The tracked sock of fd, or NULL; an upgraded one goes to *upgraded. */
+/* The tracked sock of fd with a reference, or NULL. */
+static inline struct sock *tracked(int fd)
+{
+	shim_ensure_init();
+	return shim_lookup(fd);
+}
+
+/* tracked(fd), but an upgraded sock goes to *upgraded instead. */
 static struct sock *lookup(int fd, struct sock **upgraded)
 {
-	struct sock *sock;
+	struct sock *sock = tracked(fd);
 
-	shim_ensure_init();
-	sock = shim_lookup(fd);
 	*upgraded = sock && sock->conn ? sock : NULL;
 	return *upgraded ? NULL : sock;
 }
@@ -68,12 +73,6 @@ static struct sock *lookup(int fd, struct sock **upgraded)
  * wrapper, in about 25 instructions (55 through lookup(), which saves
  * more registers and builds a frame); a tracked one takes these.
  */
-static inline struct sock *tracked(int fd)
-{
-	shim_ensure_init();
-	return shim_lookup(fd);
-}
-
 static ssize_t __attribute__((noinline))
 tracked_recv(struct sock *sock, int fd, void *buf, size_t len, int flags,
 	     bool as_read)
