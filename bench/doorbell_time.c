@@ -1,0 +1,167 @@
+// SPDX-License-Identifier: MIT
+/*
+ * doorbell_time: a preload for benchmarks that times the system call in
+ * which a queue pair's send is handed to the kernel.
+ *
+ * Soft-RoCE's verbs provider rings the doorbell of every ibv_post_send()
+ * with a write(2) of the POST_SEND command to the uverbs device, and the
+ * kernel then builds, sends and delivers the packet inside that call.  In
+ * the emulated fabric that one call is most of a message's latency: its
+ * duration, side by side for roceshim and rsocket, splits a latency gap
+ * into the kernel's share and the library's.
+ *
+ * Preload it first (LD_PRELOAD="libdoorbell_time.so libroceshim.so"), so
+ * that its write() runs before any other.  At exit it prints to stderr:
+ *   doorbell_time: pid P: N doorbells, median M us, p10 A us, p90 B us
+ * DOORBELL_TIME_TOUCH_PAGES=N writes one byte to each of N pages of its
+ * own before every doorbell: what more user-space memory touched between
+ * two messages does to the kernel's time in the next one.
+ *
+ * Times with the TSC (calibrated against CLOCK_MONOTONIC over the run):
+ * in the fabric's guest the clock is HPET, and reading it is itself a
+ * system call of about 1.6 us.  x86-64 only.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <rdma/ib_user_verbs.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <x86intrin.h>
+
+#define MAX_FDS	    1024
+#define MAX_SAMPLES (1u << 20)
+#define PAGE	    4096
+
+enum fd_kind {
+	FD_UNKNOWN,
+	FD_UVERBS,
+	FD_OTHER
+};
+
+static ssize_t (*next_write)(int, const void *, size_t);
+static int (*next_close)(int);
+static unsigned char fd_kinds[MAX_FDS];
+static uint32_t samples[MAX_SAMPLES];
+static unsigned int nsamples;
+static unsigned char *touch_area;
+static long touch_pages;
+static uint64_t tsc_start;
+static struct timespec clock_start;
+
+__attribute__((constructor)) static void doorbell_time_init(void)
+{
+	const char *s = getenv("DOORBELL_TIME_TOUCH_PAGES");
+	char *end;
+
+	next_write = (ssize_t(*)(int, const void *, size_t))dlsym(RTLD_NEXT,
+								  "write");
+	next_close = (int (*)(int))dlsym(RTLD_NEXT, "close");
+	if (s) {
+		touch_pages = strtol(s, &end, 10);
+		if (*end || touch_pages < 0 || touch_pages > 65536)
+			touch_pages = 0;
+		if (touch_pages)
+			touch_area = calloc(touch_pages, PAGE);
+		if (!touch_area)
+			touch_pages = 0;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &clock_start);
+	tsc_start = __rdtsc();
+}
+
+/* Whether fd is a uverbs device: asked once per open file (see close()). */
+static bool is_uverbs(int fd)
+{
+	char path[32], target[PATH_MAX];
+	ssize_t n;
+
+	if (fd < 0 || fd >= MAX_FDS)
+		return false;
+	if (fd_kinds[fd] == FD_UNKNOWN) {
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+		n = readlink(path, target, sizeof(target) - 1);
+		fd_kinds[fd] = FD_OTHER;
+		if (n > 0) {
+			target[n] = '\0';
+			if (!strncmp(target, "/dev/infiniband/uverbs", 22))
+				fd_kinds[fd] = FD_UVERBS;
+		}
+	}
+	return fd_kinds[fd] == FD_UVERBS;
+}
+
+static bool is_post_send(const void *buf, size_t len)
+{
+	struct ib_uverbs_cmd_hdr hdr;
+
+	if (len < sizeof(hdr))
+		return false;
+	memcpy(&hdr, buf, sizeof(hdr));
+	return hdr.command == IB_USER_VERBS_CMD_POST_SEND;
+}
+
+ssize_t write(int fd, const void *buf, size_t len)
+{
+	uint64_t start;
+	ssize_t ret;
+	long i;
+
+	if (!next_write) {
+		errno = ENOSYS;
+		return -1;
+	}
+	if (!is_uverbs(fd) || !is_post_send(buf, len))
+		return next_write(fd, buf, len);
+	for (i = 0; i < touch_pages; i++)
+		touch_area[i * PAGE]++;
+	start = __rdtsc();
+	ret = next_write(fd, buf, len);
+	if (nsamples < MAX_SAMPLES)
+		samples[nsamples++] = (uint32_t)(__rdtsc() - start);
+	return ret;
+}
+
+int close(int fd)
+{
+	if (fd >= 0 && fd < MAX_FDS)
+		fd_kinds[fd] = FD_UNKNOWN;
+	if (!next_close) {
+		errno = ENOSYS;
+		return -1;
+	}
+	return next_close(fd);
+}
+
+static int compare_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+__attribute__((destructor)) static void doorbell_time_report(void)
+{
+	uint64_t ticks = __rdtsc() - tsc_start;
+	struct timespec now;
+	double us, ticks_per_us;
+
+	if (!nsamples)
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	us = (now.tv_sec - clock_start.tv_sec) * 1e6 +
+	     (now.tv_nsec - clock_start.tv_nsec) / 1e3;
+	ticks_per_us = ticks / us;
+	qsort(samples, nsamples, sizeof(samples[0]), compare_u32);
+	fprintf(stderr,
+		"doorbell_time: pid %d: %u doorbells, median %.1f us, "
+		"p10 %.1f us, p90 %.1f us\n",
+		getpid(), nsamples, samples[nsamples / 2] / ticks_per_us,
+		samples[nsamples / 10] / ticks_per_us,
+		samples[nsamples * 9 / 10] / ticks_per_us);
+}
