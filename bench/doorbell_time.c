@@ -13,9 +13,11 @@
  * Preload it first (LD_PRELOAD="libdoorbell_time.so libroceshim.so"), so
  * that its write() runs before any other.  At exit it prints to stderr:
  *   doorbell_time: pid P: N doorbells, median M us, p10 A us, p90 B us
+ * Two knobs delay every doorbell, to see what the time between two
+ * messages does to the kernel's time in the next one (and to latency):
  * DOORBELL_TIME_TOUCH_PAGES=N writes one byte to each of N pages of its
- * own before every doorbell: what more user-space memory touched between
- * two messages does to the kernel's time in the next one.
+ * own first, DOORBELL_TIME_WAIT_NS=N busy-waits N ns on the TSC first,
+ * touching no memory.
  *
  * Times with the TSC (calibrated against CLOCK_MONOTONIC over the run):
  * in the fabric's guest the clock is HPET, and reading it is itself a
@@ -51,28 +53,55 @@ static uint32_t samples[MAX_SAMPLES];
 static unsigned int nsamples;
 static unsigned char *touch_area;
 static long touch_pages;
+static uint64_t wait_ticks;
 static uint64_t tsc_start;
 static struct timespec clock_start;
 
+/* A non-negative decimal from the environment, at most max; else 0. */
+static long env_long(const char *name, long max)
+{
+	const char *s = getenv(name);
+	char *end;
+	long v;
+
+	if (!s)
+		return 0;
+	v = strtol(s, &end, 10);
+	return *s && !*end && v >= 0 && v <= max ? v : 0;
+}
+
+static uint64_t ticks_per_us(void)
+{
+	struct timespec now;
+	double us;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	us = (now.tv_sec - clock_start.tv_sec) * 1e6 +
+	     (now.tv_nsec - clock_start.tv_nsec) / 1e3;
+	return us > 0 ? (uint64_t)((__rdtsc() - tsc_start) / us) : 0;
+}
+
 __attribute__((constructor)) static void doorbell_time_init(void)
 {
-	const char *s = getenv("DOORBELL_TIME_TOUCH_PAGES");
-	char *end;
+	struct timespec pause = { .tv_nsec = 10000000 };
+	long wait_ns;
 
 	next_write = (ssize_t(*)(int, const void *, size_t))dlsym(RTLD_NEXT,
 								  "write");
 	next_close = (int (*)(int))dlsym(RTLD_NEXT, "close");
-	if (s) {
-		touch_pages = strtol(s, &end, 10);
-		if (*end || touch_pages < 0 || touch_pages > 65536)
-			touch_pages = 0;
-		if (touch_pages)
-			touch_area = calloc(touch_pages, PAGE);
-		if (!touch_area)
-			touch_pages = 0;
-	}
+	touch_pages = env_long("DOORBELL_TIME_TOUCH_PAGES", 65536);
+	if (touch_pages)
+		touch_area = calloc(touch_pages, PAGE);
+	if (!touch_area)
+		touch_pages = 0;
 	clock_gettime(CLOCK_MONOTONIC, &clock_start);
 	tsc_start = __rdtsc();
+	wait_ns = env_long("DOORBELL_TIME_WAIT_NS", 1000000);
+	if (wait_ns) {
+		/* The TSC's rate, over 10 ms: the wait is in its ticks. */
+		nanosleep(&pause, NULL);
+		wait_ticks = ticks_per_us() * wait_ns / 1000;
+	}
 }
 
 /* Whether fd is a uverbs device: asked once per open file (see close()). */
@@ -121,6 +150,9 @@ ssize_t write(int fd, const void *buf, size_t len)
 	for (i = 0; i < touch_pages; i++)
 		touch_area[i * PAGE]++;
 	start = __rdtsc();
+	while (wait_ticks && __rdtsc() - start < wait_ticks)
+		;
+	start = __rdtsc();
 	ret = next_write(fd, buf, len);
 	if (nsamples < MAX_SAMPLES)
 		samples[nsamples++] = (uint32_t)(__rdtsc() - start);
@@ -147,21 +179,18 @@ static int compare_u32(const void *a, const void *b)
 
 __attribute__((destructor)) static void doorbell_time_report(void)
 {
-	uint64_t ticks = __rdtsc() - tsc_start;
-	struct timespec now;
-	double us, ticks_per_us;
+	double per_us;
 
 	if (!nsamples)
 		return;
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	us = (now.tv_sec - clock_start.tv_sec) * 1e6 +
-	     (now.tv_nsec - clock_start.tv_nsec) / 1e3;
-	ticks_per_us = ticks / us;
+	per_us = (double)ticks_per_us();
+	if (per_us <= 0)
+		return;
 	qsort(samples, nsamples, sizeof(samples[0]), compare_u32);
 	fprintf(stderr,
 		"doorbell_time: pid %d: %u doorbells, median %.1f us, "
 		"p10 %.1f us, p90 %.1f us\n",
-		getpid(), nsamples, samples[nsamples / 2] / ticks_per_us,
-		samples[nsamples / 10] / ticks_per_us,
-		samples[nsamples * 9 / 10] / ticks_per_us);
+		getpid(), nsamples, samples[nsamples / 2] / per_us,
+		samples[nsamples / 10] / per_us,
+		samples[nsamples * 9 / 10] / per_us);
 }
