@@ -196,7 +196,8 @@ static bool on_connect_request(struct rdma_cm_event *ev)
 		goto reject;
 	}
 	p = calloc(1, sizeof(*p));
-	if (!p || conn_create(id, t, cm.cfg->spin_us, &c)) {
+	if (!p || conn_create(id, t, cm.cfg->spin_us,
+			      (size_t)cm.cfg->zerocopy_kb << 10, &c)) {
 		log_info("cm: connect request refused: out of memory or fds");
 		free(p);
 		goto reject;
@@ -640,7 +641,8 @@ static enum roceshim_reason handshake(int fd, struct rdma_event_channel *ch,
 		goto fail;
 	}
 	rdma_ack_cm_event(ev);
-	if (conn_create(id, t, cm.cfg->spin_us, out)) {
+	if (conn_create(id, t, cm.cfg->spin_us,
+			(size_t)cm.cfg->zerocopy_kb << 10, out)) {
 		reason = ROCESHIM_REASON_RESOURCE;
 		goto fail;
 	}

@@ -209,6 +209,7 @@ void config_defaults(struct config *cfg)
 	cfg->ring_kb = CONFIG_RING_KB_DEFAULT;
 	cfg->connect_timeout_ms = CONFIG_CONNECT_TIMEOUT_MS_DEFAULT;
 	cfg->spin_us = CONFIG_SPIN_US_DEFAULT;
+	cfg->zerocopy_kb = CONFIG_ZEROCOPY_KB_DEFAULT;
 	cfg->negative_cache_s = CONFIG_NEGATIVE_CACHE_S_DEFAULT;
 }
 
@@ -235,4 +236,5 @@ void config_load(struct config *cfg, config_lookup_fn lookup,
 	load_uint(&p, "ROCESHIM_NEGATIVE_CACHE_S", 0, 86400,
 		  &cfg->negative_cache_s);
 	load_uint(&p, "ROCESHIM_SPIN_US", 0, 1000000, &cfg->spin_us);
+	load_uint(&p, "ROCESHIM_ZEROCOPY_KB", 0, 1048576, &cfg->zerocopy_kb);
 }

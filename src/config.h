@@ -23,6 +23,7 @@
 #define CONFIG_CONNECT_TIMEOUT_MS_DEFAULT 2000
 #define CONFIG_NEGATIVE_CACHE_S_DEFAULT	  60
 #define CONFIG_SPIN_US_DEFAULT		  20
+#define CONFIG_ZEROCOPY_KB_DEFAULT	  256
 
 struct config {
 	bool enabled;			/* ROCESHIM_ENABLE */
@@ -37,6 +38,7 @@ struct config {
 	unsigned int connect_timeout_ms; /* ROCESHIM_CONNECT_TIMEOUT_MS */
 	unsigned int negative_cache_s;	 /* ROCESHIM_NEGATIVE_CACHE_S */
 	unsigned int spin_us;		 /* ROCESHIM_SPIN_US */
+	unsigned int zerocopy_kb;	 /* ROCESHIM_ZEROCOPY_KB, 0 = off */
 };
 
 typedef const char *(*config_lookup_fn)(const char *name);

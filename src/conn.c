@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "conn.h"
+#include "log.h"
 #include "real.h"
 #include "spin.h"
 
@@ -25,7 +26,7 @@ struct conn_private {
 	pthread_mutex_t sync_lock;
 	pthread_mutex_t wait_lock;
 	/* Under wait_lock: */
-	unsigned int waiters; /* reads asleep on the channel */
+	unsigned int waiters; /* calls asleep on the channel */
 	bool watching;	      /* the channel is in the progress thread's set */
 	bool watch_wanted;    /* atomic reads: see conn_watch() */
 	bool event_unread;    /* a read woke for an event it left in place */
@@ -35,6 +36,8 @@ struct conn_private {
 	uint64_t arrivals;
 	struct spin_policy rx_spin; /* waits for data */
 	struct spin_policy tx_spin; /* waits for credit */
+	size_t zerocopy_min;	    /* 0: every send is copied */
+	bool zerocopy_failed;	    /* atomic: logged once */
 };
 
 static struct conn_private *priv(struct conn *c)
@@ -43,7 +46,7 @@ static struct conn_private *priv(struct conn *c)
 }
 
 int conn_create(struct rdma_cm_id *id, struct transport *t,
-		unsigned int spin_us, struct conn **out)
+		unsigned int spin_us, size_t zerocopy_min, struct conn **out)
 {
 	struct conn_private *p = calloc(1, sizeof(*p));
 
@@ -67,6 +70,7 @@ int conn_create(struct rdma_cm_id *id, struct transport *t,
 	p->pub.generation = conn_generation;
 	spin_policy_init(&p->rx_spin, spin_us);
 	spin_policy_init(&p->tx_spin, spin_us);
+	p->zerocopy_min = zerocopy_min;
 	/* A fresh out_fd is writable: make it say "no credit" until synced. */
 	(void)!real.write(p->pub.out_fd, &(uint64_t){ EVENTFD_FULL }, 8);
 	conn_sync(&p->pub);
@@ -454,6 +458,128 @@ static bool must_not_block(struct blocking *b)
 	return b->nonblock;
 }
 
+/*
+ * The largest piece of a buffer registered at once for a zero-copy send:
+ * pinned memory counts against RLIMIT_MEMLOCK, often 8 MiB.
+ */
+#define ZEROCOPY_CHUNK (4u << 20)
+
+/*
+ * How often a send whose zero-copy writes are in flight looks whether the
+ * peer has gone: its disconnect raises no completion on this end.
+ */
+#define ZEROCOPY_RECHECK_MS 100
+
+/* One send's zero-copy state: the piece of its buffer registered now. */
+struct zerocopy {
+	struct ibv_mr *mr; /* NULL: nothing registered */
+	const uint8_t *base;
+	size_t len;
+	uint64_t end;	  /* where its last posted write ends */
+	bool unavailable; /* registration failed: copy the rest */
+};
+
+/*
+ * Sleeps on the channel until the zero-copy writes have completed: only
+ * then may the send return the buffer to the program.  Signals and
+ * SO_SNDTIMEO do not end it; a failed queue pair or a peer that has gone
+ * does, and takes no more than the fabric's retry timeout to show.  An
+ * arrival that wakes it goes on to the proxy fd at once: the progress
+ * thread, which would do that, leaves the channel alone meanwhile.
+ */
+static void wait_zerocopy_done(struct conn *c, uint64_t end)
+{
+	struct pollfd pfd = { .fd = transport_event_fd(c->t),
+			      .events = POLLIN };
+	bool done;
+
+	for (;;) {
+		waiter_enter(c);
+		done = transport_direct_done(c->t, end);
+		pfd.revents = 0;
+		if (!done)
+			real.poll(&pfd, 1, ZEROCOPY_RECHECK_MS);
+		waiter_leave(c, pfd.revents);
+		if (done)
+			return;
+		if (pfd.revents && watched(c))
+			conn_sync(c);
+	}
+}
+
+static void zerocopy_release(struct conn *c, struct zerocopy *z)
+{
+	if (!z->mr)
+		return;
+	wait_zerocopy_done(c, z->end);
+	transport_deregister(z->mr);
+	z->mr = NULL;
+}
+
+/*
+ * Sends from the len bytes at buf without copying them, from the piece of
+ * the buffer registered now or the next one; -ENOBUFS: copy them instead.
+ */
+static ssize_t send_zerocopy(struct conn *c, struct zerocopy *z,
+			     const uint8_t *buf, size_t len)
+{
+	if (!z->mr || buf < z->base || buf >= z->base + z->len) {
+		zerocopy_release(c, z);
+		if (z->unavailable)
+			return -ENOBUFS;
+		z->len = len < ZEROCOPY_CHUNK ? len : ZEROCOPY_CHUNK;
+		z->base = buf;
+		z->mr = transport_register(c->t, buf, z->len);
+		if (!z->mr) {
+			if (!__atomic_exchange_n(&priv(c)->zerocopy_failed,
+						 true, __ATOMIC_RELAXED))
+				log_info("rdma: zero-copy send of %zu bytes "
+					 "refused (%s): copying instead",
+					 z->len, strerror(errno));
+			z->unavailable = true;
+			return -ENOBUFS;
+		}
+		log_debug("rdma: zero-copy send of %zu bytes", z->len);
+		z->end = 0;
+	}
+	if (len > (size_t)(z->base + z->len - buf))
+		len = z->base + z->len - buf;
+	return transport_send_direct(c->t, z->mr, buf, len, &z->end);
+}
+
+/*
+ * Sends some of the bytes of iov after the first skip: those of a buffer
+ * of at least zerocopy_min bytes straight from it, on a socket that may
+ * block, the others by copying; bytes before such a buffer go first.
+ */
+static ssize_t send_some(struct conn *c, struct zerocopy *z, struct blocking *b,
+			 const struct iovec *iov, int iovcnt, size_t skip,
+			 bool *corked)
+{
+	size_t min = priv(c)->zerocopy_min, off = skip;
+	ssize_t n;
+	int i = 0, big;
+
+	while (i < iovcnt && off >= iov[i].iov_len)
+		off -= iov[i++].iov_len;
+	if (!min || i == iovcnt)
+		return transport_send(c->t, iov, iovcnt, skip, corked);
+	for (big = i; big < iovcnt; big++, off = 0)
+		if (iov[big].iov_len - off >= min)
+			break;
+	if (big == iovcnt || must_not_block(b))
+		return transport_send(c->t, iov, iovcnt, skip, corked);
+	if (big > i)
+		return transport_send(c->t, iov, big, skip, corked);
+	n = send_zerocopy(c, z, (const uint8_t *)iov[i].iov_base + off,
+			  iov[i].iov_len - off);
+	if (n != -ENOBUFS) {
+		*corked = false;
+		return n;
+	}
+	return transport_send(c->t, iov, iovcnt, skip, corked);
+}
+
 ssize_t conn_send(struct conn *c, int tcp_fd, const struct iovec *iov,
 		  int iovcnt, int flags)
 {
@@ -462,16 +588,17 @@ ssize_t conn_send(struct conn *c, int tcp_fd, const struct iovec *iov,
 			      .timeout_opt = SO_SNDTIMEO };
 	struct wait_clock w = { .policy = &priv(c)->tx_spin };
 	size_t len = iov_bytes(iov, iovcnt); /* to stage before returning */
+	struct zerocopy z = { .mr = NULL };
 	bool corked = false;
 	ssize_t total = 0, n;
 
 	if (!conn_alive(c))
 		return -EPIPE;
 	for (;;) {
-		n = transport_send(c->t, iov, iovcnt, total, &corked);
+		n = send_some(c, &z, &b, iov, iovcnt, total, &corked);
 		if (n == -EAGAIN) {
 			check_peer(c, tcp_fd);
-			n = transport_send(c->t, iov, iovcnt, total, &corked);
+			n = send_some(c, &z, &b, iov, iovcnt, total, &corked);
 		}
 		if (n > 0) {
 			wait_clock_stop(&w);
@@ -490,6 +617,7 @@ ssize_t conn_send(struct conn *c, int tcp_fd, const struct iovec *iov,
 			break;
 	}
 	wait_clock_stop(&w);
+	zerocopy_release(c, &z);
 	sync_after_send(c, corked);
 	return total ? total : n;
 }

@@ -45,7 +45,7 @@ extern unsigned int conn_generation;
 
 /* Takes ownership of id and t. */
 int conn_create(struct rdma_cm_id *id, struct transport *t,
-		unsigned int spin_us, struct conn **out);
+		unsigned int spin_us, size_t zerocopy_min, struct conn **out);
 static inline bool conn_alive(const struct conn *c)
 {
 	return c->generation == conn_generation;

@@ -42,6 +42,7 @@ struct transport {
 
 	struct stream s;
 	uint32_t sq_outstanding;
+	uint64_t direct_end; /* where the last zero-copy write ends */
 	bool tx_shut;
 	bool fin_pending; /* shut, and the FIN waits for staged bytes */
 	bool peer_gone;
@@ -192,21 +193,17 @@ static void fail_locked(struct transport *t, int err)
 }
 
 /*
- * Posts one RDMA WRITE WITH IMM of the staged bytes [pos, pos+len) to the
- * same offsets in the peer's ring; len 0 carries only the immediate.
+ * Posts one RDMA WRITE WITH IMM of the len bytes that sge holds to the
+ * stream positions [pos, pos+len) in the peer's ring; len 0 carries only
+ * the immediate.
  */
-static int post_write(struct transport *t, uint64_t pos, uint32_t len,
-		      uint32_t imm)
+static int post_write_sge(struct transport *t, uint64_t pos, uint32_t len,
+			  uint32_t imm, struct ibv_sge *sge)
 {
 	uint32_t off = ring_offset(pos, t->ring_size);
-	struct ibv_sge sge = {
-		.addr = (uintptr_t)(t->tx_ring + off),
-		.length = len,
-		.lkey = t->tx_mr->lkey,
-	};
 	struct ibv_send_wr wr = {
 		.wr_id = pos + len,
-		.sg_list = len ? &sge : NULL,
+		.sg_list = len ? sge : NULL,
 		.num_sge = len ? 1 : 0,
 		.opcode = IBV_WR_RDMA_WRITE_WITH_IMM,
 		/* Solicited: the peer may arm for these alone (arm_locked). */
@@ -229,14 +226,30 @@ static int post_write(struct transport *t, uint64_t pos, uint32_t len,
 	return 0;
 }
 
+/* Posts the staged bytes [pos, pos+len) from the staging ring. */
+static int post_write(struct transport *t, uint64_t pos, uint32_t len,
+		      uint32_t imm)
+{
+	struct ibv_sge sge = {
+		.addr = (uintptr_t)(t->tx_ring +
+				    ring_offset(pos, t->ring_size)),
+		.length = len,
+		.lkey = t->tx_mr->lkey,
+	};
+
+	return post_write_sge(t, pos, len, imm, &sge);
+}
+
 /*
  * Whether this end waits for its own writes to complete: corked bytes or a
- * FIN to post, or staging room that the peer has already released.
+ * FIN to post, staging room that the peer has already released, or a
+ * zero-copy send that returns only once its writes are done.
  */
 static bool awaits_own_completions(const struct transport *t)
 {
 	return stream_unsent(&t->s) || t->fin_pending ||
-	       t->s.tx_completed < t->s.tx_released;
+	       t->s.tx_completed < t->s.tx_released ||
+	       t->s.tx_completed < t->direct_end;
 }
 
 /*
@@ -422,6 +435,86 @@ static ssize_t send_locked(struct transport *t, const struct iovec *iov,
 	return t->error ? t->error : (ssize_t)staged;
 }
 
+struct ibv_mr *transport_register(struct transport *t, const void *buf,
+				  size_t len)
+{
+	/* The writes only read it: no write access, so no copy-on-write. */
+	return ibv_reg_mr(t->pd, (void *)buf, len, 0);
+}
+
+void transport_deregister(struct ibv_mr *mr)
+{
+	if (mr)
+		ibv_dereg_mr(mr);
+}
+
+/*
+ * Posts writes of buf's bytes as credit and the send queue allow, in the
+ * pieces that staged bytes would go out in; returns how many.
+ */
+static uint32_t post_direct_locked(struct transport *t, struct ibv_mr *mr,
+				   const uint8_t *buf, uint32_t len)
+{
+	struct ibv_sge sge = { .lkey = mr->lkey };
+	uint32_t posted = 0, n;
+
+	while (posted < len && t->sq_outstanding + 2 <= t->depth) {
+		n = ring_contiguous(t->s.tx_tail, len - posted, t->ring_size);
+		if (n > t->write_max)
+			n = t->write_max;
+		sge.addr = (uintptr_t)(buf + posted);
+		sge.length = n;
+		if (post_write_sge(t, t->s.tx_tail, n, n, &sge)) {
+			fail_locked(t, -ECONNRESET);
+			break;
+		}
+		stream_staged(&t->s, n);
+		stream_sent(&t->s, n);
+		t->counters.tx_msgs++;
+		posted += n;
+	}
+	return posted;
+}
+
+ssize_t transport_send_direct(struct transport *t, struct ibv_mr *mr,
+			      const void *buf, size_t len, uint64_t *end)
+{
+	uint32_t window, posted;
+	ssize_t ret;
+
+	pthread_mutex_lock(&t->lock);
+	progress_locked(t);
+	if (t->peer_gone || t->tx_shut || (t->error && t->s.rx_eof)) {
+		ret = -EPIPE;
+		goto out;
+	}
+	ret = t->error;
+	if (ret)
+		goto out;
+	/* Bytes staged before must go out first, from the staging ring. */
+	ret = -ENOBUFS;
+	if (stream_unsent(&t->s))
+		goto out;
+	window = stream_send_window(&t->s, len);
+	if (!window) {
+		t->counters.credit_stalls++;
+		arm_for_own_completions_locked(t);
+		ret = -EAGAIN;
+		goto out;
+	}
+	posted = post_direct_locked(t, mr, buf, window);
+	if (!posted)
+		goto out;
+	t->counters.tx_bytes += posted;
+	t->direct_end = t->s.tx_tail;
+	*end = t->direct_end;
+	arm_for_own_completions_locked(t);
+	ret = t->error ? t->error : (ssize_t)posted;
+out:
+	pthread_mutex_unlock(&t->lock);
+	return ret;
+}
+
 /* Staged bytes wait for a completion to go out. */
 static bool corked_locked(const struct transport *t)
 {
@@ -573,6 +666,17 @@ bool transport_arm_for_read(struct transport *t)
 	ready = readable_locked(t);
 	pthread_mutex_unlock(&t->lock);
 	return ready;
+}
+
+bool transport_direct_done(struct transport *t, uint64_t end)
+{
+	bool done;
+
+	pthread_mutex_lock(&t->lock);
+	arm_and_reap_locked(t);
+	done = t->s.tx_completed >= end || t->error || t->peer_gone;
+	pthread_mutex_unlock(&t->lock);
+	return done;
 }
 
 void transport_take_event(struct transport *t)

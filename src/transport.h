@@ -7,7 +7,9 @@
  * many bytes arrived.  A send copies the bytes into a staging ring and
  * returns; they are posted at once, in pieces of at most 64 KiB, unless
  * several writes are already in flight: then the next completion posts
- * everything staged by then in one write (corking).  The receiver
+ * everything staged by then in one write (corking).  (A zero-copy send
+ * posts its pieces straight from the program's buffer instead: see
+ * transport_send_direct().)  The receiver
  * returns space as credits (a zero-length RDMA WRITE WITH IMM), after a
  * quarter of its ring has been consumed.  A zero-length write with the FIN
  * flag ends the stream (the peer reads EOF after the data before it).
@@ -79,6 +81,27 @@ static inline size_t iov_bytes(const struct iovec *iov, int iovcnt)
 ssize_t transport_send(struct transport *t, const struct iovec *iov, int iovcnt,
 		       size_t skip, bool *corked);
 ssize_t transport_recv(struct transport *t, void *buf, size_t len, bool peek);
+
+/*
+ * Zero-copy sending, for a send that may wait until its writes complete:
+ * they go out of the program's buffer, registered for the purpose, not
+ * out of the staging ring.  transport_register() registers len bytes at
+ * buf (NULL: they cannot be; stage them instead).  transport_send_direct()
+ * posts what credit allows of len bytes at buf, all within mr, and returns
+ * how many; -EAGAIN: no credit; -ENOBUFS: staged bytes must go out first,
+ * stage these too; other errors as transport_send().  The bytes must stay
+ * registered and unchanged until transport_direct_done() says that the
+ * writes up to *end completed, or that they no longer matter (the
+ * transport failed, the peer is gone).  transport_direct_done() reaps and
+ * arms the channel, like transport_arm(): if it says no, the completion
+ * raises an event.
+ */
+struct ibv_mr *transport_register(struct transport *t, const void *buf,
+				  size_t len);
+ssize_t transport_send_direct(struct transport *t, struct ibv_mr *mr,
+			      const void *buf, size_t len, uint64_t *end);
+bool transport_direct_done(struct transport *t, uint64_t end);
+void transport_deregister(struct ibv_mr *mr);
 /* No more sending; the peer reads EOF once it has the data staged before. */
 int transport_shutdown(struct transport *t);
 

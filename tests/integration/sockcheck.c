@@ -1809,6 +1809,121 @@ out:
 	close_fd(&s);
 }
 
+/* Blocking send() of all @len bytes at @buf; a short count goes on. */
+static int send_blocking(struct tctx *t, int fd, const unsigned char *buf,
+			 size_t len)
+{
+	ssize_t r;
+
+	while (len) {
+		r = send(fd, buf, len, MSG_NOSIGNAL);
+		if (r < 0 && retry_intr())
+			continue;
+		ASSERT(r > 0, "send: %s", r ? errname(errno) : "returned 0");
+		buf += r;
+		len -= r;
+	}
+	return 0;
+out:
+	return -1;
+}
+
+/*
+ * Large blocking sends (which roceshim may make from the program's own
+ * memory) from odd offsets of one buffer, scribbled over as soon as each
+ * send returns: the bytes sent must be those the buffer held during the
+ * call.  Sizes cross 256 KiB and 4 MiB.
+ */
+static void large_sends_from_a_reused_buffer_arrive_intact(struct tctx *t)
+{
+	static const size_t sizes[] = { 256 << 10, (1 << 20) + 3,
+					(5 << 20) + 777, (300 << 10) + 1 };
+	static const size_t offsets[] = { 0, 1, 13, 4095 };
+	const size_t cap = (6 << 20) + 4096;
+	unsigned char *buf = malloc(cap), head[17], tail[100];
+	struct stream rx = { .seed = 43 };
+	struct iovec iov[3];
+	struct msghdr msg = { .msg_iov = iov, .msg_iovlen = 3 };
+	pthread_t reader;
+	bool reading = false;
+	size_t off = 0, i, mid = (1 << 20) + 5;
+	int c = -1, s = -1;
+	ssize_t r;
+
+	ASSERT(buf, "out of memory");
+	for (i = 0; i < ARRAY_SIZE(sizes); i++)
+		rx.len += sizes[i];
+	rx.len += sizeof(head) + mid + sizeof(tail);
+	TRY(make_pair(t, &c, &s, PAIR_BIND_CLIENT));
+	rx.fd = s;
+	ASSERT(!start_thread(&reader, stream_recv, &rx), "no reader thread");
+	reading = true;
+	for (i = 0; i < ARRAY_SIZE(sizes); i++) {
+		unsigned char *at = buf + offsets[i];
+
+		pattern_fill(at, sizes[i], rx.seed, off);
+		TRY(send_blocking(t, c, at, sizes[i]));
+		memset(at, 0xa5, sizes[i]);
+		off += sizes[i];
+	}
+	/* One large buffer between two small ones, in one sendmsg(). */
+	pattern_fill(head, sizeof(head), rx.seed, off);
+	pattern_fill(buf + 7, mid, rx.seed, off + sizeof(head));
+	pattern_fill(tail, sizeof(tail), rx.seed, off + sizeof(head) + mid);
+	iov[0] = (struct iovec){ head, sizeof(head) };
+	iov[1] = (struct iovec){ buf + 7, mid };
+	iov[2] = (struct iovec){ tail, sizeof(tail) };
+	r = sendmsg(c, &msg, MSG_NOSIGNAL);
+	ASSERT(r == (ssize_t)(sizeof(head) + mid + sizeof(tail)),
+	       "sendmsg: %zd (%s)", r, r < 0 ? errname(errno) : "short");
+	memset(buf + 7, 0xa5, mid);
+	pthread_join(reader, NULL);
+	reading = false;
+	ASSERT(!rx.err[0], "receiver: %s", rx.err);
+	note_digest(t, "received", rx.len, rx.digest);
+out:
+	if (reading) {
+		shutdown(s, SHUT_RDWR);
+		pthread_join(reader, NULL);
+	}
+	close_fd(&c);
+	close_fd(&s);
+	free(buf);
+}
+
+/*
+ * SO_SNDTIMEO ends a large blocking send that the reader does not take:
+ * the count it returns is exactly what arrives, though the buffer is
+ * scribbled over at once.
+ */
+static void sndtimeo_ends_large_send_with_exact_count(struct tctx *t)
+{
+	const size_t len = 16 << 20;
+	struct timeval tv = { 0, 300000 };
+	unsigned char *buf = malloc(len);
+	int c = -1, s = -1;
+	ssize_t r;
+
+	ASSERT(buf, "out of memory");
+	TRY(make_pair(t, &c, &s, PAIR_BIND_CLIENT));
+	ASSERT_OK(setsockopt(c, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)));
+	pattern_fill(buf, len, 44, 0);
+	do
+		r = send(c, buf, len, MSG_NOSIGNAL);
+	while (r < 0 && retry_intr());
+	ASSERT(r > 0 && (size_t)r < len, "send: %zd (%s)", r,
+	       r < 0 ? errname(errno) : "not short");
+	memset(buf, 0xa5, len);
+	ASSERT_OK(shutdown(c, SHUT_WR));
+	TRY(recv_pattern(t, s, 44, r, NULL));
+	TRY(expect_eof(t, s));
+	note(t, "short count");
+out:
+	close_fd(&c);
+	close_fd(&s);
+	free(buf);
+}
+
 /* ------------------------------------------------------------------ */
 /* Tests: message flags                                                */
 /* ------------------------------------------------------------------ */
@@ -3847,6 +3962,8 @@ static const struct test tests[] = {
 	SLOW_TEST(sendfile_streams_file_into_socket, 10),
 	SLOW_TEST(nonblocking_transfer_survives_partial_io, 15),
 	SLOW_TEST(full_duplex_transfer_with_blocking_threads, 15),
+	SLOW_TEST(large_sends_from_a_reused_buffer_arrive_intact, 15),
+	SLOW_TEST(sndtimeo_ends_large_send_with_exact_count, 15),
 	/* message flags */
 	TEST(peek_does_not_consume),
 	TEST(waitall_blocks_until_full),

@@ -34,6 +34,7 @@ check stats_rows_not_number malformed ROCESHIM_STATS_ROWS 12k
 check stats_rows_out_of_range malformed ROCESHIM_STATS_ROWS 1
 check include_malformed malformed ROCESHIM_INCLUDE 10.0.0.0/40
 check exclude_malformed malformed ROCESHIM_EXCLUDE '[::1'
+check zerocopy_kb_out_of_range malformed ROCESHIM_ZEROCOPY_KB 2000000
 
 # Runs holder.py under the preload with the given variables and prints
 # the JSON stats of its connection (read while it holds it open).

@@ -65,6 +65,7 @@ static void defaults_apply_when_nothing_is_set(void **state)
 	assert_int_equal(cfg.include.count, 0);
 	assert_int_equal(cfg.exclude.count, 0);
 	assert_int_equal(cfg.stats_rows, CONFIG_STATS_ROWS_DEFAULT);
+	assert_int_equal(cfg.zerocopy_kb, CONFIG_ZEROCOPY_KB_DEFAULT);
 }
 
 static void enable_accepts_every_boolean_spelling(void **state)
@@ -306,6 +307,22 @@ static void spin_time_is_range_checked(void **state)
 	assert_warned_once_about("ROCESHIM_SPIN_US", "-5");
 }
 
+static void zerocopy_threshold_is_range_checked(void **state)
+{
+	struct config cfg;
+
+	load_with(&cfg, "ROCESHIM_ZEROCOPY_KB", "0");
+	assert_int_equal(cfg.zerocopy_kb, 0);
+	load_with(&cfg, "ROCESHIM_ZEROCOPY_KB", "1048576");
+	assert_int_equal(cfg.zerocopy_kb, 1048576);
+	load_with(&cfg, "ROCESHIM_ZEROCOPY_KB", "1048577");
+	assert_int_equal(cfg.zerocopy_kb, CONFIG_ZEROCOPY_KB_DEFAULT);
+	assert_warned_once_about("ROCESHIM_ZEROCOPY_KB", "1048577");
+	load_with(&cfg, "ROCESHIM_ZEROCOPY_KB", "64k");
+	assert_int_equal(cfg.zerocopy_kb, CONFIG_ZEROCOPY_KB_DEFAULT);
+	assert_warned_once_about("ROCESHIM_ZEROCOPY_KB", "64k");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -328,6 +345,7 @@ int main(void)
 		cmocka_unit_test(ring_kb_takes_powers_of_two_only),
 		cmocka_unit_test(handshake_timers_are_range_checked),
 		cmocka_unit_test(spin_time_is_range_checked),
+		cmocka_unit_test(zerocopy_threshold_is_range_checked),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
