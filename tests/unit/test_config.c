@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -291,36 +292,45 @@ static void handshake_timers_are_range_checked(void **state)
 	assert_warned_once_about("ROCESHIM_NEGATIVE_CACHE_S", "86401");
 }
 
-static void spin_time_is_range_checked(void **state)
+/*
+ * An unsigned variable stored at offset in struct config takes min and
+ * max, and keeps def (with one warning) for each value in bad.
+ */
+static void assert_uint_range(const char *name, size_t offset, unsigned int min,
+			      unsigned int max, unsigned int def,
+			      const char *const *bad)
 {
 	struct config cfg;
+	char text[16];
 
-	load_with(&cfg, "ROCESHIM_SPIN_US", "0");
-	assert_int_equal(cfg.spin_us, 0);
-	load_with(&cfg, "ROCESHIM_SPIN_US", "1000000");
-	assert_int_equal(cfg.spin_us, 1000000);
-	load_with(&cfg, "ROCESHIM_SPIN_US", "1000001");
-	assert_int_equal(cfg.spin_us, CONFIG_SPIN_US_DEFAULT);
-	assert_warned_once_about("ROCESHIM_SPIN_US", "1000001");
-	load_with(&cfg, "ROCESHIM_SPIN_US", "-5");
-	assert_int_equal(cfg.spin_us, CONFIG_SPIN_US_DEFAULT);
-	assert_warned_once_about("ROCESHIM_SPIN_US", "-5");
+	snprintf(text, sizeof(text), "%u", min);
+	load_with(&cfg, name, text);
+	assert_int_equal(*(unsigned int *)((char *)&cfg + offset), min);
+	snprintf(text, sizeof(text), "%u", max);
+	load_with(&cfg, name, text);
+	assert_int_equal(*(unsigned int *)((char *)&cfg + offset), max);
+	for (; *bad; bad++) {
+		load_with(&cfg, name, *bad);
+		assert_int_equal(*(unsigned int *)((char *)&cfg + offset), def);
+		assert_warned_once_about(name, *bad);
+	}
+}
+
+static void spin_time_is_range_checked(void **state)
+{
+	static const char *const bad[] = { "1000001", "-5", NULL };
+
+	assert_uint_range("ROCESHIM_SPIN_US", offsetof(struct config, spin_us),
+			  0, 1000000, CONFIG_SPIN_US_DEFAULT, bad);
 }
 
 static void zerocopy_threshold_is_range_checked(void **state)
 {
-	struct config cfg;
+	static const char *const bad[] = { "1048577", "64k", NULL };
 
-	load_with(&cfg, "ROCESHIM_ZEROCOPY_KB", "0");
-	assert_int_equal(cfg.zerocopy_kb, 0);
-	load_with(&cfg, "ROCESHIM_ZEROCOPY_KB", "1048576");
-	assert_int_equal(cfg.zerocopy_kb, 1048576);
-	load_with(&cfg, "ROCESHIM_ZEROCOPY_KB", "1048577");
-	assert_int_equal(cfg.zerocopy_kb, CONFIG_ZEROCOPY_KB_DEFAULT);
-	assert_warned_once_about("ROCESHIM_ZEROCOPY_KB", "1048577");
-	load_with(&cfg, "ROCESHIM_ZEROCOPY_KB", "64k");
-	assert_int_equal(cfg.zerocopy_kb, CONFIG_ZEROCOPY_KB_DEFAULT);
-	assert_warned_once_about("ROCESHIM_ZEROCOPY_KB", "64k");
+	assert_uint_range("ROCESHIM_ZEROCOPY_KB",
+			  offsetof(struct config, zerocopy_kb), 0, 1048576,
+			  CONFIG_ZEROCOPY_KB_DEFAULT, bad);
 }
 
 int main(void)
