@@ -69,9 +69,12 @@ void conn_watch(struct conn *c);
  * SO_SNDTIMEO/SO_RCVTIMEO: -EAGAIN when it runs out); a call that would
  * block polls the queue pair before it sleeps, for as long as spin.h
  * says: at most spin_us.  A read then sleeps on the completion channel,
- * which the progress thread leaves alone meanwhile.  tcp_fd is the
- * socket beside the queue pair: its hang-up or reset ends a wait, and
- * tells a reader that finds nothing whether the peer is gone.
+ * which the progress thread leaves alone meanwhile.  A send that may
+ * block, of a buffer of at least zerocopy_min bytes (0: none), writes
+ * from that buffer, registered for the call, and returns only once those
+ * writes have completed.  tcp_fd is the socket beside the queue pair:
+ * its hang-up or reset ends a wait, and tells a reader that finds nothing
+ * whether the peer is gone.
  */
 ssize_t conn_send(struct conn *c, int tcp_fd, const struct iovec *iov,
 		  int iovcnt, int flags);

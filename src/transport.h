@@ -7,12 +7,12 @@
  * many bytes arrived.  A send copies the bytes into a staging ring and
  * returns; they are posted at once, in pieces of at most 64 KiB, unless
  * several writes are already in flight: then the next completion posts
- * everything staged by then in one write (corking).  (A zero-copy send
- * posts its pieces straight from the program's buffer instead: see
- * transport_send_direct().)  The receiver
- * returns space as credits (a zero-length RDMA WRITE WITH IMM), after a
- * quarter of its ring has been consumed.  A zero-length write with the FIN
- * flag ends the stream (the peer reads EOF after the data before it).
+ * everything staged by then in one write (corking).  A zero-copy send
+ * posts its pieces straight from the program's buffer instead (see
+ * transport_send_direct()).  The receiver returns space as credits (a
+ * zero-length RDMA WRITE WITH IMM), after a quarter of its ring has been
+ * consumed.  A zero-length write with the FIN flag ends the stream (the
+ * peer reads EOF after the data before it).
  *
  * Contract: every function is thread safe (one lock per transport) and
  * never blocks, except transport_wait().  Errors are negative errno values:
