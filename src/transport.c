@@ -399,17 +399,31 @@ static void stage(struct transport *t, const uint8_t *buf, uint32_t len)
 	stream_staged(&t->s, len);
 }
 
+/* 0 if this end may send; as on TCP, EPIPE once the peer has gone. */
+static int send_refused_locked(const struct transport *t)
+{
+	if (t->peer_gone || t->tx_shut || (t->error && t->s.rx_eof))
+		return -EPIPE;
+	return t->error;
+}
+
+/* A send found no credit: it waits for the completions that bring it. */
+static int credit_stall_locked(struct transport *t)
+{
+	t->counters.credit_stalls++;
+	arm_for_own_completions_locked(t);
+	return -EAGAIN;
+}
+
 static ssize_t send_locked(struct transport *t, const struct iovec *iov,
 			   int iovcnt, size_t skip)
 {
 	uint32_t room, staged = 0, n;
-	int i = 0;
+	int i = 0, ret;
 
-	/* As on TCP: writing to a peer that has gone away is EPIPE. */
-	if (t->peer_gone || t->tx_shut || (t->error && t->s.rx_eof))
-		return -EPIPE;
-	if (t->error)
-		return t->error;
+	ret = send_refused_locked(t);
+	if (ret)
+		return ret;
 	while (i < iovcnt && skip >= iov[i].iov_len)
 		skip -= iov[i++].iov_len;
 	while (i < iovcnt && !iov[i].iov_len)
@@ -417,11 +431,8 @@ static ssize_t send_locked(struct transport *t, const struct iovec *iov,
 	if (i == iovcnt)
 		return 0;
 	room = stream_send_window(&t->s, SIZE_MAX);
-	if (!room) {
-		t->counters.credit_stalls++;
-		arm_for_own_completions_locked(t);
-		return -EAGAIN;
-	}
+	if (!room)
+		return credit_stall_locked(t);
 	for (; i < iovcnt && staged < room; i++, skip = 0) {
 		size_t len = iov[i].iov_len - skip;
 
@@ -444,8 +455,7 @@ struct ibv_mr *transport_register(struct transport *t, const void *buf,
 
 void transport_deregister(struct ibv_mr *mr)
 {
-	if (mr)
-		ibv_dereg_mr(mr);
+	ibv_dereg_mr(mr);
 }
 
 /*
@@ -484,11 +494,7 @@ ssize_t transport_send_direct(struct transport *t, struct ibv_mr *mr,
 
 	pthread_mutex_lock(&t->lock);
 	progress_locked(t);
-	if (t->peer_gone || t->tx_shut || (t->error && t->s.rx_eof)) {
-		ret = -EPIPE;
-		goto out;
-	}
-	ret = t->error;
+	ret = send_refused_locked(t);
 	if (ret)
 		goto out;
 	/* Bytes staged before must go out first, from the staging ring. */
@@ -497,9 +503,7 @@ ssize_t transport_send_direct(struct transport *t, struct ibv_mr *mr,
 		goto out;
 	window = stream_send_window(&t->s, len);
 	if (!window) {
-		t->counters.credit_stalls++;
-		arm_for_own_completions_locked(t);
-		ret = -EAGAIN;
+		ret = credit_stall_locked(t);
 		goto out;
 	}
 	posted = post_direct_locked(t, mr, buf, window);
