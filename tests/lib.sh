@@ -52,3 +52,18 @@ wait_for() {
 peer_port() {
 	wait_for "$1" '^port ' && awk '/^port / {print $2; exit}' "$1"
 }
+
+# delay_vethb DELAY: netem holds every packet that leaves vethB (the RoCE
+# traffic of a client bound to the B address; kernel TCP between the two
+# local addresses takes lo) for DELAY, "20ms" say.  Exits 77 (skip) where
+# the guest has no netem.  The caller's trap removes it:
+# tc qdisc del dev vethB root.
+delay_vethb() {
+	local err
+
+	if ! err=$(modprobe sch_netem 2>&1); then
+		echo "SKIP: no netem in this guest: $err"
+		exit 77
+	fi
+	tc qdisc add dev vethB root netem delay "$1" || exit 1
+}

@@ -55,10 +55,6 @@ kill_reader() {
 }
 
 kill_reader stalled late "$ROCESHIM_FABRIC_ADDR_A" --delay 60
-if ! modprobe sch_netem 2>"$tmp/err"; then
-	echo "SKIP: no netem in this guest: $(cat "$tmp/err")"
-	exit 77
-fi
-tc qdisc add dev vethB root netem delay 300ms || exit 1
+delay_vethb 300ms
 kill_reader in_flight drain "$ROCESHIM_FABRIC_ADDR_A"
 finish

@@ -19,10 +19,6 @@ export ROCESHIM_RDMA=1
 . "$top_srcdir/tests/lib.sh"
 bytes=100000
 
-if ! modprobe sch_netem 2>"$tmp/err"; then
-	echo "SKIP: no netem in this guest: $(cat "$tmp/err")"
-	exit 77
-fi
 "$ROCESHIM_RUN" "$PYTHON" "$peer" drain "$ROCESHIM_FABRIC_ADDR_A" \
 	>"$tmp/drain" 2>&1 &
 drainer=$!
@@ -31,7 +27,7 @@ port=$(peer_port "$tmp/drain")
 	--bind "$ROCESHIM_FABRIC_ADDR_B" --bytes "$bytes" --pause 2 \
 	>"$tmp/send" 2>&1 &
 wait_for "$tmp/send" '^connected' || { cat "$tmp/send"; exit 1; }
-tc qdisc add dev vethB root netem delay 300ms || exit 1
+delay_vethb 300ms
 for _ in $(seq 150); do
 	kill -0 "$drainer" 2>/dev/null || break
 	sleep 0.1

@@ -17,11 +17,7 @@ export ROCESHIM_RDMA=1 ROCESHIM_RING_KB=2048 ROCESHIM_LOG_LEVEL=debug
 . "$top_srcdir/tests/lib.sh"
 sockcheck="$top_builddir/tests/integration/sockcheck"
 
-if ! modprobe sch_netem 2>"$tmp/err"; then
-	echo "SKIP: no netem in this guest: $(cat "$tmp/err")"
-	exit 77
-fi
-tc qdisc add dev vethB root netem delay 20ms || exit 1
+delay_vethb 20ms
 
 # large_sends NAME ZEROCOPY_KB: the two large-send tests; sets zerocopy,
 # the number of zero-copy registrations in the log.
