@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <time.h>
 
 #include "cm.h"
@@ -65,6 +66,7 @@ static struct {
 	bool disabled;
 	struct rdma_event_channel *channel;
 	int epfd;
+	int wake_fd; /* eventfd: ends the progress thread's untimed wait */
 	struct pending *pending;
 	struct closing *closing;
 	struct negative negative[NEGATIVE_CACHE_SIZE];
@@ -73,10 +75,13 @@ static struct {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
 	.pending_settled = PTHREAD_COND_INITIALIZER,
 	.epfd = -1,
+	.wake_fd = -1,
 };
 
 /* Listener ids carry this as their context; connection ids their conn. */
 static char listener_tag;
+/* wake_fd's epoll tag (the CM channel's is NULL, a connection's its conn). */
+static char wake_tag;
 
 static int64_t now_ms(void)
 {
@@ -360,9 +365,26 @@ static void expire_pending(void)
 	}
 }
 
+/*
+ * The progress thread's wait: ticks only while a handshake waits for
+ * accept() or a closed connection for its last writes.  Otherwise it waits
+ * for events alone, so that a process whose connections idle never wakes;
+ * cm_release() ends that wait through wake_fd.
+ */
+static int progress_timeout_ms(void)
+{
+	bool deadlines;
+
+	pthread_mutex_lock(&cm.lock);
+	deadlines = cm.pending || cm.closing;
+	pthread_mutex_unlock(&cm.lock);
+	return deadlines ? TICK_MS : -1;
+}
+
 static void *progress_main(void *arg)
 {
 	struct epoll_event evs[32];
+	uint64_t wakes;
 	sigset_t all;
 
 	(void)arg;
@@ -370,14 +392,22 @@ static void *progress_main(void *arg)
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
 	for (;;) {
-		int n = real.epoll_wait(cm.epfd, evs, 32, TICK_MS);
+		int n = real.epoll_wait(cm.epfd, evs, 32,
+					progress_timeout_ms());
 		int i;
 
 		for (i = 0; i < n; i++) {
-			struct conn *c = evs[i].data.ptr;
+			void *tag = evs[i].data.ptr;
+			struct conn *c = tag;
 
-			if (!c) {
+			if (!tag) {
 				handle_cm_events();
+				continue;
+			}
+			if (tag == &wake_tag) {
+				/* Non-blocking: drained, or already drained. */
+				(void)real.read(cm.wake_fd, &wakes,
+						sizeof(wakes));
 				continue;
 			}
 			transport_handle_event(c->t);
@@ -394,6 +424,7 @@ static void *progress_main(void *arg)
 static bool cm_start(void)
 {
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
+	struct epoll_event wake = { .events = EPOLLIN, .data.ptr = &wake_tag };
 	pthread_t thread;
 	bool ok;
 
@@ -402,9 +433,11 @@ static bool cm_start(void)
 		goto out;
 	cm.channel = rdma_create_event_channel();
 	cm.epfd = real.epoll_create1(EPOLL_CLOEXEC);
-	if (!cm.channel || cm.epfd < 0 ||
+	cm.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (!cm.channel || cm.epfd < 0 || cm.wake_fd < 0 ||
 	    real.fcntl(cm.channel->fd, F_SETFL, O_NONBLOCK) ||
 	    real.epoll_ctl(cm.epfd, EPOLL_CTL_ADD, cm.channel->fd, &ev) ||
+	    real.epoll_ctl(cm.epfd, EPOLL_CTL_ADD, cm.wake_fd, &wake) ||
 	    pthread_create(&thread, NULL, progress_main, NULL)) {
 		log_warn("cm: cannot start the RDMA progress thread; TCP only");
 		cm.disabled = true;
@@ -788,7 +821,9 @@ struct conn *cm_take_pending(const struct roceshim_stats_endpoint *peer,
 
 void cm_release(struct conn *c, bool abortive)
 {
+	uint64_t one = 1;
 	struct closing *cl;
+	bool untimed;
 
 	conn_close(c, abortive);
 	if (!conn_alive(c))
@@ -799,9 +834,13 @@ void cm_release(struct conn *c, bool abortive)
 	cl->conn = c;
 	cl->deadline_ms = now_ms() + LINGER_TIMEOUT_MS;
 	pthread_mutex_lock(&cm.lock);
+	untimed = !cm.pending && !cm.closing;
 	cl->next = cm.closing;
 	cm.closing = cl;
 	pthread_mutex_unlock(&cm.lock);
+	/* The progress thread may wait without a tick: the linger needs one. */
+	if (untimed)
+		(void)real.write(cm.wake_fd, &one, sizeof(one));
 }
 
 void cm_configure(const struct config *cfg)

@@ -20,6 +20,8 @@
   peer.py idle ADDR PORT [--bind A] [--count N]
                                               N blocking one-byte reads;
                                               prints the CPU time they took
+                                              and the context switches of
+                                              all the process's threads
 
 With --report, each connection's roceshim stats row (transport and
 fallback reason) is printed as "conn TRANSPORT REASON", read with
@@ -251,18 +253,33 @@ def late(args):
     return 0
 
 
+def context_switches():
+    """Voluntary and involuntary, summed over the threads alive now."""
+    total = 0
+    for tid in os.listdir("/proc/self/task"):
+        with open("/proc/self/task/%s/status" % tid) as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.endswith("ctxt_switches"):
+                    total += int(value)
+    return total
+
+
 def idle(args):
     s = connect(args)
     report(s)
+    switches = context_switches()
     before, start = resource.getrusage(resource.RUSAGE_SELF), time.time()
     got = b"".join(s.recv(1) for _ in range(args.count))
     after, end = resource.getrusage(resource.RUSAGE_SELF), time.time()
+    switches = context_switches() - switches
     cpu = (after.ru_utime + after.ru_stime) - \
         (before.ru_utime + before.ru_stime)
     print("read %s" % ("ok" if got == b"!" * args.count else "MISMATCH"),
           flush=True)
     print("cpu_s %.3f" % cpu, flush=True)
     print("waited_s %.3f" % (end - start), flush=True)
+    print("context_switches %d" % switches, flush=True)
     s.close()
     return 0
 

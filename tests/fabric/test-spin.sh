@@ -7,7 +7,10 @@
 # (one second of polling, then sleep).  A connection whose reads keep
 # waiting longer than that stops polling: twelve reads that wait 0.5 s each
 # with ROCESHIM_SPIN_US=200000 burn well under the 2.4 s that polling each
-# would.  Every read gets its byte on RDMA.
+# would.  Every read gets its byte on RDMA.  And a process whose only
+# connection idles does not wake: the 3 s read with ROCESHIM_SPIN_US=0 costs
+# the whole process (its progress thread included) a handful of context
+# switches, where a progress thread that ticked every 50 ms made 60.
 set -u
 PYTHON=${PYTHON:-/usr/bin/python3}
 peer="$top_srcdir/tests/fabric/peer.py"
@@ -33,10 +36,12 @@ idle_read() {
 	check_eq "${1}_read_gets_the_byte" ok \
 		"$(awk '$1 == "read" {print $2}' "$tmp/$1.cli")"
 	cpu_ms=$(awk '$1 == "cpu_s" {printf "%d", $2 * 1000}' "$tmp/$1.cli")
+	switches=$(awk '$1 == "context_switches" {print $2}' "$tmp/$1.cli")
 }
 
 idle_read nospin 0
 check no_spin_read_sleeps [ "${cpu_ms:-9999}" -lt 200 ]
+check idle_process_does_not_wake [ "${switches:-9999}" -lt 15 ]
 idle_read spin 1000000
 check spin_read_polls_for_about_the_spin_time \
 	test "${cpu_ms:-0}" -ge 400 -a "${cpu_ms:-0}" -lt 2500
