@@ -102,6 +102,19 @@ static struct transport_config transport_config(void)
 	return tc;
 }
 
+/*
+ * Logs why this end has no queue pair for a connection.  Pinning the two
+ * rings is what usually fails: ibv_reg_mr() gives ENOMEM past
+ * RLIMIT_MEMLOCK, which the message names.
+ */
+static void log_no_transport(const char *what, int err)
+{
+	log_info("cm: %s: no queue pair and rings (%s)%s", what, strerror(-err),
+		 err == -ENOMEM ? "; each connection pins twice "
+				  "ROCESHIM_RING_KB, within RLIMIT_MEMLOCK"
+				: "");
+}
+
 static bool same_endpoint(const struct roceshim_stats_endpoint *a,
 			  const struct roceshim_stats_endpoint *b)
 {
@@ -193,11 +206,15 @@ static bool on_connect_request(struct rdma_cm_event *ev)
 		goto reject;
 	}
 	err = transport_create(id, &tc, &t);
-	if (!err)
-		err = transport_connect(t, &hello.ring);
 	if (err) {
-		log_info("cm: connect request refused: no queue pair (%s)",
-			 strerror(-err));
+		log_no_transport("connect request refused", err);
+		goto reject;
+	}
+	err = transport_connect(t, &hello.ring);
+	if (err) {
+		log_info("cm: connect request refused: the client's ring is "
+			 "%u KiB, this end's %u KiB (ROCESHIM_RING_KB)",
+			 hello.ring.size >> 10, tc.ring_bytes >> 10);
 		goto reject;
 	}
 	p = calloc(1, sizeof(*p));
@@ -636,6 +653,7 @@ static enum roceshim_reason handshake(int fd, struct rdma_event_channel *ch,
 	socklen_t len = sizeof(ss);
 	int ms = cm.cfg->connect_timeout_ms;
 	struct sockaddr_storage src;
+	int err;
 
 	reason =
 		resolve_address(ch, id, bound_source(fd, &src), addr, deadline);
@@ -652,8 +670,11 @@ static enum roceshim_reason handshake(int fd, struct rdma_event_channel *ch,
 	    endpoint_from_sockaddr(&hello.tcp_source, (struct sockaddr *)&ss,
 				   len))
 		return ROCESHIM_REASON_RESOURCE;
-	if (transport_create(id, &tc, &t))
+	err = transport_create(id, &tc, &t);
+	if (err) {
+		log_no_transport("connection stays on TCP", err);
 		return ROCESHIM_REASON_RESOURCE;
+	}
 	transport_local_ring(t, &hello.ring);
 	wire_encode_hello(&hello, request);
 	param.private_data = request;

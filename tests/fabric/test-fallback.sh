@@ -13,6 +13,13 @@
 #                                                  server, resumed: peer_tcp
 #   client without roceshim                     -> server: peer_tcp
 #   peer on the route without RDMA (vethC/D)    -> client: no_route
+#   client that cannot pin its rings (as nobody,
+#   RLIMIT_MEMLOCK 64 KiB)                      -> client: resource, and
+#                                                  its log names the limit;
+#                                                  server: peer_tcp
+#   client ring 512 KiB, server ring 256 KiB    -> client: peer_rejected;
+#                                                  the server's log names
+#                                                  both sizes
 set -u
 PYTHON=${PYTHON:-/usr/bin/python3}
 peer="$top_srcdir/tests/fabric/peer.py"
@@ -31,13 +38,15 @@ start_server() {
 	port=$(peer_port "$tmp/$name.srv")
 }
 
-# client NAME PRELOAD ADDR PORT [BIND [REPEAT]]
+# client NAME PRELOAD ADDR PORT [BIND [REPEAT]]; $as_user, when set, is
+# a command prefix (setpriv) that the client runs under.
+as_user=()
 client() {
 	local name=$1 pre=$2 addr=$3 cport=$4 run=() bind=()
 	[ "$pre" = 1 ] && run=("$ROCESHIM_RUN")
 	[ -n "${5:-}" ] && bind=(--bind "$5")
-	"${run[@]}" "$PYTHON" "$peer" echo "$addr" "$cport" --report \
-		--repeat "${6:-1}" "${bind[@]}" >"$tmp/$name.cli" 2>&1
+	"${as_user[@]}" "${run[@]}" "$PYTHON" "$peer" echo "$addr" "$cport" \
+		--report --repeat "${6:-1}" "${bind[@]}" >"$tmp/$name.cli" 2>&1
 }
 
 conn_of() { # file [N] -> "transport reason" of the Nth connection
@@ -97,5 +106,31 @@ client noroute 1 "$ROCESHIM_FABRIC_NORDMA_B" "$port" \
 	"$ROCESHIM_FABRIC_NORDMA_A"
 check_eq no_rdma_route_echo ok "$(echo_of "$tmp/noroute.cli")"
 check_eq no_rdma_route_reason "tcp no_route" "$(conn_of "$tmp/noroute.cli")"
+
+# Root may pin past RLIMIT_MEMLOCK (CAP_IPC_LOCK): the client runs as
+# nobody, with 64 KiB where its two rings need 512.
+start_server memlock 1 "$B"
+(
+	ulimit -l 64
+	export ROCESHIM_LOG_LEVEL=info
+	as_user=(setpriv --reuid=65534 --regid=65534 --clear-groups
+		--inh-caps=-all)
+	client memlock 1 "$B" "$port" "$A"
+)
+check_eq unpinnable_rings_echo ok "$(echo_of "$tmp/memlock.cli")"
+check_eq unpinnable_rings_client_reason "tcp resource" \
+	"$(conn_of "$tmp/memlock.cli")"
+check unpinnable_rings_log_names_the_limit \
+	grep -q 'no queue pair and rings.*RLIMIT_MEMLOCK' "$tmp/memlock.cli"
+check_eq unpinnable_rings_server_reason "tcp peer_tcp" \
+	"$(conn_of "$tmp/memlock.srv")"
+
+ROCESHIM_LOG_LEVEL=info start_server rings 1 "$B"
+ROCESHIM_RING_KB=512 client rings 1 "$B" "$port" "$A"
+check_eq different_rings_echo ok "$(echo_of "$tmp/rings.cli")"
+check_eq different_rings_client_reason "tcp peer_rejected" \
+	"$(conn_of "$tmp/rings.cli")"
+check different_rings_server_log_names_both_sizes \
+	grep -q "client's ring is 512 KiB, this end's 256 KiB" "$tmp/rings.srv"
 
 finish
