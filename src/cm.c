@@ -460,6 +460,8 @@ static bool cm_start(void)
 		cm.disabled = true;
 		goto out;
 	}
+	/* So that top -H, ps -L and perf show whose thread it is. */
+	pthread_setname_np(thread, "roceshim");
 	pthread_detach(thread);
 	cm.started = true;
 out:

@@ -20,8 +20,8 @@
   peer.py idle ADDR PORT [--bind A] [--count N]
                                               N blocking one-byte reads;
                                               prints the CPU time they took
-                                              and the context switches of
-                                              all the process's threads
+                                              and the context switches and
+                                              names of the process's threads
 
 With --report, each connection's roceshim stats row (transport and
 fallback reason) is printed as "conn TRANSPORT REASON", read with
@@ -265,6 +265,14 @@ def context_switches():
     return total
 
 
+def thread_names():
+    names = []
+    for tid in os.listdir("/proc/self/task"):
+        with open("/proc/self/task/%s/comm" % tid) as f:
+            names.append(f.read().strip())
+    return names
+
+
 def idle(args):
     s = connect(args)
     report(s)
@@ -280,6 +288,7 @@ def idle(args):
     print("cpu_s %.3f" % cpu, flush=True)
     print("waited_s %.3f" % (end - start), flush=True)
     print("context_switches %d" % switches, flush=True)
+    print("threads %s" % ",".join(sorted(thread_names())), flush=True)
     s.close()
     return 0
 

@@ -10,7 +10,8 @@
 # would.  Every read gets its byte on RDMA.  And a process whose only
 # connection idles does not wake: the 3 s read with ROCESHIM_SPIN_US=0 costs
 # the whole process (its progress thread included) a handful of context
-# switches, where a progress thread that ticked every 50 ms made 60.
+# switches, where a progress thread that ticked every 50 ms made 60.  Its
+# progress thread is named "roceshim" (top -H, ps -L).
 set -u
 PYTHON=${PYTHON:-/usr/bin/python3}
 peer="$top_srcdir/tests/fabric/peer.py"
@@ -42,6 +43,8 @@ idle_read() {
 idle_read nospin 0
 check no_spin_read_sleeps [ "${cpu_ms:-9999}" -lt 200 ]
 check idle_process_does_not_wake [ "${switches:-9999}" -lt 15 ]
+check_eq progress_thread_is_named "python3,roceshim" \
+	"$(awk '$1 == "threads" {print $2}' "$tmp/nospin.cli")"
 idle_read spin 1000000
 check spin_read_polls_for_about_the_spin_time \
 	test "${cpu_ms:-0}" -ge 400 -a "${cpu_ms:-0}" -lt 2500
