@@ -382,18 +382,24 @@ static void expire_pending(void)
 	}
 }
 
+/* Whether a handshake waits for accept() or a closed connection lingers. */
+static bool deadlines_locked(void)
+{
+	return cm.pending || cm.closing;
+}
+
 /*
- * The progress thread's wait: ticks only while a handshake waits for
- * accept() or a closed connection for its last writes.  Otherwise it waits
- * for events alone, so that a process whose connections idle never wakes;
- * cm_release() ends that wait through wake_fd.
+ * The progress thread's wait: ticks only while something has a deadline.
+ * Otherwise it waits for events alone, so that a process whose
+ * connections idle never wakes; cm_release() ends that wait through
+ * wake_fd.
  */
 static int progress_timeout_ms(void)
 {
 	bool deadlines;
 
 	pthread_mutex_lock(&cm.lock);
-	deadlines = cm.pending || cm.closing;
+	deadlines = deadlines_locked();
 	pthread_mutex_unlock(&cm.lock);
 	return deadlines ? TICK_MS : -1;
 }
@@ -857,7 +863,7 @@ void cm_release(struct conn *c, bool abortive)
 	cl->conn = c;
 	cl->deadline_ms = now_ms() + LINGER_TIMEOUT_MS;
 	pthread_mutex_lock(&cm.lock);
-	untimed = !cm.pending && !cm.closing;
+	untimed = !deadlines_locked();
 	cl->next = cm.closing;
 	cm.closing = cl;
 	pthread_mutex_unlock(&cm.lock);
