@@ -4,7 +4,7 @@
  *
  *   tcpbench server [--addr A] [--port P] [--once]
  *   tcpbench client --addr A --port P --mode pingpong|stream --size BYTES
- *                   [--bind SRC]
+ *                   [--bind SRC] [--wait block|epoll|poll]
  *                   [--iters N | --seconds S] [--warmup N]
  *   tcpbench self   --mode pingpong|stream --size BYTES [--iters N | ...]
  *
@@ -19,6 +19,12 @@
  *   stream:   writes size bytes per write() call until done, half-closes,
  *             waits for the server's 8-byte count of what it received;
  *             reports MB/s (10^6 bytes per second) up to that reply.
+ * --wait epoll makes both ends wait as Gloo does: the socket non-blocking,
+ * registered level-triggered for EPOLLIN in an epoll set (EPOLLOUT added
+ * while a write waits), and each read or write that would block waits in
+ * epoll_wait(); --wait poll waits in poll() instead.  The client asks the
+ * server for the same in the header.  The default, block, waits in read()
+ * and write().
  * "self" runs a server in a child (fork + exec of this program, so a
  * preloaded library starts fresh in it) on 127.0.0.1 and a client against it.
  *
@@ -30,16 +36,19 @@
 #endif
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -50,13 +59,26 @@
 #define MODE_PINGPONG 1
 #define MODE_STREAM   2
 #define MAX_SIZE      (1u << 30)
+#define WAIT_BLOCK    0u /* tb_hdr.flags: how the server waits too */
+#define WAIT_EPOLL    1u
+#define WAIT_POLL     2u
 
 struct tb_hdr {
 	uint32_t magic;
 	uint32_t mode;
 	uint32_t size;
-	uint32_t reserved;
+	uint32_t flags;
 };
+
+/* A connection, and how its reads and writes wait (see --wait). */
+struct tb_io {
+	int fd;
+	unsigned int wait; /* WAIT_* */
+	int epfd;	   /* WAIT_EPOLL: the set */
+	uint32_t events;   /* registered in epfd */
+};
+
+static const char *const wait_names[] = { "block", "epoll", "poll" };
 
 struct opts {
 	const char *addr;
@@ -68,6 +90,7 @@ struct opts {
 	double seconds;
 	long warmup;
 	int once;
+	unsigned int wait; /* --wait: WAIT_* */
 };
 
 static void die(const char *what)
@@ -84,14 +107,84 @@ static double now_s(void)
 	return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static int write_full(int fd, const void *buf, size_t len)
+/*
+ * Waits in epoll_wait() or poll() until io is ready for want (EPOLLIN or
+ * EPOLLOUT).
+ */
+static int io_wait(struct tb_io *io, uint32_t want)
+{
+	struct epoll_event ev = { .events = EPOLLIN | want };
+	struct pollfd pfd = { .fd = io->fd,
+			      .events = want == EPOLLOUT ? POLLOUT : POLLIN };
+
+	if (io->wait == WAIT_POLL) {
+		while (poll(&pfd, 1, -1) < 0)
+			if (errno != EINTR)
+				return -1;
+		return 0;
+	}
+	if (io->wait != WAIT_EPOLL)
+		return -1;
+	if (ev.events != io->events) {
+		if (epoll_ctl(io->epfd, EPOLL_CTL_MOD, io->fd, &ev) < 0)
+			return -1;
+		io->events = ev.events;
+	}
+	while (epoll_wait(io->epfd, &ev, 1, -1) < 0)
+		if (errno != EINTR)
+			return -1;
+	return 0;
+}
+
+/* Switches io to waiting as wait says (the socket made non-blocking). */
+static void io_use_wait(struct tb_io *io, unsigned int wait)
+{
+	struct epoll_event ev = { .events = EPOLLIN };
+	int fl = fcntl(io->fd, F_GETFL);
+
+	io->wait = wait;
+	if (wait == WAIT_BLOCK)
+		return;
+	if (fl < 0 || fcntl(io->fd, F_SETFL, fl | O_NONBLOCK) < 0)
+		die("fcntl O_NONBLOCK");
+	if (wait == WAIT_POLL)
+		return;
+	io->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (io->epfd < 0 || epoll_ctl(io->epfd, EPOLL_CTL_ADD, io->fd, &ev) < 0)
+		die("epoll");
+	io->events = ev.events;
+}
+
+static void io_close(struct tb_io *io)
+{
+	if (io->epfd >= 0)
+		close(io->epfd);
+	close(io->fd);
+}
+
+/* read(2), waiting as io does: bytes, 0 at EOF, -1 on error. */
+static ssize_t io_read(struct tb_io *io, void *buf, size_t len)
+{
+	for (;;) {
+		ssize_t n = read(io->fd, buf, len);
+
+		if (n >= 0 || errno == EINTR)
+			return n;
+		if (errno != EAGAIN || io_wait(io, 0) < 0)
+			return -1;
+	}
+}
+
+static int write_full(struct tb_io *io, const void *buf, size_t len)
 {
 	const char *p = buf;
 
 	while (len) {
-		ssize_t n = write(fd, p, len);
+		ssize_t n = write(io->fd, p, len);
 
 		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN && !io_wait(io, EPOLLOUT))
 			continue;
 		if (n <= 0)
 			return -1;
@@ -102,13 +195,13 @@ static int write_full(int fd, const void *buf, size_t len)
 }
 
 /* 1 on success, 0 on EOF before the first byte, -1 on error or short EOF. */
-static int read_full(int fd, void *buf, size_t len)
+static int read_full(struct tb_io *io, void *buf, size_t len)
 {
 	char *p = buf;
 	size_t got = 0;
 
 	while (got < len) {
-		ssize_t n = read(fd, p + got, len - got);
+		ssize_t n = io_read(io, p + got, len - got);
 
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -164,24 +257,24 @@ static void print_sockaddr(const struct sockaddr *sa, char *host,
 
 /* ---- server ---------------------------------------------------------- */
 
-static void serve_pingpong(int fd, char *buf, size_t size)
+static void serve_pingpong(struct tb_io *io, char *buf, size_t size)
 {
 	for (;;) {
-		int rc = read_full(fd, buf, size);
+		int rc = read_full(io, buf, size);
 
 		if (rc <= 0)
 			return;
-		if (write_full(fd, buf, size) < 0)
+		if (write_full(io, buf, size) < 0)
 			return;
 	}
 }
 
-static void serve_stream(int fd, char *buf, size_t size)
+static void serve_stream(struct tb_io *io, char *buf, size_t size)
 {
 	uint64_t total = 0;
 
 	for (;;) {
-		ssize_t n = read(fd, buf, size);
+		ssize_t n = io_read(io, buf, size);
 
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -191,42 +284,43 @@ static void serve_stream(int fd, char *buf, size_t size)
 			break;
 		total += n;
 	}
-	write_full(fd, &total, sizeof(total));
+	write_full(io, &total, sizeof(total));
 }
 
 static void *serve_conn(void *arg)
 {
-	int fd = (int)(intptr_t)arg;
+	struct tb_io io = { .fd = (int)(intptr_t)arg, .epfd = -1 };
 	struct tb_hdr h;
 	char *buf;
 
-	if (read_full(fd, &h, sizeof(h)) != 1 || h.magic != TB_MAGIC ||
-	    h.size == 0 || h.size > MAX_SIZE ||
+	if (read_full(&io, &h, sizeof(h)) != 1 || h.magic != TB_MAGIC ||
+	    h.size == 0 || h.size > MAX_SIZE || h.flags > WAIT_POLL ||
 	    (h.mode != MODE_PINGPONG && h.mode != MODE_STREAM)) {
 		fprintf(stderr, "tcpbench: server: bad or missing header\n");
-		close(fd);
+		io_close(&io);
 		return NULL;
 	}
-	set_nodelay(fd);
+	set_nodelay(io.fd);
 	buf = malloc(h.size);
 	if (!buf) {
 		fprintf(stderr, "tcpbench: server: out of memory\n");
-		close(fd);
+		io_close(&io);
 		return NULL;
 	}
 	memset(buf, 0, h.size);
-	if (write_full(fd, "R", 1) < 0) {
+	if (write_full(&io, "R", 1) < 0) {
 		fprintf(stderr, "tcpbench: server: cannot say ready\n");
 		free(buf);
-		close(fd);
+		io_close(&io);
 		return NULL;
 	}
+	io_use_wait(&io, h.flags);
 	if (h.mode == MODE_PINGPONG)
-		serve_pingpong(fd, buf, h.size);
+		serve_pingpong(&io, buf, h.size);
 	else
-		serve_stream(fd, buf, h.size);
+		serve_stream(&io, buf, h.size);
 	free(buf);
-	close(fd);
+	io_close(&io);
 	return NULL;
 }
 
@@ -332,7 +426,7 @@ static double pct(const double *v, long n, double p)
 	return v[i];
 }
 
-static int client_pingpong(int fd, const struct opts *o, char *buf)
+static int client_pingpong(struct tb_io *io, const struct opts *o, char *buf)
 {
 	long cap = o->iters ? o->iters : 1024, n = 0, i;
 	double *rtt = malloc(cap * sizeof(*rtt));
@@ -341,8 +435,8 @@ static int client_pingpong(int fd, const struct opts *o, char *buf)
 	if (!rtt)
 		die("malloc");
 	for (i = 0; i < o->warmup; i++) {
-		if (write_full(fd, buf, o->size) < 0 ||
-		    read_full(fd, buf, o->size) != 1)
+		if (write_full(io, buf, o->size) < 0 ||
+		    read_full(io, buf, o->size) != 1)
 			die("pingpong warmup");
 	}
 	end = now_s() + o->seconds;
@@ -356,8 +450,8 @@ static int client_pingpong(int fd, const struct opts *o, char *buf)
 				die("realloc");
 		}
 		t0 = now_s();
-		if (write_full(fd, buf, o->size) < 0 ||
-		    read_full(fd, buf, o->size) != 1)
+		if (write_full(io, buf, o->size) < 0 ||
+		    read_full(io, buf, o->size) != 1)
 			die("pingpong");
 		t1 = now_s();
 		rtt[n++] = (t1 - t0) * 1e6 / 2;
@@ -368,16 +462,17 @@ static int client_pingpong(int fd, const struct opts *o, char *buf)
 	}
 	qsort(rtt, n, sizeof(*rtt), cmp_double);
 	median = n % 2 ? rtt[n / 2] : (rtt[n / 2 - 1] + rtt[n / 2]) / 2;
-	printf("tcpbench mode=pingpong addr=%s port=%s size=%zu iters=%ld "
+	printf("tcpbench mode=pingpong wait=%s addr=%s port=%s size=%zu "
+	       "iters=%ld "
 	       "lat_us_median=%.3f lat_us_min=%.3f lat_us_p90=%.3f "
 	       "lat_us_p99=%.3f lat_us_max=%.3f\n",
-	       o->addr, o->port, o->size, n, median, rtt[0], pct(rtt, n, 0.90),
-	       pct(rtt, n, 0.99), rtt[n - 1]);
+	       wait_names[o->wait], o->addr, o->port, o->size, n, median,
+	       rtt[0], pct(rtt, n, 0.90), pct(rtt, n, 0.99), rtt[n - 1]);
 	free(rtt);
 	return 0;
 }
 
-static int client_stream(int fd, const struct opts *o, char *buf)
+static int client_stream(struct tb_io *io, const struct opts *o, char *buf)
 {
 	uint64_t sent = 0, acked = 0;
 	long writes = 0;
@@ -388,14 +483,14 @@ static int client_stream(int fd, const struct opts *o, char *buf)
 	for (;;) {
 		if (o->iters ? writes >= o->iters : now_s() >= end)
 			break;
-		if (write_full(fd, buf, o->size) < 0)
+		if (write_full(io, buf, o->size) < 0)
 			die("stream write");
 		sent += o->size;
 		writes++;
 	}
-	if (shutdown(fd, SHUT_WR) < 0)
+	if (shutdown(io->fd, SHUT_WR) < 0)
 		die("shutdown");
-	if (read_full(fd, &acked, sizeof(acked)) != 1)
+	if (read_full(io, &acked, sizeof(acked)) != 1)
 		die("stream: reading the server's byte count");
 	secs = now_s() - t0;
 	if (acked != sent) {
@@ -403,33 +498,37 @@ static int client_stream(int fd, const struct opts *o, char *buf)
 			(unsigned long long)sent, (unsigned long long)acked);
 		return 1;
 	}
-	printf("tcpbench mode=stream addr=%s port=%s size=%zu writes=%ld "
+	printf("tcpbench mode=stream wait=%s addr=%s port=%s size=%zu "
+	       "writes=%ld "
 	       "bytes=%llu seconds=%.6f MBps=%.1f\n",
-	       o->addr, o->port, o->size, writes, (unsigned long long)sent,
-	       secs, sent / secs / 1e6);
+	       wait_names[o->wait], o->addr, o->port, o->size, writes,
+	       (unsigned long long)sent, secs, sent / secs / 1e6);
 	return 0;
 }
 
 static int run_client(const struct opts *o)
 {
-	struct tb_hdr h = { TB_MAGIC, (uint32_t)o->mode, (uint32_t)o->size, 0 };
+	struct tb_hdr h = { TB_MAGIC, (uint32_t)o->mode, (uint32_t)o->size,
+			    o->wait };
+	struct tb_io io = { .epfd = -1 };
 	char *buf, ready;
-	int fd, rc;
+	int rc;
 
 	buf = malloc(o->size);
 	if (!buf)
 		die("malloc");
 	memset(buf, 0xa5, o->size);
-	fd = connect_to(o->addr, o->port, o->bind);
-	if (write_full(fd, &h, sizeof(h)) < 0)
+	io.fd = connect_to(o->addr, o->port, o->bind);
+	if (write_full(&io, &h, sizeof(h)) < 0)
 		die("write header");
-	if (read_full(fd, &ready, 1) != 1)
+	if (read_full(&io, &ready, 1) != 1)
 		die("reading the server's ready byte");
+	io_use_wait(&io, o->wait);
 	if (o->mode == MODE_PINGPONG)
-		rc = client_pingpong(fd, o, buf);
+		rc = client_pingpong(&io, o, buf);
 	else
-		rc = client_stream(fd, o, buf);
-	close(fd);
+		rc = client_stream(&io, o, buf);
+	io_close(&io);
 	free(buf);
 	return rc;
 }
@@ -495,8 +594,10 @@ static void usage(void)
 		"                       --mode pingpong|stream --size BYTES\n"
 		"                       [--iters N | --seconds S]\n"
 		"                       [--warmup N] [--bind SRC]\n"
+		"                       [--wait block|epoll|poll]\n"
 		"       tcpbench self --mode pingpong|stream --size BYTES\n"
 		"                     [--iters N | --seconds S] [--warmup N]\n"
+		"                     [--wait block|epoll|poll]\n"
 		"sizes take a K, M or G suffix (binary)\n");
 	exit(2);
 }
@@ -588,6 +689,13 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 			o->seconds = strtod(v, NULL);
 		} else if (!strcmp(a, "--warmup")) {
 			o->warmup = parse_long(v);
+		} else if (!strcmp(a, "--wait")) {
+			for (o->wait = WAIT_BLOCK; o->wait <= WAIT_POLL;
+			     o->wait++)
+				if (!strcmp(v, wait_names[o->wait]))
+					break;
+			if (o->wait > WAIT_POLL)
+				usage();
 		} else {
 			usage();
 		}
