@@ -433,9 +433,7 @@ static void *progress_main(void *arg)
 						sizeof(wakes));
 				continue;
 			}
-			transport_handle_event(c->t);
-			if (!__atomic_load_n(&c->closing, __ATOMIC_ACQUIRE))
-				conn_sync(c);
+			conn_serve_event(c);
 		}
 		reap_closing();
 		expire_pending();

@@ -26,10 +26,11 @@ struct conn_private {
 	pthread_mutex_t sync_lock;
 	pthread_mutex_t wait_lock;
 	/* Under wait_lock: */
-	unsigned int waiters; /* calls asleep on the channel */
-	bool watching;	      /* the channel is in the progress thread's set */
-	bool watch_wanted;    /* atomic reads: see conn_watch() */
-	bool event_unread;    /* a read woke for an event it left in place */
+	unsigned int waiters;  /* calls asleep on the channel */
+	bool watching;	       /* the channel is in the progress thread's set */
+	bool readiness_wanted; /* atomic reads: see conn_want_readiness() */
+	bool progress_wanted;  /* atomic reads: see conn_watch() */
+	bool event_unread;     /* a read woke for an event it left in place */
 	bool in_ready;
 	bool out_ready;
 	/* The transport's arrivals when in_fd was last set. */
@@ -220,14 +221,14 @@ static void watch_channel(struct conn *c, bool on)
 }
 
 /*
- * The progress thread watches the channel while the program relies on it
+ * The progress thread watches the channel while something relies on it
  * (conn_watch()), except while a read sleeps there: one completion then
  * wakes one thread, and the reader contends with nobody for the transport.
  */
 static void update_watch_locked(struct conn *c)
 {
 	struct conn_private *p = priv(c);
-	bool want = p->watch_wanted && !p->waiters;
+	bool want = p->progress_wanted && !p->waiters;
 
 	if (want == p->watching)
 		return;
@@ -235,10 +236,26 @@ static void update_watch_locked(struct conn *c)
 	p->watching = want;
 }
 
-/* conn_watch() was called: sticky. */
-static bool watched(struct conn *c)
+/* conn_want_readiness() or conn_watch() was called: sticky. */
+static bool proxies_kept(struct conn *c)
 {
-	return __atomic_load_n(&priv(c)->watch_wanted, __ATOMIC_ACQUIRE);
+	return __atomic_load_n(&priv(c)->readiness_wanted, __ATOMIC_ACQUIRE);
+}
+
+void conn_want_readiness(struct conn *c)
+{
+	struct conn_private *p = priv(c);
+
+	if (!conn_alive(c))
+		return;
+	if (!proxies_kept(c)) {
+		pthread_mutex_lock(&p->wait_lock);
+		__atomic_store_n(&p->readiness_wanted, true, __ATOMIC_RELEASE);
+		pthread_mutex_unlock(&p->wait_lock);
+	}
+	/* Whatever comes next raises an event; what came before is synced. */
+	transport_arm(c->t);
+	conn_sync(c);
 }
 
 void conn_watch(struct conn *c)
@@ -246,27 +263,37 @@ void conn_watch(struct conn *c)
 	struct conn_private *p = priv(c);
 
 	/* A fork child must not touch the parent's epoll set. */
-	if (!conn_alive(c) || watched(c))
+	if (!conn_alive(c) ||
+	    __atomic_load_n(&p->progress_wanted, __ATOMIC_ACQUIRE))
 		return;
 	pthread_mutex_lock(&p->wait_lock);
-	__atomic_store_n(&p->watch_wanted, true, __ATOMIC_RELEASE);
+	__atomic_store_n(&p->readiness_wanted, true, __ATOMIC_RELEASE);
+	__atomic_store_n(&p->progress_wanted, true, __ATOMIC_RELEASE);
 	update_watch_locked(c);
 	pthread_mutex_unlock(&p->wait_lock);
 	/* What came before the watch raised no event it will see. */
 	conn_sync(c);
 }
 
+void conn_serve_event(struct conn *c)
+{
+	transport_handle_event(c->t);
+	if (!__atomic_load_n(&c->closing, __ATOMIC_ACQUIRE))
+		conn_sync(c);
+}
+
 /*
- * After a send changed the transport's state.  Until the connection is
- * watched, nothing reads its proxy fds (conn_watch() syncs them first),
- * and only corked bytes need anything: someone to reap the completion
- * that sends them.  A read never corks bytes: it syncs only if watched.
- * (The other order, a watch starting meanwhile, is safe: both sides take
- * the transport's lock between their store and their load.)
+ * After a send changed the transport's state.  Until the program wants
+ * the connection's readiness, nothing reads its proxy fds
+ * (conn_want_readiness() syncs them first), and only corked bytes need
+ * anything: someone to reap the completion that sends them.  A read
+ * never corks bytes: it syncs only if the proxies are kept.  (The other
+ * order, readiness wanted meanwhile, is safe: both sides take the
+ * transport's lock between their store and their load.)
  */
 static void sync_after_send(struct conn *c, bool corked)
 {
-	if (watched(c))
+	if (proxies_kept(c))
 		conn_sync(c);
 	else if (corked)
 		conn_watch(c);
@@ -292,11 +319,11 @@ static void waiter_enter(struct conn *c)
 }
 
 /*
- * Leaves it; woke: the channel had an event.  Unwatched, the event stays
- * unread, and the channel unarmed, until the next sleep.  Watched, the
- * last one out takes it and arms again first: a readable channel back in
- * the progress thread's set would wake that thread at once, to contend
- * with this reader for the transport.
+ * Leaves it; woke: the channel had an event.  Without it
+ * (conn_want_readiness()), the event stays unread, and the channel unarmed,
+ * until the next sleep.  With it, the last one out takes it and arms again
+ * first: a readable channel back in the progress thread's set would wake that
+ * thread at once, to contend with this reader for the transport.
  */
 static void waiter_leave(struct conn *c, bool woke)
 {
@@ -306,7 +333,7 @@ static void waiter_leave(struct conn *c, bool woke)
 	if (woke)
 		p->event_unread = true;
 	if (!--p->waiters) {
-		if (p->watch_wanted && p->event_unread) {
+		if (p->readiness_wanted && p->event_unread) {
 			transport_handle_event(c->t);
 			p->event_unread = false;
 		}
@@ -395,7 +422,7 @@ static int wait_readable(struct conn *c, int64_t deadline)
 	};
 	int timeout, ret = 0;
 
-	if (watched(c))
+	if (proxies_kept(c))
 		conn_sync(c);
 	timeout = sleep_ms(deadline);
 	if (!timeout)
@@ -502,7 +529,7 @@ static void wait_zerocopy_done(struct conn *c, uint64_t end)
 		waiter_leave(c, pfd.revents);
 		if (done)
 			return;
-		if (pfd.revents && watched(c))
+		if (pfd.revents && proxies_kept(c))
 			conn_sync(c);
 	}
 }
@@ -677,7 +704,7 @@ ssize_t conn_recv(struct conn *c, int tcp_fd, const struct iovec *iov,
 			break;
 	}
 	wait_clock_stop(&w);
-	if (watched(c))
+	if (proxies_kept(c))
 		conn_sync(c);
 	return total ? total : n;
 }

@@ -4,9 +4,10 @@
  * two eventfds that stand for its readiness in the program's epoll sets
  * and poll arrays.
  *
- * Contract: once the connection is watched (conn_watch()), in_fd is
- * readable exactly while it has data or an error to report, and out_fd is
- * writable exactly while a send would not block; conn_sync() restores that
+ * Contract: once the program wants its readiness (conn_want_readiness()),
+ * in_fd is readable exactly while it has data or an error to report, and
+ * out_fd is writable exactly while a send would not block; conn_sync()
+ * restores that
  * after anything changed the state (a completion, a read, a write).  EOF
  * is the kernel socket's to report, with its EPOLLRDHUP in the same event:
  * the peer's kernel FIN follows its RDMA FIN, which is then almost always
@@ -54,14 +55,26 @@ static inline bool conn_alive(const struct conn *c)
 void conn_sync(struct conn *c);
 
 /*
- * The program relies on c's readiness (epoll, poll, select), or bytes
- * wait for a completion (corked, or a send waiting for credit): from now
- * on the progress thread watches c's completions, and keeps in_fd and
- * out_fd current.  Until then nothing does: a connection driven only by
- * blocking calls costs no thread hand-off and no epoll_ctl per message.
- * Sticky, cheap once set.
+ * The program relies on c's readiness (epoll, poll, select): from now on
+ * in_fd and out_fd are kept current, and the channel is armed, so that
+ * its entry beside them (epoll_reg.h; poll's substituted set) wakes the
+ * program's wait, which then calls conn_serve_event().  Until then
+ * nothing keeps them current: a connection driven only by blocking calls
+ * costs no thread hand-off and no proxy update per message.  Sticky;
+ * each registration or poll calls it again to arm the channel.
+ */
+void conn_want_readiness(struct conn *c);
+
+/*
+ * As conn_want_readiness(), and the progress thread watches c's completions
+ * too: for a waiter that the channel does not wake (a send waiting for credit
+ * sleeps on out_fd) and for bytes that wait for a completion (corked).  Sticky,
+ * cheap once set.
  */
 void conn_watch(struct conn *c);
+
+/* c's channel has an event: take it, arm again, reap, sync the fds. */
+void conn_serve_event(struct conn *c);
 
 /*
  * Socket-like calls with send/recv flags: bytes, or a negative errno.

@@ -5,15 +5,18 @@
  * through.  An upgraded socket's readiness lives in its conn's two
  * eventfds (in_fd: data; out_fd: credit) and, for EOF and resets, in its
  * kernel socket: epoll registers all three in the program's set with the
- * program's epoll_data, and poll and select look at them in place of the
- * socket.
+ * program's epoll_data, beside the completion channel that wakes the
+ * program's epoll_wait itself (epoll_reg.h), and poll and select look at
+ * them in place of the socket.
  */
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "conn.h"
-#include "oneshot.h"
+#include "epoll_reg.h"
 #include "real.h"
 #include "shim.h"
 
@@ -38,19 +41,114 @@ static struct sock *upgraded_sock(int fd)
  */
 #define POLL_KERNEL_EVENTS (POLLIN | POLLRDHUP | POLLHUP | POLLERR)
 
+/* CLOCK_MONOTONIC in milliseconds. */
+static int64_t clock_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* A timespec timeout in whole milliseconds, rounded up. */
+static int timespec_ms(const struct timespec *ts)
+{
+	int64_t ms = ts->tv_sec * 1000ll + (ts->tv_nsec + 999999) / 1000000;
+
+	if (ms < 0)
+		return 0;
+	return ms > INT32_MAX ? INT32_MAX : (int)ms;
+}
+
+/*
+ * What is left until deadline (ms of clock_ms(), -1: none) as a poll
+ * timeout: -1 for none, 0 once it has passed.
+ */
+static int ms_left(int64_t deadline)
+{
+	int64_t left;
+
+	if (deadline < 0)
+		return -1;
+	left = deadline - clock_ms();
+	if (left <= 0)
+		return 0;
+	return left > INT32_MAX ? INT32_MAX : (int)left;
+}
+
+/*
+ * The entries of an upgraded fd in a substituted poll set: its two
+ * eventfds, the kernel socket (watched only for hang-up and error, which
+ * the TCP connection beside the queue pair reports as TCP would), and its
+ * completion channel, whose event the caller serves, as epoll_wait does.
+ */
+enum {
+	POLL_IN_FD,
+	POLL_OUT_FD,
+	POLL_SOCKET,
+	POLL_CHANNEL,
+	POLL_ENTRIES
+};
+
+/* Fills the entries of upgraded sock for the program's entry pfd. */
+static void poll_entries(struct pollfd *tmp, const struct pollfd *pfd,
+			 struct sock *sock)
+{
+	struct conn *c = sock->conn;
+
+	conn_want_readiness(c);
+	tmp[POLL_IN_FD].fd = c->in_fd;
+	tmp[POLL_IN_FD].events = pfd->events & POLL_IN_EVENTS ? POLLIN : 0;
+	tmp[POLL_OUT_FD].fd = c->out_fd;
+	tmp[POLL_OUT_FD].events = pfd->events & POLL_OUT_EVENTS ? POLLOUT : 0;
+	tmp[POLL_SOCKET].fd = pfd->fd;
+	tmp[POLL_SOCKET].events = pfd->events & (POLLIN | POLLRDHUP);
+	tmp[POLL_CHANNEL].fd = transport_event_fd(c->t);
+	tmp[POLL_CHANNEL].events = POLLIN;
+}
+
+/*
+ * The program's revents for upgraded sock from its entries' results,
+ * after serving its channel if that fired.
+ */
+static short poll_fold(const struct pollfd *tmp, short ev, struct sock *sock)
+{
+	struct transport_readiness t;
+	short revents = 0, r;
+
+	if (tmp[POLL_IN_FD].revents & POLLIN)
+		revents |= ev & (POLLIN | POLLRDNORM);
+	if (tmp[POLL_OUT_FD].revents & POLLOUT)
+		revents |= ev & POLL_OUT_EVENTS;
+	r = tmp[POLL_SOCKET].revents & POLL_KERNEL_EVENTS;
+	if (r & POLLIN)
+		r = (r & ~POLLIN) | (ev & (POLLIN | POLLRDNORM));
+	revents |= r;
+	if (tmp[POLL_CHANNEL].revents & POLLIN) {
+		conn_serve_event(sock->conn);
+		transport_readiness(sock->conn->t, &t);
+		if (t.data_or_error)
+			revents |= ev & (POLLIN | POLLRDNORM);
+		if (t.writable)
+			revents |= ev & POLL_OUT_EVENTS;
+	}
+	return revents;
+}
+
 /*
  * poll() over a set where some fds are upgraded: each of those becomes its
- * two eventfds plus the kernel socket (watched only for hang-up and error,
- * which the TCP connection beside the queue pair reports as TCP would),
- * and their results fold back into the program's entry.
+ * POLL_ENTRIES entries, and their results fold back into the program's
+ * entry.  When only channels fired, and brought nothing the program
+ * waits for, the wait goes on for what is left of its timeout.
  */
 static int poll_substituted(struct pollfd *fds, nfds_t nfds,
 			    struct sock **socks, const struct timespec *tmo,
 			    const sigset_t *sigmask, int timeout_ms, bool ppoll)
 {
-	struct pollfd *tmp = calloc(3 * nfds + 1, sizeof(*tmp));
-	const struct timespec no_wait = { 0 };
-	nfds_t i, j = 0;
+	struct pollfd *tmp = calloc(POLL_ENTRIES * nfds + 1, sizeof(*tmp));
+	struct timespec left;
+	int64_t deadline = -1;
+	nfds_t i, j = 0, k;
 	int ret, ready = 0;
 	bool dead = false;
 
@@ -61,58 +159,58 @@ static int poll_substituted(struct pollfd *fds, nfds_t nfds,
 			tmp[j++] = fds[i];
 			continue;
 		}
-		if (!conn_alive(socks[i]->conn)) {
-			/* Three ignored entries: its result is known. */
-			tmp[j++].fd = -1;
-			tmp[j++].fd = -1;
-			tmp[j++].fd = -1;
-			dead = true;
-			continue;
-		}
-		conn_watch(socks[i]->conn);
-		conn_sync(socks[i]->conn);
-		tmp[j].fd = socks[i]->conn->in_fd;
-		tmp[j++].events = fds[i].events & POLL_IN_EVENTS ? POLLIN : 0;
-		tmp[j].fd = socks[i]->conn->out_fd;
-		tmp[j++].events = fds[i].events & POLL_OUT_EVENTS ? POLLOUT : 0;
-		tmp[j].fd = fds[i].fd;
-		tmp[j++].events = fds[i].events & (POLLIN | POLLRDHUP);
-	}
-	if (dead) {
-		tmo = &no_wait;
-		timeout_ms = 0;
-	}
-	ret = ppoll ? real.ppoll(tmp, j, tmo, sigmask)
-		    : real.poll(tmp, j, timeout_ms);
-	if (ret < 0) {
-		ret = -errno;
-		goto out;
-	}
-	for (i = 0, j = 0; i < nfds; i++) {
-		short ev = fds[i].events, r;
-
-		if (!socks[i]) {
-			fds[i].revents = tmp[j++].revents;
-		} else if (!conn_alive(socks[i]->conn)) {
-			/* Inherited across fork: as a reset socket. */
-			j += 3;
-			fds[i].revents =
-				(ev & (POLLIN | POLLRDNORM | POLL_OUT_EVENTS)) |
-				POLLERR | POLLHUP;
+		if (conn_alive(socks[i]->conn)) {
+			poll_entries(&tmp[j], &fds[i], socks[i]);
 		} else {
-			fds[i].revents = 0;
-			if (tmp[j++].revents & POLLIN)
-				fds[i].revents |= ev & (POLLIN | POLLRDNORM);
-			if (tmp[j++].revents & POLLOUT)
-				fds[i].revents |= ev & POLL_OUT_EVENTS;
-			r = tmp[j++].revents & POLL_KERNEL_EVENTS;
-			if (r & POLLIN)
-				r = (r & ~POLLIN) |
-				    (ev & (POLLIN | POLLRDNORM));
-			fds[i].revents |= r;
+			/* Ignored entries: its result is known. */
+			for (k = 0; k < POLL_ENTRIES; k++)
+				tmp[j + k].fd = -1;
+			dead = true;
 		}
-		if (fds[i].revents)
-			ready++;
+		j += POLL_ENTRIES;
+	}
+	if (ppoll)
+		timeout_ms = tmo ? timespec_ms(tmo) : -1;
+	if (dead)
+		timeout_ms = 0;
+	if (timeout_ms > 0)
+		deadline = clock_ms() + timeout_ms;
+	for (;;) {
+		if (ppoll && timeout_ms >= 0) {
+			left.tv_sec = timeout_ms / 1000;
+			left.tv_nsec = timeout_ms % 1000 * 1000000l;
+		}
+		ret = ppoll ? real.ppoll(tmp, j, timeout_ms < 0 ? NULL : &left,
+					 sigmask)
+			    : real.poll(tmp, j, timeout_ms);
+		if (ret < 0) {
+			ret = -errno;
+			goto out;
+		}
+		ready = 0;
+		for (i = 0, j = 0; i < nfds; i++) {
+			short ev = fds[i].events;
+
+			if (!socks[i]) {
+				fds[i].revents = tmp[j++].revents;
+			} else if (!conn_alive(socks[i]->conn)) {
+				/* Inherited across fork: as a reset socket. */
+				j += POLL_ENTRIES;
+				fds[i].revents = (ev & (POLLIN | POLLRDNORM |
+							POLL_OUT_EVENTS)) |
+						 POLLERR | POLLHUP;
+			} else {
+				fds[i].revents =
+					poll_fold(&tmp[j], ev, socks[i]);
+				j += POLL_ENTRIES;
+			}
+			if (fds[i].revents)
+				ready++;
+		}
+		if (ready || !ret || !timeout_ms)
+			break;
+		if (timeout_ms > 0 && !(timeout_ms = ms_left(deadline)))
+			break;
 	}
 	ret = ready;
 out:
@@ -301,38 +399,45 @@ SHIM_EXPORT int pselect(int nfds, fd_set *rd, fd_set *wr, fd_set *ex,
 static unsigned long upgraded_registrations;
 
 /*
- * Registers (or changes, or removes) an upgraded fd as three entries with
- * the program's epoll_data: its two eventfds for EPOLLIN and EPOLLOUT, and
+ * Registers (or changes, or removes) an upgraded fd as four entries with
+ * the program's epoll_data: its two eventfds for EPOLLIN and EPOLLOUT,
  * the kernel socket itself for what only it can tell: the peer hung up or
  * reset (its EPOLLIN and EPOLLRDHUP, and the EPOLLHUP and EPOLLERR that
- * epoll always reports; no data flows on it after the upgrade).
+ * epoll always reports; no data flows on it after the upgrade), and the
+ * completion channel for EPOLL_REG_CHANNEL, level-triggered whatever the
+ * program asked: epoll_reg_fired() serves every event it reports.  A conn
+ * inherited across fork gets no channel entry: nothing may serve it here.
  */
 static int epoll_ctl_upgraded(int epfd, int op, int fd, struct conn *c,
 			      struct epoll_event *ev)
 {
 	const uint32_t flags =
 		EPOLLET | EPOLLONESHOT | EPOLLEXCLUSIVE | EPOLLWAKEUP;
-	struct epoll_event in_ev, out_ev, tcp_ev;
+	struct epoll_event in_ev, out_ev, tcp_ev, ch_ev;
+	int ch_fd = transport_event_fd(c->t);
+	bool alive = conn_alive(c);
 	int ret;
 
 	if (op == EPOLL_CTL_DEL) {
 		ret = real.epoll_ctl(epfd, op, c->in_fd, NULL);
 		real.epoll_ctl(epfd, op, c->out_fd, NULL);
 		real.epoll_ctl(epfd, op, fd, NULL);
-		oneshot_untrack(epfd, fd);
+		if (alive)
+			real.epoll_ctl(epfd, op, ch_fd, NULL);
+		epoll_reg_untrack(epfd, fd);
 		return ret;
 	}
 	if (!ev) {
 		errno = EFAULT;
 		return -1;
 	}
-	conn_watch(c);
-	conn_sync(c);
 	in_ev.events = (ev->events & flags) | (ev->events & EPOLLIN);
 	out_ev.events = (ev->events & flags) | (ev->events & EPOLLOUT);
 	tcp_ev.events =
 		(ev->events & flags) | (ev->events & (EPOLLIN | EPOLLRDHUP));
-	in_ev.data = out_ev.data = tcp_ev.data = ev->data;
+	ch_ev.events = EPOLL_REG_CHANNEL |
+		       (ev->events & (EPOLLEXCLUSIVE | EPOLLWAKEUP));
+	in_ev.data = out_ev.data = tcp_ev.data = ch_ev.data = ev->data;
 	ret = real.epoll_ctl(epfd, op, c->in_fd, &in_ev);
 	if (ret)
 		return ret;
@@ -342,11 +447,14 @@ static int epoll_ctl_upgraded(int epfd, int op, int fd, struct conn *c,
 	/* A fired EPOLLONESHOT registration lost its kernel socket entry. */
 	if (ret && errno == ENOENT && op == EPOLL_CTL_MOD)
 		ret = real.epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &tcp_ev);
+	if (!ret && alive)
+		ret = real.epoll_ctl(epfd, op, ch_fd, &ch_ev);
 	if (ret && op == EPOLL_CTL_ADD) {
 		int err = errno;
 
 		real.epoll_ctl(epfd, EPOLL_CTL_DEL, c->in_fd, NULL);
 		real.epoll_ctl(epfd, EPOLL_CTL_DEL, c->out_fd, NULL);
+		real.epoll_ctl(epfd, EPOLL_CTL_DEL, fd, NULL);
 		errno = err;
 	}
 	if (ret)
@@ -354,21 +462,21 @@ static int epoll_ctl_upgraded(int epfd, int op, int fd, struct conn *c,
 	if (op == EPOLL_CTL_ADD)
 		__atomic_fetch_add(&upgraded_registrations, 1,
 				   __ATOMIC_RELAXED);
-	if (ev->events & EPOLLONESHOT)
-		oneshot_track(epfd, fd, c, ev);
-	else
-		oneshot_untrack(epfd, fd);
+	epoll_reg_track(epfd, fd, c, ev);
+	/* Armed after the channel joined the set: its next event is seen. */
+	conn_want_readiness(c);
 	return 0;
 }
 
 /*
- * An upgraded fd's three entries may come back as up to three events with
- * the same epoll_data: fold them into one, as one socket would report, and
- * disarm the rest of a fired EPOLLONESHOT registration.
+ * An upgraded fd's entries may come back as up to four events with the
+ * same epoll_data: fold them into one, as one socket would report, serve
+ * a channel that fired, and disarm the rest of a fired EPOLLONESHOT
+ * registration.  An event left with nothing to report is dropped.
  */
 static int merge_events(int epfd, struct epoll_event *events, int n)
 {
-	int i, j, out = 0;
+	int i, j, out = 0, kept = 0;
 
 	if (n <= 0 ||
 	    !__atomic_load_n(&upgraded_registrations, __ATOMIC_RELAXED))
@@ -384,8 +492,61 @@ static int merge_events(int epfd, struct epoll_event *events, int n)
 			events[out++] = events[i];
 	}
 	for (i = 0; i < out; i++)
-		oneshot_fired(epfd, &events[i]);
-	return out;
+		if (epoll_reg_fired(epfd, &events[i]))
+			events[kept++] = events[i];
+	return kept;
+}
+
+enum epoll_wait_kind {
+	WAIT,
+	PWAIT,
+	PWAIT2
+};
+
+/*
+ * The epoll_wait family: waits again, for what is left of the timeout,
+ * when every event was a channel's that brought nothing to report, as
+ * the kernel does for an entry that turns out not ready.  timeout_ms: -1
+ * for none; for PWAIT2, ts is the same timeout (NULL for none), and is
+ * updated in place.
+ */
+static int epoll_wait_merged(int epfd, struct epoll_event *events,
+			     int maxevents, int timeout_ms, struct timespec *ts,
+			     const sigset_t *sigmask, enum epoll_wait_kind kind)
+{
+	int64_t deadline = timeout_ms > 0 ? clock_ms() + timeout_ms : -1;
+	int n;
+
+	for (;;) {
+		switch (kind) {
+		case WAIT:
+			n = real.epoll_wait(epfd, events, maxevents,
+					    timeout_ms);
+			break;
+		case PWAIT:
+			n = real.epoll_pwait(epfd, events, maxevents,
+					     timeout_ms, sigmask);
+			break;
+		case PWAIT2:
+			n = real.epoll_pwait2(epfd, events, maxevents, ts,
+					      sigmask);
+			break;
+		}
+		if (n <= 0)
+			return n;
+		n = merge_events(epfd, events, n);
+		if (n || !timeout_ms)
+			return n;
+		if (timeout_ms > 0) {
+			timeout_ms = ms_left(deadline);
+			if (!timeout_ms)
+				return 0;
+			if (ts) {
+				ts->tv_sec = timeout_ms / 1000;
+				ts->tv_nsec = timeout_ms % 1000 * 1000000l;
+			}
+		}
+	}
 }
 
 SHIM_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
@@ -406,29 +567,32 @@ SHIM_EXPORT int epoll_wait(int epfd, struct epoll_event *events, int maxevents,
 			   int timeout)
 {
 	shim_ensure_init();
-	return merge_events(epfd, events,
-			    real.epoll_wait(epfd, events, maxevents, timeout));
+	return epoll_wait_merged(epfd, events, maxevents, timeout, NULL, NULL,
+				 WAIT);
 }
 
 SHIM_EXPORT int epoll_pwait(int epfd, struct epoll_event *events, int maxevents,
 			    int timeout, const sigset_t *sigmask)
 {
 	shim_ensure_init();
-	return merge_events(
-		epfd, events,
-		real.epoll_pwait(epfd, events, maxevents, timeout, sigmask));
+	return epoll_wait_merged(epfd, events, maxevents, timeout, NULL,
+				 sigmask, PWAIT);
 }
 
 SHIM_EXPORT int epoll_pwait2(int epfd, struct epoll_event *events,
 			     int maxevents, const struct timespec *timeout,
 			     const sigset_t *sigmask)
 {
+	struct timespec left;
+
 	shim_ensure_init();
 	if (!real.epoll_pwait2) {
 		errno = ENOSYS;
 		return -1;
 	}
-	return merge_events(
-		epfd, events,
-		real.epoll_pwait2(epfd, events, maxevents, timeout, sigmask));
+	if (timeout)
+		left = *timeout;
+	return epoll_wait_merged(epfd, events, maxevents,
+				 timeout ? timespec_ms(timeout) : -1,
+				 timeout ? &left : NULL, sigmask, PWAIT2);
 }

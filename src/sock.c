@@ -4,7 +4,7 @@
 #include <stdlib.h>
 
 #include "cm.h"
-#include "oneshot.h"
+#include "epoll_reg.h"
 #include "sock.h"
 #include "stats.h"
 
@@ -80,7 +80,7 @@ void sock_put(struct sock *sock)
 	if (row >= 0)
 		stats_row_close(row);
 	if (sock->conn) {
-		oneshot_forget(sock->conn);
+		epoll_reg_forget(sock->conn);
 		cm_release(sock->conn, sock->abortive);
 	}
 	if (sock->listen_id)

@@ -22,6 +22,15 @@
                                               prints the CPU time they took
                                               and the context switches and
                                               names of the process's threads
+  peer.py wait-echo ADDR PORT [--bind A] [--count N] [--wait epoll|poll]
+                                              N one-byte round trips through
+                                              the echo server, waiting in
+                                              epoll (as Gloo does) or poll
+                                              on a non-blocking socket;
+                                              prints whether the bytes came
+                                              back and the context switches
+                                              of the progress thread
+                                              meanwhile
 
 With --report, each connection's roceshim stats row (transport and
 fallback reason) is printed as "conn TRANSPORT REASON", read with
@@ -273,6 +282,51 @@ def thread_names():
     return names
 
 
+def progress_thread_switches():
+    """Context switches of the thread named roceshim (0 if none)."""
+    for tid in os.listdir("/proc/self/task"):
+        with open("/proc/self/task/%s/comm" % tid) as f:
+            if f.read().strip() != "roceshim":
+                continue
+        total = 0
+        with open("/proc/self/task/%s/status" % tid) as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.endswith("ctxt_switches"):
+                    total += int(value)
+        return total
+    return 0
+
+
+def wait_echo(args):
+    s = connect(args)
+    report(s)
+    s.setblocking(False)
+    if args.wait == "epoll":
+        waiter = select.epoll()
+        waiter.register(s.fileno(), select.EPOLLIN)
+    else:
+        waiter = select.poll()
+        waiter.register(s.fileno(), select.POLLIN)
+    payload = os.urandom(args.count)
+    got = bytearray()
+    switches = progress_thread_switches()
+    deadline = time.monotonic() + 60
+    for i in range(args.count):
+        s.send(payload[i:i + 1])
+        while len(got) <= i and time.monotonic() < deadline:
+            waiter.poll(1.0 if args.wait == "epoll" else 1000)
+            try:
+                got += s.recv(16)
+            except BlockingIOError:
+                pass
+    switches = progress_thread_switches() - switches
+    print("echo %s" % ("ok" if got == payload else "MISMATCH"), flush=True)
+    print("progress_switches %d" % switches, flush=True)
+    s.close()
+    return 0
+
+
 def idle(args):
     s = connect(args)
     report(s)
@@ -336,8 +390,14 @@ def main():
     il.add_argument("port", type=int)
     il.add_argument("--bind")
     il.add_argument("--count", type=int, default=1)
+    we = sub.add_parser("wait-echo")
+    we.add_argument("addr")
+    we.add_argument("port", type=int)
+    we.add_argument("--bind")
+    we.add_argument("--count", type=int, default=200)
+    we.add_argument("--wait", choices=("epoll", "poll"), default="epoll")
     args = p.parse_args()
-    return {"serve": serve, "echo": echo, "stream": stream, "send": send,
+    return {"serve": serve, "wait-echo": wait_echo, "echo": echo, "stream": stream, "send": send,
             "drain": drain, "churn": churn, "fork": fork, "late": late,
             "idle": idle}[args.cmd](args) or 0
 

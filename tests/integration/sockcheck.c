@@ -3193,6 +3193,56 @@ out:
 	close_fd(&s);
 }
 
+/*
+ * A socket closed without EPOLL_CTL_DEL is gone from the set: what its
+ * peer sends afterwards wakes nobody.
+ */
+static void epoll_forgets_a_socket_closed_without_del(struct tctx *t)
+{
+	int c = -1, s = -1, ep = -1, n;
+	struct epoll_event ev;
+
+	TRY(make_pair(t, &c, &s, PAIR_NONBLOCK));
+	ASSERT_OK(ep = epoll_create1(0));
+	ASSERT_OK(epoll_add(ep, s, EPOLLIN, 8));
+	close_fd(&s);
+	/* The peer is closed: this may fail, as on TCP; it must not wake. */
+	(void)!send(c, "late", 4, MSG_NOSIGNAL);
+	n = epoll_one(ep, &ev, QUIET_MS);
+	ASSERT(n == 0, "closed socket reported: %d event(s)", n);
+out:
+	close_fd(&ep);
+	close_fd(&c);
+	close_fd(&s);
+}
+
+/*
+ * EPOLLRDNORM of a pipe in the same set as a socket is reported as the
+ * pipe's own (roceshim uses that bit for an upgraded socket's wake-up).
+ */
+static void epoll_reports_rdnorm_of_a_pipe_beside_a_socket(struct tctx *t)
+{
+	int c = -1, s = -1, ep = -1, pfd[2] = { -1, -1 }, n;
+	struct epoll_event ev;
+
+	TRY(make_pair(t, &c, &s, PAIR_NONBLOCK));
+	ASSERT_OK(pipe(pfd));
+	ASSERT_OK(ep = epoll_create1(0));
+	ASSERT_OK(epoll_add(ep, s, EPOLLIN, 1));
+	ASSERT_OK(epoll_add(ep, pfd[0], EPOLLRDNORM, 2));
+	ASSERT(write(pfd[1], "p", 1) == 1, "pipe write");
+	n = epoll_one(ep, &ev, io_ms());
+	ASSERT(n == 1 && ev.data.u64 == 2 && (ev.events & EPOLLRDNORM),
+	       "pipe: want EPOLLRDNORM for data 2, got %d (%#x, %llu)", n,
+	       ev.events, (unsigned long long)ev.data.u64);
+out:
+	close_fd(&ep);
+	close_fd(&pfd[0]);
+	close_fd(&pfd[1]);
+	close_fd(&c);
+	close_fd(&s);
+}
+
 static void epoll_wakes_for_data_after_blocking_use(struct tctx *t)
 {
 	wait_wakes_after_blocking_use(t, 'e');
@@ -4004,6 +4054,8 @@ static const struct test tests[] = {
 	TEST(epoll_reports_listener_readable_on_pending_connection),
 	TEST(epoll_wait_survives_close_from_other_thread),
 	TEST(epoll_mixes_tcp_pipe_and_unix_sockets),
+	TEST(epoll_forgets_a_socket_closed_without_del),
+	TEST(epoll_reports_rdnorm_of_a_pipe_beside_a_socket),
 	/* poll and select */
 	TEST(epoll_wakes_for_data_after_blocking_use),
 	TEST(poll_wakes_for_data_after_blocking_use),

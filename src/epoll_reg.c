@@ -1,0 +1,203 @@
+// SPDX-License-Identifier: MIT
+#include <poll.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <sys/epoll.h>
+
+#include "epoll_reg.h"
+#include "log.h"
+#include "real.h"
+
+struct reg {
+	int epfd;
+	int fd;
+	struct conn *conn;
+	uint64_t data;
+	uint32_t events; /* the program's interest */
+	bool disarmed;	 /* EPOLLONESHOT, fired: nothing until a MOD */
+};
+
+static struct {
+	pthread_mutex_t lock;
+	struct reg *v;
+	unsigned int count; /* atomic for the unlocked check */
+	unsigned int cap;
+} set = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static struct reg *find_locked(int epfd, int fd)
+{
+	unsigned int i;
+
+	for (i = 0; i < set.count; i++)
+		if (set.v[i].epfd == epfd && set.v[i].fd == fd)
+			return &set.v[i];
+	return NULL;
+}
+
+static void remove_locked(struct reg *o)
+{
+	*o = set.v[set.count - 1];
+	__atomic_store_n(&set.count, set.count - 1, __ATOMIC_RELEASE);
+}
+
+void epoll_reg_track(int epfd, int fd, struct conn *c,
+		     const struct epoll_event *ev)
+{
+	struct reg *o;
+
+	pthread_mutex_lock(&set.lock);
+	o = find_locked(epfd, fd);
+	if (!o && set.count == set.cap) {
+		unsigned int cap = set.cap ? 2 * set.cap : 16;
+		struct reg *v = realloc(set.v, cap * sizeof(*v));
+
+		if (!v) {
+			log_warn("epoll: out of memory; fd %d may wait for "
+				 "the progress thread, and EPOLLONESHOT on it "
+				 "may report twice",
+				 fd);
+			goto out;
+		}
+		set.v = v;
+		set.cap = cap;
+	}
+	if (!o) {
+		o = &set.v[set.count];
+		__atomic_store_n(&set.count, set.count + 1, __ATOMIC_RELEASE);
+	}
+	*o = (struct reg){ .epfd = epfd,
+			   .fd = fd,
+			   .conn = c,
+			   .data = ev->data.u64,
+			   .events = ev->events };
+out:
+	pthread_mutex_unlock(&set.lock);
+}
+
+void epoll_reg_untrack(int epfd, int fd)
+{
+	struct reg *o;
+
+	if (!__atomic_load_n(&set.count, __ATOMIC_ACQUIRE))
+		return;
+	pthread_mutex_lock(&set.lock);
+	o = find_locked(epfd, fd);
+	if (o)
+		remove_locked(o);
+	pthread_mutex_unlock(&set.lock);
+}
+
+void epoll_reg_forget(struct conn *c)
+{
+	unsigned int i = 0;
+
+	if (!__atomic_load_n(&set.count, __ATOMIC_ACQUIRE))
+		return;
+	pthread_mutex_lock(&set.lock);
+	while (i < set.count) {
+		if (set.v[i].conn != c) {
+			i++;
+			continue;
+		}
+		/*
+		 * The channel outlives the program's fd (the FIN lingers):
+		 * it must not wake the program for an fd it has closed.
+		 */
+		if (conn_alive(c))
+			real.epoll_ctl(set.v[i].epfd, EPOLL_CTL_DEL,
+				       transport_event_fd(c->t), NULL);
+		remove_locked(&set.v[i]);
+	}
+	pthread_mutex_unlock(&set.lock);
+}
+
+/* What the entries of o that did not fire would have reported. */
+static uint32_t readiness(const struct reg *o)
+{
+	struct pollfd kernel = { .fd = o->fd, .events = POLLIN | POLLRDHUP };
+	struct transport_readiness t;
+	uint32_t r = 0;
+
+	transport_readiness(o->conn->t, &t);
+	if (t.data_or_error)
+		r |= EPOLLIN;
+	if (t.writable)
+		r |= EPOLLOUT;
+	if (real.poll(&kernel, 1, 0) == 1) {
+		if (kernel.revents & POLLIN)
+			r |= EPOLLIN;
+		if (kernel.revents & POLLRDHUP)
+			r |= EPOLLRDHUP;
+		if (kernel.revents & POLLHUP)
+			r |= EPOLLHUP;
+		if (kernel.revents & POLLERR)
+			r |= EPOLLERR;
+	}
+	return r & (o->events | EPOLLHUP | EPOLLERR);
+}
+
+/*
+ * o's channel fired: what the completion brought.  Level-triggered, that
+ * is the connection's readiness now.  Edge-triggered, it is nothing here:
+ * the eventfds that conn_serve_event() set report the edge, once, when
+ * epoll_wait asks the kernel again.  A conn inherited across fork is dead
+ * here (its channel fires only through an epoll set shared with the
+ * parent): it reports as a reset socket, as poll() does.
+ */
+static uint32_t serve_channel(const struct reg *o)
+{
+	struct transport_readiness t;
+
+	if (!conn_alive(o->conn))
+		return (o->events & (EPOLLIN | EPOLLOUT)) | EPOLLERR | EPOLLHUP;
+	conn_serve_event(o->conn);
+	if (o->events & EPOLLET)
+		return 0;
+	transport_readiness(o->conn->t, &t);
+	return ((t.data_or_error ? EPOLLIN : 0) | (t.writable ? EPOLLOUT : 0)) &
+	       o->events;
+}
+
+/* Disarms the entries of a fired EPOLLONESHOT registration. */
+static void disarm(struct reg *o)
+{
+	struct epoll_event off = { .events = EPOLLONESHOT,
+				   .data.u64 = o->data };
+
+	real.epoll_ctl(o->epfd, EPOLL_CTL_MOD, o->conn->in_fd, &off);
+	real.epoll_ctl(o->epfd, EPOLL_CTL_MOD, o->conn->out_fd, &off);
+	real.epoll_ctl(o->epfd, EPOLL_CTL_MOD, transport_event_fd(o->conn->t),
+		       &off);
+	real.epoll_ctl(o->epfd, EPOLL_CTL_DEL, o->fd, NULL);
+	o->disarmed = true;
+}
+
+bool epoll_reg_fired(int epfd, struct epoll_event *ev)
+{
+	uint32_t channel = ev->events & EPOLL_REG_CHANNEL;
+	bool ours = false;
+	unsigned int i;
+
+	if (!__atomic_load_n(&set.count, __ATOMIC_ACQUIRE))
+		return true;
+	ev->events &= ~EPOLL_REG_CHANNEL;
+	pthread_mutex_lock(&set.lock);
+	for (i = 0; i < set.count; i++) {
+		struct reg *o = &set.v[i];
+
+		if (o->epfd != epfd || o->data != ev->data.u64 || o->disarmed)
+			continue;
+		ours = true;
+		if (channel)
+			ev->events |= serve_channel(o);
+		if ((o->events & EPOLLONESHOT) && ev->events) {
+			ev->events |= readiness(o);
+			disarm(o);
+		}
+	}
+	pthread_mutex_unlock(&set.lock);
+	/* Not an upgraded fd's: the bit is a plain fd's own EPOLLRDNORM. */
+	if (!ours)
+		ev->events |= channel;
+	return ev->events;
+}

@@ -1,0 +1,54 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The epoll registrations of upgraded fds.  An upgraded fd is four entries
+ * in the program's epoll set, all with the program's epoll_data (see
+ * interpose_poll.c): its two eventfds, its kernel socket, and its
+ * transport's completion channel, registered for EPOLL_REG_CHANNEL alone.
+ * The channel's entry is how a completion wakes the program's epoll_wait
+ * directly, not through the progress thread and an eventfd: when an event
+ * comes back with EPOLL_REG_CHANNEL, epoll_reg_fired() takes the channel's
+ * event, reaps, updates the eventfds and puts the connection's readiness
+ * into the event itself.
+ *
+ * EPOLLONESHOT: the kernel disarms only the entry that fired, so when
+ * epoll_wait reports one of them this module completes the event with
+ * what the others would say (the caller may have offered one slot only)
+ * and disarms them, as the single entry of a plain socket would be: the
+ * eventfds and the channel by a MOD without events, the kernel socket by
+ * removing it (an eventless entry would still report EPOLLHUP).
+ *
+ * Contract: epoll_reg_track() after an ADD or MOD succeeded,
+ * epoll_reg_untrack() after a DEL, epoll_reg_forget() when the conn is
+ * released (it takes the channel out of the program's sets: the channel
+ * outlives the fd), epoll_reg_fired() for each event epoll_wait returns.
+ * All are thread-safe and cost one atomic load while nothing is
+ * registered.
+ */
+#ifndef ROCESHIM_EPOLL_REG_H
+#define ROCESHIM_EPOLL_REG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/epoll.h>
+
+#include "conn.h"
+
+/*
+ * The event the channel's entry is registered for.  Neither an eventfd nor
+ * the kernel socket's entry (registered without it) ever reports it, and
+ * it is never passed on to the program.
+ */
+#define EPOLL_REG_CHANNEL EPOLLRDNORM
+
+void epoll_reg_track(int epfd, int fd, struct conn *c,
+		     const struct epoll_event *ev);
+void epoll_reg_untrack(int epfd, int fd);
+void epoll_reg_forget(struct conn *c);
+/*
+ * Completes ev, as described above.  false: it has nothing left to
+ * report (only a channel fired, and what it brought is not what the
+ * program waits for): drop it.
+ */
+bool epoll_reg_fired(int epfd, struct epoll_event *ev);
+
+#endif /* ROCESHIM_EPOLL_REG_H */

@@ -1,0 +1,41 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# A program that waits in epoll_wait() (as Gloo does) or poll() on an
+# upgraded socket is woken by the completion itself: the transport's
+# completion channel is in what it waits on, and its own call takes the
+# event.  The progress thread sleeps meanwhile: 200 one-byte round trips
+# through an echo server cost it a handful of context switches, where
+# waking it for every arrival (and the program through an eventfd after
+# it) cost one or more each.  Every byte comes back, on RDMA.
+set -u
+PYTHON=${PYTHON:-/usr/bin/python3}
+peer="$top_srcdir/tests/fabric/peer.py"
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/test-wake.XXXXXX") || exit 1
+trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$tmp"' EXIT
+export ROCESHIM_RDMA=1
+# shellcheck source=../lib.sh
+. "$top_srcdir/tests/lib.sh"
+
+# wait_echo WAIT: 200 round trips, the client waiting in WAIT
+wait_echo() {
+	local port switches
+	"$ROCESHIM_RUN" "$PYTHON" "$peer" serve "$ROCESHIM_FABRIC_ADDR_B" \
+		>"$tmp/$1.srv" 2>&1 &
+	port=$(peer_port "$tmp/$1.srv")
+	"$ROCESHIM_RUN" "$PYTHON" "$peer" wait-echo \
+		"$ROCESHIM_FABRIC_ADDR_B" "$port" --wait "$1" --count 200 \
+		--bind "$ROCESHIM_FABRIC_ADDR_A" >"$tmp/$1.cli" 2>&1
+	sed 's/^/    /' "$tmp/$1.cli"
+	check_eq "${1}_conn_on_rdma" "conn rdma none" \
+		"$(grep -m1 '^conn ' "$tmp/$1.cli")"
+	check_eq "${1}_every_byte_comes_back" ok \
+		"$(awk '$1 == "echo" {print $2}' "$tmp/$1.cli")"
+	switches=$(awk '$1 == "progress_switches" {print $2}' "$tmp/$1.cli")
+	check "${1}_is_woken_without_the_progress_thread" \
+		[ "${switches:-9999}" -lt 20 ]
+}
+
+wait_echo epoll
+wait_echo poll
+finish
