@@ -5,7 +5,6 @@
 #include <sys/epoll.h>
 
 #include "epoll_reg.h"
-#include "log.h"
 #include "real.h"
 
 struct reg {
@@ -20,7 +19,8 @@ struct reg {
 static struct {
 	pthread_mutex_t lock;
 	struct reg *v;
-	unsigned int count; /* atomic for the unlocked check */
+	unsigned int count;    /* atomic for the unlocked check */
+	unsigned int oneshots; /* atomic: those with EPOLLONESHOT */
 	unsigned int cap;
 } set = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
@@ -34,13 +34,22 @@ static struct reg *find_locked(int epfd, int fd)
 	return NULL;
 }
 
+/* Counts o in set.oneshots (by 1) or out of it (by -1). */
+static void count_oneshot_locked(const struct reg *o, int by)
+{
+	if (o->events & EPOLLONESHOT)
+		__atomic_store_n(&set.oneshots, set.oneshots + by,
+				 __ATOMIC_RELEASE);
+}
+
 static void remove_locked(struct reg *o)
 {
+	count_oneshot_locked(o, -1);
 	*o = set.v[set.count - 1];
 	__atomic_store_n(&set.count, set.count - 1, __ATOMIC_RELEASE);
 }
 
-void epoll_reg_track(int epfd, int fd, struct conn *c,
+bool epoll_reg_track(int epfd, int fd, struct conn *c,
 		     const struct epoll_event *ev)
 {
 	struct reg *o;
@@ -52,16 +61,15 @@ void epoll_reg_track(int epfd, int fd, struct conn *c,
 		struct reg *v = realloc(set.v, cap * sizeof(*v));
 
 		if (!v) {
-			log_warn("epoll: out of memory; fd %d may wait for "
-				 "the progress thread, and EPOLLONESHOT on it "
-				 "may report twice",
-				 fd);
-			goto out;
+			pthread_mutex_unlock(&set.lock);
+			return false;
 		}
 		set.v = v;
 		set.cap = cap;
 	}
-	if (!o) {
+	if (o) {
+		count_oneshot_locked(o, -1);
+	} else {
 		o = &set.v[set.count];
 		__atomic_store_n(&set.count, set.count + 1, __ATOMIC_RELEASE);
 	}
@@ -70,8 +78,9 @@ void epoll_reg_track(int epfd, int fd, struct conn *c,
 			   .conn = c,
 			   .data = ev->data.u64,
 			   .events = ev->events };
-out:
+	count_oneshot_locked(o, 1);
 	pthread_mutex_unlock(&set.lock);
+	return true;
 }
 
 void epoll_reg_untrack(int epfd, int fd)
@@ -178,6 +187,9 @@ bool epoll_reg_fired(int epfd, struct epoll_event *ev)
 	bool ours = false;
 	unsigned int i;
 
+	/* Only a channel or an EPOLLONESHOT registration needs the set. */
+	if (!channel && !__atomic_load_n(&set.oneshots, __ATOMIC_ACQUIRE))
+		return true;
 	if (!__atomic_load_n(&set.count, __ATOMIC_ACQUIRE))
 		return true;
 	ev->events &= ~EPOLL_REG_CHANNEL;

@@ -17,12 +17,14 @@
  * eventfds and the channel by a MOD without events, the kernel socket by
  * removing it (an eventless entry would still report EPOLLHUP).
  *
- * Contract: epoll_reg_track() after an ADD or MOD succeeded,
- * epoll_reg_untrack() after a DEL, epoll_reg_forget() when the conn is
- * released (it takes the channel out of the program's sets: the channel
- * outlives the fd), epoll_reg_fired() for each event epoll_wait returns.
- * All are thread-safe and cost one atomic load while nothing is
- * registered.
+ * Contract: epoll_reg_track() after an ADD or MOD succeeded (false: out
+ * of memory; take the channel out of the set and leave the conn to the
+ * progress thread), epoll_reg_untrack() after a DEL, epoll_reg_forget() when
+ * the conn is released (it takes the channel out of the program's sets: the
+ * channel outlives the fd), epoll_reg_fired() for each event epoll_wait
+ * returns. All are thread-safe; epoll_reg_fired() costs two atomic loads for an
+ * event without EPOLL_REG_CHANNEL while no EPOLLONESHOT registration
+ * exists.
  */
 #ifndef ROCESHIM_EPOLL_REG_H
 #define ROCESHIM_EPOLL_REG_H
@@ -40,7 +42,7 @@
  */
 #define EPOLL_REG_CHANNEL EPOLLRDNORM
 
-void epoll_reg_track(int epfd, int fd, struct conn *c,
+bool epoll_reg_track(int epfd, int fd, struct conn *c,
 		     const struct epoll_event *ev);
 void epoll_reg_untrack(int epfd, int fd);
 void epoll_reg_forget(struct conn *c);

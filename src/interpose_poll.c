@@ -17,6 +17,7 @@
 
 #include "conn.h"
 #include "epoll_reg.h"
+#include "log.h"
 #include "real.h"
 #include "shim.h"
 
@@ -462,7 +463,15 @@ static int epoll_ctl_upgraded(int epfd, int op, int fd, struct conn *c,
 	if (op == EPOLL_CTL_ADD)
 		__atomic_fetch_add(&upgraded_registrations, 1,
 				   __ATOMIC_RELAXED);
-	epoll_reg_track(epfd, fd, c, ev);
+	if (!epoll_reg_track(epfd, fd, c, ev) && alive) {
+		/* Nothing could serve the channel here: let the thread. */
+		log_warn("epoll: out of memory; fd %d is served by the "
+			 "progress thread, and EPOLLONESHOT on it may report "
+			 "twice",
+			 fd);
+		real.epoll_ctl(epfd, EPOLL_CTL_DEL, ch_fd, NULL);
+		conn_watch(c);
+	}
 	/* Armed after the channel joined the set: its next event is seen. */
 	conn_want_readiness(c);
 	return 0;
