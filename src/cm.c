@@ -10,6 +10,7 @@
 #include <sys/eventfd.h>
 #include <time.h>
 
+#include "clock.h"
 #include "cm.h"
 #include "endpoint.h"
 #include "log.h"
@@ -83,14 +84,6 @@ static char listener_tag;
 /* wake_fd's epoll tag (the CM channel's is NULL, a connection's its conn). */
 static char wake_tag;
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static struct transport_config transport_config(void)
 {
 	struct transport_config tc = {
@@ -125,7 +118,7 @@ static bool same_endpoint(const struct roceshim_stats_endpoint *a,
 
 static bool negative_cached(const struct roceshim_stats_endpoint *peer)
 {
-	int64_t now = now_ms();
+	int64_t now = clock_ms();
 	bool hit = false;
 	unsigned int i;
 
@@ -144,7 +137,7 @@ static void negative_remember(const struct roceshim_stats_endpoint *peer)
 	pthread_mutex_lock(&cm.lock);
 	cm.negative[cm.negative_next].peer = *peer;
 	cm.negative[cm.negative_next].expires_ms =
-		now_ms() + cm.cfg->negative_cache_s * 1000ll;
+		clock_ms() + cm.cfg->negative_cache_s * 1000ll;
 	cm.negative_next = (cm.negative_next + 1) % NEGATIVE_CACHE_SIZE;
 	pthread_mutex_unlock(&cm.lock);
 }
@@ -232,7 +225,7 @@ static bool on_connect_request(struct rdma_cm_event *ev)
 	p->source = hello.tcp_source;
 	p->port = local_port;
 	p->conn = c;
-	p->expires_ms = now_ms() + PENDING_TIMEOUT_MS;
+	p->expires_ms = clock_ms() + PENDING_TIMEOUT_MS;
 	/* Pending before accept: the client connects TCP only after. */
 	pthread_mutex_lock(&cm.lock);
 	p->next = cm.pending;
@@ -328,7 +321,7 @@ static void handle_cm_events(void)
 static void reap_closing(void)
 {
 	struct closing *list, *cl, *keep = NULL;
-	int64_t now = now_ms();
+	int64_t now = clock_ms();
 
 	pthread_mutex_lock(&cm.lock);
 	list = cm.closing;
@@ -359,7 +352,7 @@ static void reap_closing(void)
 static void expire_pending(void)
 {
 	struct pending **pp = &cm.pending, *p, *expired = NULL;
-	int64_t now = now_ms();
+	int64_t now = clock_ms();
 
 	pthread_mutex_lock(&cm.lock);
 	while ((p = *pp)) {
@@ -482,7 +475,7 @@ static struct rdma_cm_event *next_event(struct rdma_event_channel *ch,
 {
 	struct pollfd pfd = { .fd = ch->fd, .events = POLLIN };
 	struct rdma_cm_event *ev;
-	int64_t left = deadline - now_ms();
+	int64_t left = deadline - clock_ms();
 
 	if (left <= 0 || real.poll(&pfd, 1, (int)left) <= 0)
 		return NULL;
@@ -541,7 +534,7 @@ static enum roceshim_reason resolve_address(struct rdma_event_channel *ch,
 	int64_t left;
 	int status;
 
-	while ((left = deadline - now_ms()) > 0) {
+	while ((left = deadline - clock_ms()) > 0) {
 		if (attempt_ms > left)
 			attempt_ms = left;
 		if (rdma_resolve_addr(id, src, (struct sockaddr *)dst,
@@ -647,7 +640,7 @@ static enum roceshim_reason handshake(int fd, struct rdma_event_channel *ch,
 {
 	struct rdma_conn_param param = { .rnr_retry_count = 7,
 					 .retry_count = 7 };
-	int64_t deadline = now_ms() + cm.cfg->connect_timeout_ms;
+	int64_t deadline = clock_ms() + cm.cfg->connect_timeout_ms;
 	struct transport_config tc = transport_config();
 	struct sockaddr_storage ss;
 	uint8_t request[WIRE_HELLO_LEN];
@@ -859,7 +852,7 @@ void cm_release(struct conn *c, bool abortive)
 	if (!cl)
 		return;
 	cl->conn = c;
-	cl->deadline_ms = now_ms() + LINGER_TIMEOUT_MS;
+	cl->deadline_ms = clock_ms() + LINGER_TIMEOUT_MS;
 	pthread_mutex_lock(&cm.lock);
 	untimed = !deadlines_locked();
 	cl->next = cm.closing;

@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "clock.h"
 #include "conn.h"
 #include "log.h"
 #include "real.h"
@@ -121,22 +122,6 @@ void conn_sync(struct conn *c)
 		conn_watch(c);
 }
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static uint64_t now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 /*
  * One blocking call's wait, from the moment it first would block until it
  * gets what it waits for: its length sizes the connection's next spins.
@@ -153,7 +138,7 @@ static void wait_clock_start(struct wait_clock *w)
 		return;
 	w->waiting = true;
 	if (spin_time_wait(w->policy))
-		w->start_us = now_us();
+		w->start_us = clock_us();
 }
 
 static void wait_clock_stop_at(struct wait_clock *w, uint64_t now)
@@ -169,7 +154,7 @@ static void wait_clock_stop_at(struct wait_clock *w, uint64_t now)
 static inline void wait_clock_stop(struct wait_clock *w)
 {
 	if (w->waiting)
-		wait_clock_stop_at(w, w->start_us ? now_us() : 0);
+		wait_clock_stop_at(w, w->start_us ? clock_us() : 0);
 }
 
 /*
@@ -198,7 +183,7 @@ static bool spin(struct conn *c, struct wait_clock *w,
 				return true;
 			}
 		}
-		now = now_us();
+		now = clock_us();
 	}
 	return false;
 }
@@ -342,19 +327,6 @@ static void waiter_leave(struct conn *c, bool woke)
 	pthread_mutex_unlock(&p->wait_lock);
 }
 
-/* poll()'s timeout until deadline: -1 for none, 0 once it has passed. */
-static int sleep_ms(int64_t deadline)
-{
-	int64_t left;
-
-	if (deadline < 0)
-		return -1;
-	left = deadline - now_ms();
-	if (left <= 0)
-		return 0;
-	return left > 1000000 ? 1000000 : (int)left;
-}
-
 /*
  * Nothing to read and the call will not sleep, or no room to send: is the
  * peer gone?  Its kernel socket knows first when the peer reset
@@ -397,7 +369,7 @@ static int wait_writable(struct conn *c, int64_t deadline)
 	conn_watch(c);
 	/* A stale proxy state would end the sleep at once. */
 	conn_sync(c);
-	timeout = sleep_ms(deadline);
+	timeout = clock_ms_left(deadline);
 	if (!timeout)
 		return -EAGAIN;
 	ret = real.poll(&pfd, 1, timeout);
@@ -424,7 +396,7 @@ static int wait_readable(struct conn *c, int64_t deadline)
 
 	if (proxies_kept(c))
 		conn_sync(c);
-	timeout = sleep_ms(deadline);
+	timeout = clock_ms_left(deadline);
 	if (!timeout)
 		return -EAGAIN;
 	waiter_enter(c);
@@ -480,7 +452,7 @@ static bool must_not_block(struct blocking *b)
 	if (!b->nonblock) {
 		int64_t ms = timeout_ms(b->fd, b->timeout_opt);
 
-		b->deadline = ms < 0 ? -1 : now_ms() + ms;
+		b->deadline = ms < 0 ? -1 : clock_ms() + ms;
 	}
 	return b->nonblock;
 }
@@ -716,9 +688,9 @@ ssize_t conn_recv(struct conn *c, int tcp_fd, const struct iovec *iov,
 static void wait_writes_done(struct conn *c)
 {
 	struct timespec pause = { .tv_nsec = 50000 };
-	int64_t deadline = now_ms() + 200;
+	int64_t deadline = clock_ms() + 200;
 
-	while (transport_writes_in_flight(c->t) && now_ms() < deadline &&
+	while (transport_writes_in_flight(c->t) && clock_ms() < deadline &&
 	       !transport_progress(c->t))
 		nanosleep(&pause, NULL);
 }

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "conn.h"
 #include "epoll_reg.h"
 #include "log.h"
@@ -42,15 +43,6 @@ static struct sock *upgraded_sock(int fd)
  */
 #define POLL_KERNEL_EVENTS (POLLIN | POLLRDHUP | POLLHUP | POLLERR)
 
-/* CLOCK_MONOTONIC in milliseconds. */
-static int64_t clock_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* A timespec timeout in whole milliseconds, rounded up. */
 static int timespec_ms(const struct timespec *ts)
 {
@@ -58,23 +50,7 @@ static int timespec_ms(const struct timespec *ts)
 
 	if (ms < 0)
 		return 0;
-	return ms > INT32_MAX ? INT32_MAX : (int)ms;
-}
-
-/*
- * What is left until deadline (ms of clock_ms(), -1: none) as a poll
- * timeout: -1 for none, 0 once it has passed.
- */
-static int ms_left(int64_t deadline)
-{
-	int64_t left;
-
-	if (deadline < 0)
-		return -1;
-	left = deadline - clock_ms();
-	if (left <= 0)
-		return 0;
-	return left > INT32_MAX ? INT32_MAX : (int)left;
+	return ms > INT_MAX ? INT_MAX : (int)ms;
 }
 
 /*
@@ -147,6 +123,7 @@ static int poll_substituted(struct pollfd *fds, nfds_t nfds,
 			    const sigset_t *sigmask, int timeout_ms, bool ppoll)
 {
 	struct pollfd *tmp = calloc(POLL_ENTRIES * nfds + 1, sizeof(*tmp));
+	const struct timespec no_wait = { 0 };
 	struct timespec left;
 	int64_t deadline = -1;
 	nfds_t i, j = 0, k;
@@ -172,17 +149,14 @@ static int poll_substituted(struct pollfd *fds, nfds_t nfds,
 	}
 	if (ppoll)
 		timeout_ms = tmo ? timespec_ms(tmo) : -1;
-	if (dead)
+	if (dead) {
+		tmo = &no_wait;
 		timeout_ms = 0;
+	}
 	if (timeout_ms > 0)
 		deadline = clock_ms() + timeout_ms;
 	for (;;) {
-		if (ppoll && timeout_ms >= 0) {
-			left.tv_sec = timeout_ms / 1000;
-			left.tv_nsec = timeout_ms % 1000 * 1000000l;
-		}
-		ret = ppoll ? real.ppoll(tmp, j, timeout_ms < 0 ? NULL : &left,
-					 sigmask)
+		ret = ppoll ? real.ppoll(tmp, j, tmo, sigmask)
 			    : real.poll(tmp, j, timeout_ms);
 		if (ret < 0) {
 			ret = -errno;
@@ -210,8 +184,14 @@ static int poll_substituted(struct pollfd *fds, nfds_t nfds,
 		}
 		if (ready || !ret || !timeout_ms)
 			break;
-		if (timeout_ms > 0 && !(timeout_ms = ms_left(deadline)))
+		/* Only channels fired: wait for what is left. */
+		if (timeout_ms > 0 && !(timeout_ms = clock_ms_left(deadline)))
 			break;
+		if (tmo) {
+			left.tv_sec = timeout_ms / 1000;
+			left.tv_nsec = timeout_ms % 1000 * 1000000l;
+			tmo = &left;
+		}
 	}
 	ret = ready;
 out:
@@ -547,7 +527,7 @@ static int epoll_wait_merged(int epfd, struct epoll_event *events,
 		if (n || !timeout_ms)
 			return n;
 		if (timeout_ms > 0) {
-			timeout_ms = ms_left(deadline);
+			timeout_ms = clock_ms_left(deadline);
 			if (!timeout_ms)
 				return 0;
 			if (ts) {
