@@ -262,40 +262,35 @@ def late(args):
     return 0
 
 
-def context_switches():
-    """Voluntary and involuntary, summed over the threads alive now."""
+def thread_switches(tid):
+    """Voluntary and involuntary context switches of one thread."""
     total = 0
-    for tid in os.listdir("/proc/self/task"):
-        with open("/proc/self/task/%s/status" % tid) as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                if key.endswith("ctxt_switches"):
-                    total += int(value)
+    with open("/proc/self/task/%s/status" % tid) as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            if key.endswith("ctxt_switches"):
+                total += int(value)
     return total
 
 
+def thread_name(tid):
+    with open("/proc/self/task/%s/comm" % tid) as f:
+        return f.read().strip()
+
+
+def context_switches():
+    """Summed over the threads alive now."""
+    return sum(thread_switches(t) for t in os.listdir("/proc/self/task"))
+
+
 def thread_names():
-    names = []
-    for tid in os.listdir("/proc/self/task"):
-        with open("/proc/self/task/%s/comm" % tid) as f:
-            names.append(f.read().strip())
-    return names
+    return [thread_name(t) for t in os.listdir("/proc/self/task")]
 
 
 def progress_thread_switches():
     """Context switches of the thread named roceshim (0 if none)."""
-    for tid in os.listdir("/proc/self/task"):
-        with open("/proc/self/task/%s/comm" % tid) as f:
-            if f.read().strip() != "roceshim":
-                continue
-        total = 0
-        with open("/proc/self/task/%s/status" % tid) as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                if key.endswith("ctxt_switches"):
-                    total += int(value)
-        return total
-    return 0
+    return sum(thread_switches(t) for t in os.listdir("/proc/self/task")
+               if thread_name(t) == "roceshim")
 
 
 def wait_echo(args):
