@@ -120,18 +120,21 @@ void epoll_reg_forget(struct conn *c)
 	pthread_mutex_unlock(&set.lock);
 }
 
+/* EPOLLIN and EPOLLOUT as o's transport says now, whatever o asks. */
+static uint32_t transport_events(const struct reg *o)
+{
+	struct transport_readiness t;
+
+	transport_readiness(o->conn->t, &t);
+	return (t.data_or_error ? EPOLLIN : 0) | (t.writable ? EPOLLOUT : 0);
+}
+
 /* What the entries of o that did not fire would have reported. */
 static uint32_t readiness(const struct reg *o)
 {
 	struct pollfd kernel = { .fd = o->fd, .events = POLLIN | POLLRDHUP };
-	struct transport_readiness t;
-	uint32_t r = 0;
+	uint32_t r = transport_events(o);
 
-	transport_readiness(o->conn->t, &t);
-	if (t.data_or_error)
-		r |= EPOLLIN;
-	if (t.writable)
-		r |= EPOLLOUT;
 	if (real.poll(&kernel, 1, 0) == 1) {
 		if (kernel.revents & POLLIN)
 			r |= EPOLLIN;
@@ -155,16 +158,12 @@ static uint32_t readiness(const struct reg *o)
  */
 static uint32_t serve_channel(const struct reg *o)
 {
-	struct transport_readiness t;
-
 	if (!conn_alive(o->conn))
 		return (o->events & (EPOLLIN | EPOLLOUT)) | EPOLLERR | EPOLLHUP;
 	conn_serve_event(o->conn);
 	if (o->events & EPOLLET)
 		return 0;
-	transport_readiness(o->conn->t, &t);
-	return ((t.data_or_error ? EPOLLIN : 0) | (t.writable ? EPOLLOUT : 0)) &
-	       o->events;
+	return transport_events(o) & o->events;
 }
 
 /* Disarms the entries of a fired EPOLLONESHOT registration. */

@@ -54,6 +54,24 @@ static int timespec_ms(const struct timespec *ts)
 }
 
 /*
+ * After a wake-up that brought nothing to report: what is left of a wait
+ * of *timeout_ms (-1: none) that ends at deadline, in *timeout_ms and, if
+ * ts is given, in *ts.  false: nothing is left.
+ */
+static bool wait_left(int *timeout_ms, int64_t deadline, struct timespec *ts)
+{
+	if (*timeout_ms < 0)
+		return true;
+	if (!*timeout_ms || !(*timeout_ms = clock_ms_left(deadline)))
+		return false;
+	if (ts) {
+		ts->tv_sec = *timeout_ms / 1000;
+		ts->tv_nsec = *timeout_ms % 1000 * 1000000l;
+	}
+	return true;
+}
+
+/*
  * The entries of an upgraded fd in a substituted poll set: its two
  * eventfds, the kernel socket (watched only for hang-up and error, which
  * the TCP connection beside the queue pair reports as TCP would), and its
@@ -182,16 +200,12 @@ static int poll_substituted(struct pollfd *fds, nfds_t nfds,
 			if (fds[i].revents)
 				ready++;
 		}
-		if (ready || !ret || !timeout_ms)
-			break;
 		/* Only channels fired: wait for what is left. */
-		if (timeout_ms > 0 && !(timeout_ms = clock_ms_left(deadline)))
+		if (ready || !ret ||
+		    !wait_left(&timeout_ms, deadline, tmo ? &left : NULL))
 			break;
-		if (tmo) {
-			left.tv_sec = timeout_ms / 1000;
-			left.tv_nsec = timeout_ms % 1000 * 1000000l;
+		if (tmo)
 			tmo = &left;
-		}
 	}
 	ret = ready;
 out:
@@ -524,17 +538,8 @@ static int epoll_wait_merged(int epfd, struct epoll_event *events,
 		if (n <= 0)
 			return n;
 		n = merge_events(epfd, events, n);
-		if (n || !timeout_ms)
+		if (n || !wait_left(&timeout_ms, deadline, ts))
 			return n;
-		if (timeout_ms > 0) {
-			timeout_ms = clock_ms_left(deadline);
-			if (!timeout_ms)
-				return 0;
-			if (ts) {
-				ts->tv_sec = timeout_ms / 1000;
-				ts->tv_nsec = timeout_ms % 1000 * 1000000l;
-			}
-		}
 	}
 }
 
