@@ -426,7 +426,7 @@ static void *progress_main(void *arg)
 						sizeof(wakes));
 				continue;
 			}
-			conn_serve_event(c);
+			conn_serve_event(c, false);
 		}
 		reap_closing();
 		expire_pending();

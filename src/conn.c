@@ -22,18 +22,44 @@
 
 unsigned int conn_generation;
 
+/*
+ * An arrival that the program's epoll_wait() reports itself
+ * (conn_serve_event() told) need not set in_fd, and the read that takes
+ * it then need not reset it: two system calls per message on the path
+ * Gloo takes.  in_fd lags the data meanwhile, which nothing notices as
+ * long as nothing else watches in_fd; whatever starts to is brought up to
+ * date (settled) first:
+ *   - an epoll_wait() that starts settles every lagging conn
+ *     (conn_epoll_wait_begin(), epoll_reg_settle());
+ *   - a poll() or select() counts itself on the conn, then syncs it
+ *     (conn_poll_begin());
+ *   - a blocking read counts itself a waiter, then looks at the
+ *     transport itself;
+ *   - a registration in another set syncs the conn once it is recorded.
+ * So a conn lags only while none of those is already asleep: no other
+ * thread in an epoll_wait(), nobody polling it, no read waiting on it.
+ * Each side publishes before it looks (sequentially consistent), so one
+ * of the two sees the other.
+ */
+static unsigned int epoll_waiters; /* threads in the program's epoll_wait() */
+static unsigned int lagging;	   /* conns whose in_fd lags */
+
 struct conn_private {
 	struct conn pub;
 	pthread_mutex_t sync_lock;
 	pthread_mutex_t wait_lock;
 	/* Under wait_lock: */
-	unsigned int waiters;  /* calls asleep on the channel */
+	unsigned int waiters;  /* atomic reads: calls asleep on the channel */
 	bool watching;	       /* the channel is in the progress thread's set */
 	bool readiness_wanted; /* atomic reads: see conn_want_readiness() */
 	bool progress_wanted;  /* atomic reads: see conn_watch() */
 	bool event_unread;     /* a read woke for an event it left in place */
+	/* Under sync_lock: */
 	bool in_ready;
+	bool in_lag; /* atomic reads: see lagging */
 	bool out_ready;
+	/* Atomic: the poll() and select() calls watching it. */
+	unsigned int pollers;
 	/* The transport's arrivals when in_fd was last set. */
 	uint64_t arrivals;
 	struct spin_policy rx_spin; /* waits for data */
@@ -87,27 +113,53 @@ static void eventfd_reset(int fd)
 	(void)!real.read(fd, &v, sizeof(v));
 }
 
-void conn_sync(struct conn *c)
+static void set_lag(struct conn_private *p, bool on)
+{
+	if (__atomic_exchange_n(&p->in_lag, on, __ATOMIC_SEQ_CST) != on)
+		__atomic_add_fetch(&lagging, on ? 1 : -1, __ATOMIC_SEQ_CST);
+}
+
+/* Under sync_lock: whether in_fd may lag now (see lagging). */
+static bool lag_unwatched(struct conn_private *p)
+{
+	set_lag(p, true);
+	if (__atomic_load_n(&epoll_waiters, __ATOMIC_SEQ_CST) <= 1 &&
+	    !__atomic_load_n(&p->pollers, __ATOMIC_SEQ_CST) &&
+	    !__atomic_load_n(&p->waiters, __ATOMIC_SEQ_CST))
+		return true;
+	set_lag(p, false);
+	return false;
+}
+
+/* told: see conn_serve_event(). */
+static void sync_fds(struct conn *c, bool told)
 {
 	struct conn_private *p = priv(c);
 	struct transport_readiness r = { .corked = false };
+	bool lag;
 
-	if (!conn_alive(c))
+	if (!conn_alive(c)) {
+		set_lag(p, false);
 		return;
+	}
 	/* Serialised: two threads must not set the fds in the wrong order. */
 	pthread_mutex_lock(&p->sync_lock);
 	/* Closed: its fd numbers may already belong to other files. */
 	if (__atomic_load_n(&c->closing, __ATOMIC_ACQUIRE)) {
+		set_lag(p, false);
 		pthread_mutex_unlock(&p->sync_lock);
 		return;
 	}
 	transport_readiness(c->t, &r);
+	lag = r.data_or_error && !p->in_ready && told && lag_unwatched(p);
 	/* Every arrival is a new edge for EPOLLET, even on a readable fd. */
-	if (r.data_or_error && (!p->in_ready || r.arrivals != p->arrivals))
+	if (r.data_or_error && !lag &&
+	    (!p->in_ready || r.arrivals != p->arrivals))
 		(void)!real.write(c->in_fd, &(uint64_t){ 1 }, 8);
 	else if (!r.data_or_error && p->in_ready)
 		eventfd_reset(c->in_fd);
-	p->in_ready = r.data_or_error;
+	set_lag(p, lag);
+	p->in_ready = r.data_or_error && !lag;
 	p->arrivals = r.arrivals;
 	if (r.writable != p->out_ready) {
 		eventfd_reset(c->out_fd);
@@ -120,6 +172,39 @@ void conn_sync(struct conn *c)
 	/* Corked bytes go out with a completion that someone must reap. */
 	if (r.corked)
 		conn_watch(c);
+}
+
+void conn_sync(struct conn *c)
+{
+	sync_fds(c, false);
+}
+
+void conn_settle(struct conn *c)
+{
+	if (__atomic_load_n(&priv(c)->in_lag, __ATOMIC_SEQ_CST))
+		sync_fds(c, false);
+}
+
+bool conn_epoll_wait_begin(void)
+{
+	__atomic_add_fetch(&epoll_waiters, 1, __ATOMIC_SEQ_CST);
+	return __atomic_load_n(&lagging, __ATOMIC_SEQ_CST);
+}
+
+void conn_epoll_wait_end(void)
+{
+	__atomic_sub_fetch(&epoll_waiters, 1, __ATOMIC_SEQ_CST);
+}
+
+void conn_poll_begin(struct conn *c)
+{
+	__atomic_add_fetch(&priv(c)->pollers, 1, __ATOMIC_SEQ_CST);
+	conn_want_readiness(c);
+}
+
+void conn_poll_end(struct conn *c)
+{
+	__atomic_sub_fetch(&priv(c)->pollers, 1, __ATOMIC_SEQ_CST);
 }
 
 /*
@@ -260,11 +345,11 @@ void conn_watch(struct conn *c)
 	conn_sync(c);
 }
 
-void conn_serve_event(struct conn *c)
+void conn_serve_event(struct conn *c, bool told)
 {
 	transport_handle_event(c->t);
 	if (!__atomic_load_n(&c->closing, __ATOMIC_ACQUIRE))
-		conn_sync(c);
+		sync_fds(c, told);
 }
 
 /*
@@ -294,7 +379,7 @@ static void waiter_enter(struct conn *c)
 	struct conn_private *p = priv(c);
 
 	pthread_mutex_lock(&p->wait_lock);
-	p->waiters++;
+	__atomic_add_fetch(&p->waiters, 1, __ATOMIC_SEQ_CST);
 	update_watch_locked(c);
 	if (p->event_unread) {
 		transport_take_event(c->t);
@@ -317,7 +402,7 @@ static void waiter_leave(struct conn *c, bool woke)
 	pthread_mutex_lock(&p->wait_lock);
 	if (woke)
 		p->event_unread = true;
-	if (!--p->waiters) {
+	if (!__atomic_sub_fetch(&p->waiters, 1, __ATOMIC_SEQ_CST)) {
 		if (p->readiness_wanted && p->event_unread) {
 			transport_handle_event(c->t);
 			p->event_unread = false;
@@ -725,6 +810,7 @@ void conn_close(struct conn *c, bool abortive)
 	if (alive)
 		pthread_mutex_lock(&p->sync_lock);
 	__atomic_store_n(&c->closing, 1, __ATOMIC_RELEASE);
+	set_lag(p, false);
 	real.close(c->in_fd);
 	real.close(c->out_fd);
 	c->in_fd = c->out_fd = -1;

@@ -5,10 +5,10 @@
  * and poll arrays.
  *
  * Contract: once the program wants its readiness (conn_want_readiness()),
- * in_fd is readable exactly while it has data or an error to report, and
- * out_fd is writable exactly while a send would not block; conn_sync()
- * restores that
- * after anything changed the state (a completion, a read, a write).  EOF
+ * in_fd is readable exactly while it has data or an error to report
+ * (except while it lags, see conn_serve_event()), and out_fd is writable
+ * exactly while a send would not block; conn_sync() restores that after
+ * anything changed the state (a completion, a read, a write).  EOF
  * is the kernel socket's to report, with its EPOLLRDHUP in the same event:
  * the peer's kernel FIN follows its RDMA FIN, which is then almost always
  * already here (the peer waits at most 200 ms for its writes; a read that
@@ -53,6 +53,8 @@ static inline bool conn_alive(const struct conn *c)
 }
 
 void conn_sync(struct conn *c);
+/* conn_sync() if c's in_fd lags (conn_serve_event()); cheap if not. */
+void conn_settle(struct conn *c);
 
 /*
  * The program relies on c's readiness (epoll, poll, select): from now on
@@ -73,8 +75,31 @@ void conn_want_readiness(struct conn *c);
  */
 void conn_watch(struct conn *c);
 
-/* c's channel has an event: take it, arm again, reap, sync the fds. */
-void conn_serve_event(struct conn *c);
+/*
+ * c's channel has an event: take it, arm again, reap, sync the fds.
+ * told: the caller, an epoll_wait() with c's only registration, reports
+ * c's readiness to the program itself.  Then an arrival may leave in_fd
+ * unset, lagging the data, if nothing else watches in_fd: no other thread
+ * is in an epoll_wait(), no poll() watches c (conn_poll_begin()) and no
+ * read sleeps on it.  Whatever watches it next settles it first: the
+ * program's read or write of c, conn_poll_begin(), conn_want_readiness(),
+ * and every epoll_wait() that starts while some conn lags
+ * (conn_epoll_wait_begin()).
+ */
+void conn_serve_event(struct conn *c, bool told);
+
+/*
+ * Around each epoll_wait() of the program.  true: some conn's in_fd lags;
+ * settle every registered conn (conn_settle()) before the wait.
+ */
+bool conn_epoll_wait_begin(void);
+void conn_epoll_wait_end(void);
+/*
+ * Around each poll() or select() that watches c: begin counts the call
+ * on c, then calls conn_want_readiness().
+ */
+void conn_poll_begin(struct conn *c);
+void conn_poll_end(struct conn *c);
 
 /*
  * Socket-like calls with send/recv flags: bytes, or a negative errno.

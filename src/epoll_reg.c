@@ -91,8 +91,37 @@ void epoll_reg_untrack(int epfd, int fd)
 		return;
 	pthread_mutex_lock(&set.lock);
 	o = find_locked(epfd, fd);
-	if (o)
+	if (o) {
+		/* Out of the registry, a lagging conn would stay unsettled. */
+		conn_settle(o->conn);
 		remove_locked(o);
+	}
+	pthread_mutex_unlock(&set.lock);
+}
+
+bool epoll_reg_any_set(const struct pollfd *fds, unsigned long nfds)
+{
+	unsigned long i;
+	unsigned int j;
+	bool found = false;
+
+	if (!__atomic_load_n(&set.count, __ATOMIC_ACQUIRE))
+		return false;
+	pthread_mutex_lock(&set.lock);
+	for (i = 0; i < nfds && !found; i++)
+		for (j = 0; j < set.count && !found; j++)
+			found = fds[i].fd >= 0 && set.v[j].epfd == fds[i].fd;
+	pthread_mutex_unlock(&set.lock);
+	return found;
+}
+
+void epoll_reg_settle(void)
+{
+	unsigned int i;
+
+	pthread_mutex_lock(&set.lock);
+	for (i = 0; i < set.count; i++)
+		conn_settle(set.v[i].conn);
 	pthread_mutex_unlock(&set.lock);
 }
 
@@ -148,19 +177,35 @@ static uint32_t readiness(const struct reg *o)
 	return r & (o->events | EPOLLHUP | EPOLLERR);
 }
 
+/* Whether o is the only registration of its conn. */
+static bool sole_locked(const struct reg *o)
+{
+	unsigned int i;
+
+	for (i = 0; i < set.count; i++)
+		if (set.v[i].conn == o->conn && &set.v[i] != o)
+			return false;
+	return true;
+}
+
 /*
  * o's channel fired: what the completion brought.  Level-triggered, that
- * is the connection's readiness now.  Edge-triggered, it is nothing here:
- * the eventfds that conn_serve_event() set report the edge, once, when
- * epoll_wait asks the kernel again.  A conn inherited across fork is dead
- * here (its channel fires only through an epoll set shared with the
- * parent): it reports as a reset socket, as poll() does.
+ * is the connection's readiness now, reported here: if o asks for EPOLLIN
+ * and is the conn's only registration, an arrival need not set the
+ * eventfd as well (conn_serve_event() told).  Edge-triggered, it is
+ * nothing here: the eventfds that conn_serve_event() set report the edge,
+ * once, when epoll_wait asks the kernel again.  A conn inherited across
+ * fork is dead here (its channel fires only through an epoll set shared
+ * with the parent): it reports as a reset socket, as poll() does.
  */
 static uint32_t serve_channel(const struct reg *o)
 {
+	bool told = !(o->events & (EPOLLET | EPOLLONESHOT)) &&
+		    (o->events & EPOLLIN) && sole_locked(o);
+
 	if (!conn_alive(o->conn))
 		return (o->events & (EPOLLIN | EPOLLOUT)) | EPOLLERR | EPOLLHUP;
-	conn_serve_event(o->conn);
+	conn_serve_event(o->conn, told);
 	if (o->events & EPOLLET)
 		return 0;
 	return transport_events(o) & o->events;

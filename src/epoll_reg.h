@@ -8,7 +8,9 @@
  * directly, not through the progress thread and an eventfd: when an event
  * comes back with EPOLL_REG_CHANNEL, epoll_reg_fired() takes the channel's
  * event, reaps, updates the eventfds and puts the connection's readiness
- * into the event itself.
+ * into the event itself.  Level-triggered, the in_fd may then lag (see
+ * conn_serve_event()): epoll_wait calls epoll_reg_settle() before it
+ * waits, when conn_epoll_wait_begin() says so.
  *
  * EPOLLONESHOT: the kernel disarms only the entry that fired, so when
  * epoll_wait reports one of them this module completes the event with
@@ -30,6 +32,7 @@
 #define ROCESHIM_EPOLL_REG_H
 
 #include <stdbool.h>
+#include <poll.h>
 #include <stdint.h>
 #include <sys/epoll.h>
 
@@ -46,6 +49,13 @@ bool epoll_reg_track(int epfd, int fd, struct conn *c,
 		     const struct epoll_event *ev);
 void epoll_reg_untrack(int epfd, int fd);
 void epoll_reg_forget(struct conn *c);
+/* Settles every registered conn (conn_settle()). */
+void epoll_reg_settle(void);
+/*
+ * Whether any of the nfds fds is an epoll set that holds an upgraded
+ * registration: a poll() or select() of it waits as epoll_wait() would.
+ */
+bool epoll_reg_any_set(const struct pollfd *fds, unsigned long nfds);
 /*
  * Completes ev, as described above.  false: it has nothing left to
  * report (only a channel fired, and what it brought is not what the

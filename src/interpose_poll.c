@@ -85,13 +85,16 @@ enum {
 	POLL_ENTRIES
 };
 
-/* Fills the entries of upgraded sock for the program's entry pfd. */
+/*
+ * Fills the entries of upgraded sock for the program's entry pfd; the
+ * caller ends the conn_poll_begin() with conn_poll_end().
+ */
 static void poll_entries(struct pollfd *tmp, const struct pollfd *pfd,
 			 struct sock *sock)
 {
 	struct conn *c = sock->conn;
 
-	conn_want_readiness(c);
+	conn_poll_begin(c);
 	tmp[POLL_IN_FD].fd = c->in_fd;
 	tmp[POLL_IN_FD].events = pfd->events & POLL_IN_EVENTS ? POLLIN : 0;
 	tmp[POLL_OUT_FD].fd = c->out_fd;
@@ -120,7 +123,7 @@ static short poll_fold(const struct pollfd *tmp, short ev, struct sock *sock)
 		r = (r & ~POLLIN) | (ev & (POLLIN | POLLRDNORM));
 	revents |= r;
 	if (tmp[POLL_CHANNEL].revents & POLLIN) {
-		conn_serve_event(sock->conn);
+		conn_serve_event(sock->conn, false);
 		transport_readiness(sock->conn->t, &t);
 		if (t.data_or_error)
 			revents |= ev & (POLLIN | POLLRDNORM);
@@ -209,6 +212,9 @@ static int poll_substituted(struct pollfd *fds, nfds_t nfds,
 	}
 	ret = ready;
 out:
+	for (i = 0; i < nfds; i++)
+		if (socks[i] && conn_alive(socks[i]->conn))
+			conn_poll_end(socks[i]->conn);
 	free(tmp);
 	return ret;
 }
@@ -241,8 +247,9 @@ static bool find_upgraded(struct pollfd *fds, nfds_t nfds, struct sock ***out)
 	return socks != NULL;
 }
 
-static int poll_any(struct pollfd *fds, nfds_t nfds, const struct timespec *tmo,
-		    const sigset_t *sigmask, int timeout_ms, bool ppoll)
+static int poll_unnested(struct pollfd *fds, nfds_t nfds,
+			 const struct timespec *tmo, const sigset_t *sigmask,
+			 int timeout_ms, bool ppoll)
 {
 	struct sock **socks;
 	nfds_t i;
@@ -261,6 +268,26 @@ static int poll_any(struct pollfd *fds, nfds_t nfds, const struct timespec *tmo,
 		errno = -ret;
 		return -1;
 	}
+	return ret;
+}
+
+/*
+ * An epoll set that holds upgraded registrations, watched by poll() or
+ * select(), is waited on as epoll_wait() would: counted, and settled
+ * first (conn_serve_event()).  Otherwise an event that epoll_wait()
+ * reported and the program left unread would not make the set readable.
+ */
+static int poll_any(struct pollfd *fds, nfds_t nfds, const struct timespec *tmo,
+		    const sigset_t *sigmask, int timeout_ms, bool ppoll)
+{
+	bool nested = shim_config.rdma && epoll_reg_any_set(fds, nfds);
+	int ret;
+
+	if (nested && conn_epoll_wait_begin())
+		epoll_reg_settle();
+	ret = poll_unnested(fds, nfds, tmo, sigmask, timeout_ms, ppoll);
+	if (nested)
+		conn_epoll_wait_end();
 	return ret;
 }
 
@@ -299,9 +326,13 @@ SHIM_EXPORT int __ppoll_chk(struct pollfd *fds, nfds_t nfds,
 	return ppoll(fds, nfds, tmo, ss);
 }
 
-/* Any upgraded fd among the first nfds of the three sets? */
+/*
+ * Any upgraded fd, or epoll set holding one, among the first nfds of the
+ * three sets?
+ */
 static bool sets_have_upgraded(int nfds, fd_set *rd, fd_set *wr, fd_set *ex)
 {
+	struct pollfd pfd = { .fd = -1 };
 	int fd;
 
 	if (!shim_config.enabled)
@@ -317,6 +348,9 @@ static bool sets_have_upgraded(int nfds, fd_set *rd, fd_set *wr, fd_set *ex)
 			sock_put(sock);
 			return true;
 		}
+		pfd.fd = fd;
+		if (shim_config.rdma && epoll_reg_any_set(&pfd, 1))
+			return true;
 	}
 	return false;
 }
@@ -513,9 +547,10 @@ enum epoll_wait_kind {
  * for none; for PWAIT2, ts is the same timeout (NULL for none), and is
  * updated in place.
  */
-static int epoll_wait_merged(int epfd, struct epoll_event *events,
-			     int maxevents, int timeout_ms, struct timespec *ts,
-			     const sigset_t *sigmask, enum epoll_wait_kind kind)
+static int epoll_wait_rewaiting(int epfd, struct epoll_event *events,
+				int maxevents, int timeout_ms,
+				struct timespec *ts, const sigset_t *sigmask,
+				enum epoll_wait_kind kind)
 {
 	int64_t deadline = timeout_ms > 0 ? clock_ms() + timeout_ms : -1;
 	int n;
@@ -541,6 +576,27 @@ static int epoll_wait_merged(int epfd, struct epoll_event *events,
 		if (n || !wait_left(&timeout_ms, deadline, ts))
 			return n;
 	}
+}
+
+/*
+ * Counted for conn_serve_event(): while another thread waits in here, a
+ * conn's in_fd must not lag, and a wait that starts settles those that do.
+ */
+static int epoll_wait_merged(int epfd, struct epoll_event *events,
+			     int maxevents, int timeout_ms, struct timespec *ts,
+			     const sigset_t *sigmask, enum epoll_wait_kind kind)
+{
+	int n;
+
+	if (!shim_config.rdma)
+		return epoll_wait_rewaiting(epfd, events, maxevents, timeout_ms,
+					    ts, sigmask, kind);
+	if (conn_epoll_wait_begin())
+		epoll_reg_settle();
+	n = epoll_wait_rewaiting(epfd, events, maxevents, timeout_ms, ts,
+				 sigmask, kind);
+	conn_epoll_wait_end();
+	return n;
 }
 
 SHIM_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)

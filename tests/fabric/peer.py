@@ -293,6 +293,16 @@ def progress_thread_switches():
                if thread_name(t) == "roceshim")
 
 
+def write_calls():
+    """write(2)-family system calls this process made so far."""
+    with open("/proc/self/io") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            if key == "syscw":
+                return int(value)
+    return 0
+
+
 def wait_echo(args):
     s = connect(args)
     report(s)
@@ -306,6 +316,7 @@ def wait_echo(args):
     payload = os.urandom(args.count)
     got = bytearray()
     switches = progress_thread_switches()
+    writes = write_calls()
     deadline = time.monotonic() + 60
     for i in range(args.count):
         s.send(payload[i:i + 1])
@@ -316,8 +327,10 @@ def wait_echo(args):
             except BlockingIOError:
                 pass
     switches = progress_thread_switches() - switches
+    writes = write_calls() - writes
     print("echo %s" % ("ok" if got == payload else "MISMATCH"), flush=True)
     print("progress_switches %d" % switches, flush=True)
+    print("writes_per_round_trip %.2f" % (writes / args.count), flush=True)
     s.close()
     return 0
 

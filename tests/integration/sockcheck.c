@@ -3023,6 +3023,7 @@ out:
 
 struct epoll_waiter {
 	int ep;
+	int ms; /* 0: io_ms() */
 	int n;
 	int err;
 	struct epoll_event ev[4];
@@ -3034,7 +3035,7 @@ static void *epoll_wait_thread(void *arg)
 	struct epoll_waiter *w = arg;
 
 	__atomic_store_n(&w->started, 1, __ATOMIC_SEQ_CST);
-	w->n = epoll_wait(w->ep, w->ev, 4, io_ms());
+	w->n = epoll_wait(w->ep, w->ev, 4, w->ms ? w->ms : io_ms());
 	if (w->n < 0)
 		w->err = errno;
 	return NULL;
@@ -3083,6 +3084,237 @@ out:
 	}
 	close_fd(&w.ep);
 	close_fd(&efd);
+	close_fd(&c);
+	close_fd(&s);
+}
+
+/*
+ * Data that epoll_wait() reported, and nobody read, is still there for a
+ * poll() that starts afterwards: it returns at once.
+ */
+static void epoll_reported_data_wakes_a_later_poll(struct tctx *t)
+{
+	int c = -1, s = -1, ep = -1, n, ev;
+	struct epoll_event e;
+
+	TRY(make_pair(t, &c, &s, PAIR_NONBLOCK));
+	ASSERT_OK(ep = epoll_create1(0));
+	ASSERT_OK(epoll_add(ep, s, EPOLLIN, 1));
+	TRY(send_all(t, c, "x", 1));
+	n = epoll_one(ep, &e, io_ms());
+	ASSERT(n == 1 && e.events == EPOLLIN, "epoll: %d %#x", n, e.events);
+	ev = wait_fd(s, POLLIN, io_ms());
+	ASSERT(ev == POLLIN, "poll after epoll: want POLLIN, got %#x", ev);
+out:
+	close_fd(&ep);
+	close_fd(&c);
+	close_fd(&s);
+}
+
+/*
+ * An epoll set watched by poll(), as an event loop embeds another: data
+ * that epoll_wait() reported, and the program left unread, keeps the set
+ * readable.
+ */
+static void
+epoll_set_in_poll_stays_readable_while_data_is_unread(struct tctx *t)
+{
+	int c = -1, s = -1, ep = -1, n, ev, i;
+	struct epoll_event e;
+
+	TRY(make_pair(t, &c, &s, PAIR_NONBLOCK));
+	ASSERT_OK(ep = epoll_create1(0));
+	ASSERT_OK(epoll_add(ep, s, EPOLLIN, 1));
+	TRY(send_all(t, c, "x", 1));
+	for (i = 0; i < 2; i++) {
+		ev = wait_fd(ep, POLLIN, io_ms());
+		ASSERT(ev == POLLIN, "poll of the set, pass %d: %#x", i, ev);
+		n = epoll_one(ep, &e, 0);
+		ASSERT(n == 1 && e.events == EPOLLIN, "pass %d: %d %#x", i, n,
+		       e.events);
+	}
+out:
+	close_fd(&ep);
+	close_fd(&c);
+	close_fd(&s);
+}
+
+/* Starts a thread in epoll_wait() on w->ep and lets it fall asleep. */
+static int start_epoll_waiter(pthread_t *th, struct epoll_waiter *w)
+{
+	if (start_thread(th, epoll_wait_thread, w))
+		return -1;
+	while (!__atomic_load_n(&w->started, __ATOMIC_SEQ_CST))
+		sleep_ms(1);
+	sleep_ms(100);
+	return 0;
+}
+
+/* Rounds of the wake-up races below: each can go either way. */
+#define WAKE_ROUNDS 5
+
+/*
+ * Two threads sleep in epoll_wait() on one level-triggered set.  Data that
+ * neither reads wakes both: the kernel wakes the next waiter while an
+ * entry stays ready.
+ */
+static void epoll_unread_data_wakes_every_waiter_of_the_set(struct tctx *t)
+{
+	struct epoll_waiter w[2];
+	pthread_t th[2];
+	int c = -1, s = -1, ep = -1, running = 0, round, i;
+	char byte;
+
+	TRY(make_pair(t, &c, &s, PAIR_NONBLOCK));
+	ASSERT_OK(ep = epoll_create1(0));
+	ASSERT_OK(epoll_add(ep, s, EPOLLIN, 1));
+	for (round = 0; round < WAKE_ROUNDS; round++) {
+		for (running = 0; running < 2; running++) {
+			w[running] = (struct epoll_waiter){ .ep = ep };
+			ASSERT(!start_epoll_waiter(&th[running], &w[running]),
+			       "pthread_create");
+		}
+		TRY(send_all(t, c, "x", 1));
+		for (i = 0; i < 2; i++, running--)
+			pthread_join(th[i], NULL);
+		for (i = 0; i < 2; i++)
+			ASSERT(w[i].n == 1 && w[i].ev[0].events == EPOLLIN,
+			       "round %d, waiter %d: %d events (%s), %#x",
+			       round, i, w[i].n, errname(w[i].err),
+			       w[i].ev[0].events);
+		TRY(recv_exact(t, s, &byte, 1));
+	}
+out:
+	for (i = 0; i < running; i++)
+		pthread_join(th[i], NULL);
+	close_fd(&ep);
+	close_fd(&c);
+	close_fd(&s);
+}
+
+struct poll_waiter {
+	int fd;
+	int revents;
+	int started;
+};
+
+static void *poll_wait_thread(void *arg)
+{
+	struct poll_waiter *w = arg;
+
+	__atomic_store_n(&w->started, 1, __ATOMIC_SEQ_CST);
+	w->revents = wait_fd(w->fd, POLLIN, io_ms());
+	return NULL;
+}
+
+/*
+ * One thread sleeps in poll() on an epoll set, another in epoll_wait() on
+ * it.  Data that neither reads wakes both.
+ */
+static void epoll_set_in_poll_wakes_beside_an_epoll_waiter(struct tctx *t)
+{
+	struct epoll_waiter w;
+	struct poll_waiter pw;
+	pthread_t wth, pth;
+	bool waiting = false, polling = false;
+	int c = -1, s = -1, ep = -1, round;
+	char byte;
+
+	TRY(make_pair(t, &c, &s, PAIR_NONBLOCK));
+	ASSERT_OK(ep = epoll_create1(0));
+	ASSERT_OK(epoll_add(ep, s, EPOLLIN, 1));
+	for (round = 0; round < WAKE_ROUNDS; round++) {
+		pw = (struct poll_waiter){ .fd = ep };
+		ASSERT(!start_thread(&pth, poll_wait_thread, &pw),
+		       "pthread_create");
+		polling = true;
+		while (!__atomic_load_n(&pw.started, __ATOMIC_SEQ_CST))
+			sleep_ms(1);
+		w = (struct epoll_waiter){ .ep = ep };
+		ASSERT(!start_epoll_waiter(&wth, &w), "pthread_create");
+		waiting = true;
+		TRY(send_all(t, c, "x", 1));
+		pthread_join(wth, NULL);
+		waiting = false;
+		pthread_join(pth, NULL);
+		polling = false;
+		ASSERT(w.n == 1 && w.ev[0].events == EPOLLIN,
+		       "round %d, epoll_wait: %d (%s) %#x", round, w.n,
+		       errname(w.err), w.ev[0].events);
+		ASSERT(pw.revents == POLLIN, "round %d, poll of the set: %#x",
+		       round, pw.revents);
+		TRY(recv_exact(t, s, &byte, 1));
+	}
+out:
+	if (waiting)
+		pthread_join(wth, NULL);
+	if (polling)
+		pthread_join(pth, NULL);
+	close_fd(&ep);
+	close_fd(&c);
+	close_fd(&s);
+}
+
+struct blocked_reader {
+	int fd;
+	ssize_t n;
+	int err;
+	char byte;
+};
+
+static void *blocked_reader_thread(void *arg)
+{
+	struct blocked_reader *r = arg;
+
+	r->n = recv(r->fd, &r->byte, 1, 0);
+	if (r->n < 0)
+		r->err = errno;
+	return NULL;
+}
+
+/*
+ * One thread sleeps in a blocking recv() on a socket, another in
+ * epoll_wait() on a set that holds it.  A byte that arrives reaches the
+ * reader, whichever thread the arrival woke first.
+ */
+static void
+epoll_waiter_beside_a_blocked_reader_leaves_it_the_data(struct tctx *t)
+{
+	struct epoll_waiter w;
+	struct blocked_reader r;
+	struct timeval tv = { .tv_sec = io_ms() / 1000 + 1 };
+	bool reading = false, waiting = false;
+	pthread_t rth, wth;
+	int c = -1, s = -1, ep = -1, round;
+
+	TRY(make_pair(t, &c, &s, 0));
+	ASSERT_OK(setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)));
+	ASSERT_OK(ep = epoll_create1(0));
+	ASSERT_OK(epoll_add(ep, s, EPOLLIN, 1));
+	for (round = 0; round < WAKE_ROUNDS; round++) {
+		r = (struct blocked_reader){ .fd = s };
+		ASSERT(!start_thread(&rth, blocked_reader_thread, &r),
+		       "pthread_create");
+		reading = true;
+		w = (struct epoll_waiter){ .ep = ep, .ms = 300 };
+		ASSERT(!start_epoll_waiter(&wth, &w), "pthread_create");
+		waiting = true;
+		TRY(send_all(t, c, "x", 1));
+		pthread_join(rth, NULL);
+		reading = false;
+		pthread_join(wth, NULL);
+		waiting = false;
+		ASSERT(r.n == 1 && r.byte == 'x', "round %d, reader: %zd (%s)",
+		       round, r.n, errname(r.err));
+	}
+out:
+	if (reading) {
+		shutdown(s, SHUT_RD);
+		pthread_join(rth, NULL);
+	}
+	if (waiting)
+		pthread_join(wth, NULL);
+	close_fd(&ep);
 	close_fd(&c);
 	close_fd(&s);
 }
@@ -4053,6 +4285,11 @@ static const struct test tests[] = {
 	TEST(epoll_reports_err_and_hup_after_reset),
 	TEST(epoll_reports_listener_readable_on_pending_connection),
 	TEST(epoll_wait_survives_close_from_other_thread),
+	TEST(epoll_reported_data_wakes_a_later_poll),
+	TEST(epoll_set_in_poll_stays_readable_while_data_is_unread),
+	TEST(epoll_unread_data_wakes_every_waiter_of_the_set),
+	TEST(epoll_set_in_poll_wakes_beside_an_epoll_waiter),
+	TEST(epoll_waiter_beside_a_blocked_reader_leaves_it_the_data),
 	TEST(epoll_mixes_tcp_pipe_and_unix_sockets),
 	TEST(epoll_forgets_a_socket_closed_without_del),
 	TEST(epoll_reports_rdnorm_of_a_pipe_beside_a_socket),
