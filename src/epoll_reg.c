@@ -24,6 +24,30 @@ static struct {
 	unsigned int cap;
 } set = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
+/*
+ * The epoll sets that hold a registration, for epoll_reg_any_set(), which
+ * poll() calls on every fd: read without the lock (a poll() may run in a
+ * signal handler), written under it.  A bit per set below SET_BITS, a
+ * count of the registrations in the others.
+ */
+#define SET_BITS 4096
+static uint64_t set_bits[SET_BITS / 64]; /* atomic */
+static unsigned int high_regs;		 /* atomic */
+
+static void mark_set_locked(int epfd, bool holds)
+{
+	uint64_t bit = 1ull << (epfd % 64);
+
+	if (epfd >= SET_BITS)
+		__atomic_add_fetch(&high_regs, holds ? 1 : -1,
+				   __ATOMIC_RELEASE);
+	else if (holds)
+		__atomic_or_fetch(&set_bits[epfd / 64], bit, __ATOMIC_RELEASE);
+	else
+		__atomic_and_fetch(&set_bits[epfd / 64], ~bit,
+				   __ATOMIC_RELEASE);
+}
+
 static struct reg *find_locked(int epfd, int fd)
 {
 	unsigned int i;
@@ -44,9 +68,20 @@ static void count_oneshot_locked(const struct reg *o, int by)
 
 static void remove_locked(struct reg *o)
 {
+	int epfd = o->epfd;
+	unsigned int i;
+
 	count_oneshot_locked(o, -1);
 	*o = set.v[set.count - 1];
 	__atomic_store_n(&set.count, set.count - 1, __ATOMIC_RELEASE);
+	if (epfd >= SET_BITS) {
+		mark_set_locked(epfd, false);
+		return;
+	}
+	for (i = 0; i < set.count; i++)
+		if (set.v[i].epfd == epfd)
+			return;
+	mark_set_locked(epfd, false);
 }
 
 bool epoll_reg_track(int epfd, int fd, struct conn *c,
@@ -72,6 +107,7 @@ bool epoll_reg_track(int epfd, int fd, struct conn *c,
 	} else {
 		o = &set.v[set.count];
 		__atomic_store_n(&set.count, set.count + 1, __ATOMIC_RELEASE);
+		mark_set_locked(epfd, true);
 	}
 	*o = (struct reg){ .epfd = epfd,
 			   .fd = fd,
@@ -102,17 +138,24 @@ void epoll_reg_untrack(int epfd, int fd)
 bool epoll_reg_any_set(const struct pollfd *fds, unsigned long nfds)
 {
 	unsigned long i;
-	unsigned int j;
-	bool found = false;
 
 	if (!__atomic_load_n(&set.count, __ATOMIC_ACQUIRE))
 		return false;
-	pthread_mutex_lock(&set.lock);
-	for (i = 0; i < nfds && !found; i++)
-		for (j = 0; j < set.count && !found; j++)
-			found = fds[i].fd >= 0 && set.v[j].epfd == fds[i].fd;
-	pthread_mutex_unlock(&set.lock);
-	return found;
+	for (i = 0; i < nfds; i++) {
+		int fd = fds[i].fd;
+
+		if (fd < 0)
+			continue;
+		if (fd >= SET_BITS) {
+			if (__atomic_load_n(&high_regs, __ATOMIC_ACQUIRE))
+				return true;
+		} else if (__atomic_load_n(&set_bits[fd / 64],
+					   __ATOMIC_ACQUIRE) &
+			   (1ull << (fd % 64))) {
+			return true;
+		}
+	}
+	return false;
 }
 
 void epoll_reg_settle(void)

@@ -54,6 +54,7 @@ void epoll_reg_settle(void);
 /*
  * Whether any of the nfds fds is an epoll set that holds an upgraded
  * registration: a poll() or select() of it waits as epoll_wait() would.
+ * Lock-free: a few atomic loads.
  */
 bool epoll_reg_any_set(const struct pollfd *fds, unsigned long nfds);
 /*

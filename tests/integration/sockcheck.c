@@ -55,6 +55,7 @@
 #include <sys/ioctl.h>
 #include <sys/select.h>
 #include <sys/sendfile.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -3114,16 +3115,17 @@ out:
 /*
  * An epoll set watched by poll(), as an event loop embeds another: data
  * that epoll_wait() reported, and the program left unread, keeps the set
- * readable.
+ * readable.  min_fd: the set's fd is at least this.
  */
-static void
-epoll_set_in_poll_stays_readable_while_data_is_unread(struct tctx *t)
+static void set_in_poll_stays_readable(struct tctx *t, int min_fd)
 {
-	int c = -1, s = -1, ep = -1, n, ev, i;
+	int c = -1, s = -1, first = -1, ep = -1, n, ev, i;
 	struct epoll_event e;
 
 	TRY(make_pair(t, &c, &s, PAIR_NONBLOCK));
-	ASSERT_OK(ep = epoll_create1(0));
+	ASSERT_OK(first = epoll_create1(0));
+	ASSERT_OK(ep = fcntl(first, F_DUPFD_CLOEXEC, min_fd));
+	close_fd(&first);
 	ASSERT_OK(epoll_add(ep, s, EPOLLIN, 1));
 	TRY(send_all(t, c, "x", 1));
 	for (i = 0; i < 2; i++) {
@@ -3134,9 +3136,32 @@ epoll_set_in_poll_stays_readable_while_data_is_unread(struct tctx *t)
 		       e.events);
 	}
 out:
+	close_fd(&first);
 	close_fd(&ep);
 	close_fd(&c);
 	close_fd(&s);
+}
+
+static void
+epoll_set_in_poll_stays_readable_while_data_is_unread(struct tctx *t)
+{
+	set_in_poll_stays_readable(t, 0);
+}
+
+/* The same for a set above fd 4096 (roceshim tracks those apart). */
+static void epoll_set_above_fd_4096_in_poll_stays_readable(struct tctx *t)
+{
+	struct rlimit lim;
+
+	ASSERT_OK(getrlimit(RLIMIT_NOFILE, &lim));
+	if (lim.rlim_cur <= 5000) {
+		lim.rlim_cur = 5000;
+		if (lim.rlim_max < lim.rlim_cur)
+			lim.rlim_max = lim.rlim_cur;
+		ASSERT_OK(setrlimit(RLIMIT_NOFILE, &lim));
+	}
+	set_in_poll_stays_readable(t, 4500);
+out:;
 }
 
 /* Starts a thread in epoll_wait() on w->ep and lets it fall asleep. */
@@ -4287,6 +4312,7 @@ static const struct test tests[] = {
 	TEST(epoll_wait_survives_close_from_other_thread),
 	TEST(epoll_reported_data_wakes_a_later_poll),
 	TEST(epoll_set_in_poll_stays_readable_while_data_is_unread),
+	TEST(epoll_set_above_fd_4096_in_poll_stays_readable),
 	TEST(epoll_unread_data_wakes_every_waiter_of_the_set),
 	TEST(epoll_set_in_poll_wakes_beside_an_epoll_waiter),
 	TEST(epoll_waiter_beside_a_blocked_reader_leaves_it_the_data),
