@@ -138,10 +138,8 @@ static void sync_fds(struct conn *c, bool told)
 	struct transport_readiness r = { .corked = false };
 	bool lag;
 
-	if (!conn_alive(c)) {
-		set_lag(p, false);
+	if (!conn_alive(c))
 		return;
-	}
 	/* Serialised: two threads must not set the fds in the wrong order. */
 	pthread_mutex_lock(&p->sync_lock);
 	/* Closed: its fd numbers may already belong to other files. */
@@ -194,6 +192,12 @@ bool conn_epoll_wait_begin(void)
 void conn_epoll_wait_end(void)
 {
 	__atomic_sub_fetch(&epoll_waiters, 1, __ATOMIC_SEQ_CST);
+}
+
+void conn_fork_child(void)
+{
+	__atomic_store_n(&lagging, 0, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&epoll_waiters, 0, __ATOMIC_SEQ_CST);
 }
 
 void conn_poll_begin(struct conn *c)
@@ -810,7 +814,9 @@ void conn_close(struct conn *c, bool abortive)
 	if (alive)
 		pthread_mutex_lock(&p->sync_lock);
 	__atomic_store_n(&c->closing, 1, __ATOMIC_RELEASE);
-	set_lag(p, false);
+	/* A fork child's count of lagging conns starts again at 0. */
+	if (alive)
+		set_lag(p, false);
 	real.close(c->in_fd);
 	real.close(c->out_fd);
 	c->in_fd = c->out_fd = -1;

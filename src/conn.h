@@ -94,6 +94,8 @@ void conn_serve_event(struct conn *c, bool told);
  */
 bool conn_epoll_wait_begin(void);
 void conn_epoll_wait_end(void);
+/* In a fork child: nothing lags there, and no thread waits. */
+void conn_fork_child(void);
 /*
  * Around each poll() or select() that watches c: begin counts the call
  * on c, then calls conn_want_readiness().

@@ -25,27 +25,38 @@ static struct {
 } set = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 /*
- * The epoll sets that hold a registration, for epoll_reg_any_set(), which
- * poll() calls on every fd: read without the lock (a poll() may run in a
- * signal handler), written under it.  A bit per set below SET_BITS, a
- * count of the registrations in the others.
+ * Which fds are epoll sets, for epoll_reg_any_set(), which poll() and
+ * select() ask of every fd: read without a lock (a poll() may run in a
+ * signal handler).  A bit per fd below SET_BITS; above, one sticky flag.
  */
-#define SET_BITS 4096
+#define SET_BITS 65536
 static uint64_t set_bits[SET_BITS / 64]; /* atomic */
-static unsigned int high_regs;		 /* atomic */
+static bool high_sets;			 /* atomic */
 
-static void mark_set_locked(int epfd, bool holds)
+static bool is_set(int fd)
 {
-	uint64_t bit = 1ull << (epfd % 64);
+	if (fd < 0)
+		return false;
+	if (fd >= SET_BITS)
+		return __atomic_load_n(&high_sets, __ATOMIC_ACQUIRE);
+	return __atomic_load_n(&set_bits[fd / 64], __ATOMIC_ACQUIRE) &
+	       (1ull << (fd % 64));
+}
 
-	if (epfd >= SET_BITS)
-		__atomic_add_fetch(&high_regs, holds ? 1 : -1,
-				   __ATOMIC_RELEASE);
-	else if (holds)
-		__atomic_or_fetch(&set_bits[epfd / 64], bit, __ATOMIC_RELEASE);
-	else
-		__atomic_and_fetch(&set_bits[epfd / 64], ~bit,
-				   __ATOMIC_RELEASE);
+static void mark_set(int fd, bool on)
+{
+	uint64_t bit = 1ull << (fd % 64);
+
+	if (fd < 0)
+		return;
+	if (fd >= SET_BITS) {
+		if (on)
+			__atomic_store_n(&high_sets, true, __ATOMIC_RELEASE);
+	} else if (on) {
+		__atomic_or_fetch(&set_bits[fd / 64], bit, __ATOMIC_RELEASE);
+	} else {
+		__atomic_and_fetch(&set_bits[fd / 64], ~bit, __ATOMIC_RELEASE);
+	}
 }
 
 static struct reg *find_locked(int epfd, int fd)
@@ -68,20 +79,9 @@ static void count_oneshot_locked(const struct reg *o, int by)
 
 static void remove_locked(struct reg *o)
 {
-	int epfd = o->epfd;
-	unsigned int i;
-
 	count_oneshot_locked(o, -1);
 	*o = set.v[set.count - 1];
 	__atomic_store_n(&set.count, set.count - 1, __ATOMIC_RELEASE);
-	if (epfd >= SET_BITS) {
-		mark_set_locked(epfd, false);
-		return;
-	}
-	for (i = 0; i < set.count; i++)
-		if (set.v[i].epfd == epfd)
-			return;
-	mark_set_locked(epfd, false);
 }
 
 bool epoll_reg_track(int epfd, int fd, struct conn *c,
@@ -107,7 +107,6 @@ bool epoll_reg_track(int epfd, int fd, struct conn *c,
 	} else {
 		o = &set.v[set.count];
 		__atomic_store_n(&set.count, set.count + 1, __ATOMIC_RELEASE);
-		mark_set_locked(epfd, true);
 	}
 	*o = (struct reg){ .epfd = epfd,
 			   .fd = fd,
@@ -139,23 +138,71 @@ bool epoll_reg_any_set(const struct pollfd *fds, unsigned long nfds)
 {
 	unsigned long i;
 
-	if (!__atomic_load_n(&set.count, __ATOMIC_ACQUIRE))
-		return false;
-	for (i = 0; i < nfds; i++) {
-		int fd = fds[i].fd;
-
-		if (fd < 0)
-			continue;
-		if (fd >= SET_BITS) {
-			if (__atomic_load_n(&high_regs, __ATOMIC_ACQUIRE))
-				return true;
-		} else if (__atomic_load_n(&set_bits[fd / 64],
-					   __ATOMIC_ACQUIRE) &
-			   (1ull << (fd % 64))) {
+	for (i = 0; i < nfds; i++)
+		if (is_set(fds[i].fd))
 			return true;
-		}
-	}
 	return false;
+}
+
+void epoll_reg_opened(int fd)
+{
+	mark_set(fd, true);
+}
+
+void epoll_reg_dup(int old_fd, int new_fd)
+{
+	mark_set(new_fd, is_set(old_fd));
+}
+
+/* The kernel dropped a closed set's entries: so does the registry. */
+static void forget_set(int epfd)
+{
+	unsigned int i = 0;
+
+	mark_set(epfd, false);
+	if (!__atomic_load_n(&set.count, __ATOMIC_ACQUIRE))
+		return;
+	pthread_mutex_lock(&set.lock);
+	while (i < set.count) {
+		if (set.v[i].epfd != epfd) {
+			i++;
+			continue;
+		}
+		conn_settle(set.v[i].conn);
+		remove_locked(&set.v[i]);
+	}
+	pthread_mutex_unlock(&set.lock);
+}
+
+void epoll_reg_closed(unsigned int first, unsigned int last)
+{
+	unsigned int fd;
+
+	for (fd = first; fd <= last && fd < SET_BITS; fd++) {
+		/* A word at a time where no bit is set. */
+		if (!(fd % 64) &&
+		    !__atomic_load_n(&set_bits[fd / 64], __ATOMIC_ACQUIRE)) {
+			fd += 63;
+			continue;
+		}
+		if (is_set((int)fd))
+			forget_set((int)fd);
+	}
+}
+
+void epoll_reg_fork_prepare(void)
+{
+	pthread_mutex_lock(&set.lock);
+}
+
+void epoll_reg_fork_parent(void)
+{
+	pthread_mutex_unlock(&set.lock);
+}
+
+void epoll_reg_fork_child(void)
+{
+	pthread_mutex_unlock(&set.lock);
 }
 
 void epoll_reg_settle(void)

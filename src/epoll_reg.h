@@ -52,11 +52,25 @@ void epoll_reg_forget(struct conn *c);
 /* Settles every registered conn (conn_settle()). */
 void epoll_reg_settle(void);
 /*
- * Whether any of the nfds fds is an epoll set that holds an upgraded
- * registration: a poll() or select() of it waits as epoll_wait() would.
- * Lock-free: a few atomic loads.
+ * Whether any of the nfds fds is an epoll set: a poll() or select() of
+ * it waits as epoll_wait() would.  Lock-free: an atomic load per fd.  It
+ * knows the sets that epoll_reg_opened() and epoll_reg_dup() were told of
+ * (an epoll fd received from another process is not among them).
  */
 bool epoll_reg_any_set(const struct pollfd *fds, unsigned long nfds);
+/* fd is a new epoll set. */
+void epoll_reg_opened(int fd);
+/* new_fd is now a duplicate of old_fd. */
+void epoll_reg_dup(int old_fd, int new_fd);
+/*
+ * The fds first..last were closed: the registrations in those that were
+ * epoll sets are forgotten, as the kernel forgot their entries.
+ */
+void epoll_reg_closed(unsigned int first, unsigned int last);
+/* pthread_atfork handlers: the registry is consistent in the child. */
+void epoll_reg_fork_prepare(void);
+void epoll_reg_fork_parent(void);
+void epoll_reg_fork_child(void);
 /*
  * Completes ev, as described above.  false: it has nothing left to
  * report (only a channel fired, and what it brought is not what the

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 
+#include "epoll_reg.h"
 #include "real.h"
 #include "shim.h"
 #include "track.h"
@@ -27,6 +28,7 @@ static int after_fcntl(int fd, int cmd, int ret)
 		return ret;
 	err = errno;
 	track_dup(fd, ret);
+	epoll_reg_dup(fd, ret);
 	errno = err;
 	return ret;
 }

@@ -277,17 +277,28 @@ static int poll_unnested(struct pollfd *fds, nfds_t nfds,
  * first (conn_serve_event()).  Otherwise an event that epoll_wait()
  * reported and the program left unread would not make the set readable.
  */
+static bool nested_wait_begin(bool nested)
+{
+	if (nested && conn_epoll_wait_begin())
+		epoll_reg_settle();
+	return nested;
+}
+
+static void nested_wait_end(bool nested)
+{
+	if (nested)
+		conn_epoll_wait_end();
+}
+
 static int poll_any(struct pollfd *fds, nfds_t nfds, const struct timespec *tmo,
 		    const sigset_t *sigmask, int timeout_ms, bool ppoll)
 {
-	bool nested = shim_config.rdma && epoll_reg_any_set(fds, nfds);
+	bool nested = nested_wait_begin(shim_config.rdma &&
+					epoll_reg_any_set(fds, nfds));
 	int ret;
 
-	if (nested && conn_epoll_wait_begin())
-		epoll_reg_settle();
 	ret = poll_unnested(fds, nfds, tmo, sigmask, timeout_ms, ppoll);
-	if (nested)
-		conn_epoll_wait_end();
+	nested_wait_end(nested);
 	return ret;
 }
 
@@ -326,13 +337,9 @@ SHIM_EXPORT int __ppoll_chk(struct pollfd *fds, nfds_t nfds,
 	return ppoll(fds, nfds, tmo, ss);
 }
 
-/*
- * Any upgraded fd, or epoll set holding one, among the first nfds of the
- * three sets?
- */
+/* Any upgraded fd among the first nfds of the three sets? */
 static bool sets_have_upgraded(int nfds, fd_set *rd, fd_set *wr, fd_set *ex)
 {
-	struct pollfd pfd = { .fd = -1 };
 	int fd;
 
 	if (!shim_config.enabled)
@@ -348,10 +355,23 @@ static bool sets_have_upgraded(int nfds, fd_set *rd, fd_set *wr, fd_set *ex)
 			sock_put(sock);
 			return true;
 		}
-		pfd.fd = fd;
-		if (shim_config.rdma && epoll_reg_any_set(&pfd, 1))
-			return true;
 	}
+	return false;
+}
+
+/* Any epoll set among the first nfds of the three sets (see poll_any())? */
+static bool sets_have_epoll_set(int nfds, fd_set *rd, fd_set *wr, fd_set *ex)
+{
+	struct pollfd pfd;
+
+	if (!shim_config.rdma)
+		return false;
+	for (pfd.fd = 0; pfd.fd < nfds && pfd.fd < FD_SETSIZE; pfd.fd++)
+		if (((rd && FD_ISSET(pfd.fd, rd)) ||
+		     (wr && FD_ISSET(pfd.fd, wr)) ||
+		     (ex && FD_ISSET(pfd.fd, ex))) &&
+		    epoll_reg_any_set(&pfd, 1))
+			return true;
 	return false;
 }
 
@@ -400,6 +420,28 @@ static int select_as_poll(int nfds, fd_set *rd, fd_set *wr, fd_set *ex,
 	return ret;
 }
 
+/* select() and pselect() without upgraded fds: see poll_any(). */
+static int select_plain(int nfds, fd_set *rd, fd_set *wr, fd_set *ex,
+			struct timeval *timeout)
+{
+	bool nested = nested_wait_begin(sets_have_epoll_set(nfds, rd, wr, ex));
+	int ret = real.select(nfds, rd, wr, ex, timeout);
+
+	nested_wait_end(nested);
+	return ret;
+}
+
+static int pselect_plain(int nfds, fd_set *rd, fd_set *wr, fd_set *ex,
+			 const struct timespec *timeout,
+			 const sigset_t *sigmask)
+{
+	bool nested = nested_wait_begin(sets_have_epoll_set(nfds, rd, wr, ex));
+	int ret = real.pselect(nfds, rd, wr, ex, timeout, sigmask);
+
+	nested_wait_end(nested);
+	return ret;
+}
+
 SHIM_EXPORT int select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex,
 		       struct timeval *timeout)
 {
@@ -407,7 +449,7 @@ SHIM_EXPORT int select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex,
 
 	shim_ensure_init();
 	if (!sets_have_upgraded(nfds, rd, wr, ex))
-		return real.select(nfds, rd, wr, ex, timeout);
+		return select_plain(nfds, rd, wr, ex, timeout);
 	if (timeout) {
 		ts.tv_sec = timeout->tv_sec;
 		ts.tv_nsec = timeout->tv_usec * 1000;
@@ -420,7 +462,7 @@ SHIM_EXPORT int pselect(int nfds, fd_set *rd, fd_set *wr, fd_set *ex,
 {
 	shim_ensure_init();
 	if (!sets_have_upgraded(nfds, rd, wr, ex))
-		return real.pselect(nfds, rd, wr, ex, timeout, sigmask);
+		return pselect_plain(nfds, rd, wr, ex, timeout, sigmask);
 	return select_as_poll(nfds, rd, wr, ex, timeout, sigmask);
 }
 

@@ -8,6 +8,7 @@
 #include <limits.h>
 #include <linux/close_range.h>
 
+#include "epoll_reg.h"
 #include "real.h"
 #include "shim.h"
 #include "track.h"
@@ -152,8 +153,11 @@ SHIM_EXPORT int close(int fd)
 {
 	shim_ensure_init();
 	/* Forget fd first: once closed, its number may be reused at once. */
-	if (shim_config.enabled)
+	if (shim_config.enabled) {
 		track_close(fd);
+		if (fd >= 0)
+			epoll_reg_closed(fd, fd);
+	}
 	return real.close(fd);
 }
 
@@ -165,16 +169,20 @@ SHIM_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
 		return -1;
 	}
 	if (shim_config.enabled && first <= last &&
-	    !(flags & CLOSE_RANGE_CLOEXEC))
+	    !(flags & CLOSE_RANGE_CLOEXEC)) {
 		fd_table_remove_range(first, last);
+		epoll_reg_closed(first, last);
+	}
 	return real.close_range(first, last, flags);
 }
 
 SHIM_EXPORT void closefrom(int lowfd)
 {
 	shim_ensure_init();
-	if (shim_config.enabled && lowfd >= 0)
+	if (shim_config.enabled && lowfd >= 0) {
 		fd_table_remove_range(lowfd, UINT_MAX);
+		epoll_reg_closed(lowfd, UINT_MAX);
+	}
 	if (real.closefrom)
 		real.closefrom(lowfd);
 }
@@ -187,6 +195,7 @@ static int after_dup(int old_fd, int new_fd)
 		return new_fd;
 	err = errno;
 	track_dup(old_fd, new_fd);
+	epoll_reg_dup(old_fd, new_fd);
 	errno = err;
 	return new_fd;
 }
@@ -215,8 +224,10 @@ SHIM_EXPORT int epoll_create(int size)
 
 	shim_ensure_init();
 	fd = real.epoll_create(size);
-	if (fd >= 0 && shim_config.enabled)
+	if (fd >= 0 && shim_config.enabled) {
 		track_other(fd);
+		epoll_reg_opened(fd);
+	}
 	return fd;
 }
 
@@ -226,7 +237,9 @@ SHIM_EXPORT int epoll_create1(int flags)
 
 	shim_ensure_init();
 	fd = real.epoll_create1(flags);
-	if (fd >= 0 && shim_config.enabled)
+	if (fd >= 0 && shim_config.enabled) {
 		track_other(fd);
+		epoll_reg_opened(fd);
+	}
 	return fd;
 }

@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include "cm.h"
+#include "conn.h"
+#include "epoll_reg.h"
 #include "log.h"
 #include "real.h"
 #include "shim.h"
@@ -30,10 +32,12 @@ static void fork_prepare(void)
 {
 	stats_fork_prepare();
 	sock_pool_lock();
+	epoll_reg_fork_prepare();
 }
 
 static void fork_parent(void)
 {
+	epoll_reg_fork_parent();
 	sock_pool_unlock();
 	stats_fork_parent();
 }
@@ -41,6 +45,8 @@ static void fork_parent(void)
 static void fork_child(void)
 {
 	cm_fork_child();
+	conn_fork_child();
+	epoll_reg_fork_child();
 	sock_pool_unlock();
 	stats_fork_child();
 	log_open(shim_config.log_level, shim_config.log_file);

@@ -3164,6 +3164,36 @@ static void epoll_set_above_fd_4096_in_poll_stays_readable(struct tctx *t)
 out:;
 }
 
+/*
+ * The same one level further out: a set that holds the set that holds the
+ * socket, watched by poll().
+ */
+static void epoll_set_of_sets_in_poll_stays_readable(struct tctx *t)
+{
+	int c = -1, s = -1, inner = -1, outer = -1, n, ev, i;
+	struct epoll_event e;
+
+	TRY(make_pair(t, &c, &s, PAIR_NONBLOCK));
+	ASSERT_OK(inner = epoll_create1(0));
+	ASSERT_OK(outer = epoll_create1(0));
+	ASSERT_OK(epoll_add(inner, s, EPOLLIN, 1));
+	ASSERT_OK(epoll_add(outer, inner, EPOLLIN, 2));
+	TRY(send_all(t, c, "x", 1));
+	for (i = 0; i < 2; i++) {
+		ev = wait_fd(outer, POLLIN, io_ms());
+		ASSERT(ev == POLLIN, "poll of the outer set, pass %d: %#x", i,
+		       ev);
+		n = epoll_one(inner, &e, 0);
+		ASSERT(n == 1 && e.events == EPOLLIN, "pass %d: %d %#x", i, n,
+		       e.events);
+	}
+out:
+	close_fd(&outer);
+	close_fd(&inner);
+	close_fd(&c);
+	close_fd(&s);
+}
+
 /* Starts a thread in epoll_wait() on w->ep and lets it fall asleep. */
 static int start_epoll_waiter(pthread_t *th, struct epoll_waiter *w)
 {
@@ -4313,6 +4343,7 @@ static const struct test tests[] = {
 	TEST(epoll_reported_data_wakes_a_later_poll),
 	TEST(epoll_set_in_poll_stays_readable_while_data_is_unread),
 	TEST(epoll_set_above_fd_4096_in_poll_stays_readable),
+	TEST(epoll_set_of_sets_in_poll_stays_readable),
 	TEST(epoll_unread_data_wakes_every_waiter_of_the_set),
 	TEST(epoll_set_in_poll_wakes_beside_an_epoll_waiter),
 	TEST(epoll_waiter_beside_a_blocked_reader_leaves_it_the_data),
