@@ -33,13 +33,15 @@ unsigned int conn_generation;
  *     (conn_epoll_wait_begin(), epoll_reg_settle());
  *   - a poll() or select() counts itself on the conn, then syncs it
  *     (conn_poll_begin());
- *   - a blocking read counts itself a waiter, then looks at the
- *     transport itself;
+ *   - a blocking read counts itself a waiter, then looks at the ring
+ *     under the transport's lock, which the serving thread took to reap
+ *     before it looked at the waiters: one of the two sees the other;
  *   - a registration in another set syncs the conn once it is recorded.
  * So a conn lags only while none of those is already asleep: no other
  * thread in an epoll_wait(), nobody polling it, no read waiting on it.
- * Each side publishes before it looks (sequentially consistent), so one
- * of the two sees the other.
+ * Each side publishes before it looks (sequentially consistent atomics
+ * for the epoll_wait() count, the sync lock for pollers), so one of the
+ * two sees the other.
  */
 static unsigned int epoll_waiters; /* threads in the program's epoll_wait() */
 static unsigned int lagging;	   /* conns whose in_fd lags */
