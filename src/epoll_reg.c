@@ -134,6 +134,39 @@ void epoll_reg_untrack(int epfd, int fd)
 	pthread_mutex_unlock(&set.lock);
 }
 
+/*
+ * Removes the registrations of c, or with c NULL those in the set epfd,
+ * which was closed: the kernel dropped its entries, and a lagging conn
+ * must be settled while the registry still knows it.
+ */
+static void remove_where(struct conn *c, int epfd)
+{
+	unsigned int i = 0;
+
+	if (!__atomic_load_n(&set.count, __ATOMIC_ACQUIRE))
+		return;
+	pthread_mutex_lock(&set.lock);
+	while (i < set.count) {
+		struct reg *o = &set.v[i];
+
+		if (c ? o->conn != c : o->epfd != epfd) {
+			i++;
+			continue;
+		}
+		/*
+		 * The channel outlives the program's fd (the FIN lingers):
+		 * it must not wake the program for an fd it has closed.
+		 */
+		if (c && conn_alive(c))
+			real.epoll_ctl(o->epfd, EPOLL_CTL_DEL,
+				       transport_event_fd(c->t), NULL);
+		if (!c)
+			conn_settle(o->conn);
+		remove_locked(o);
+	}
+	pthread_mutex_unlock(&set.lock);
+}
+
 bool epoll_reg_any_set(const struct pollfd *fds, unsigned long nfds)
 {
 	unsigned long i;
@@ -157,21 +190,8 @@ void epoll_reg_dup(int old_fd, int new_fd)
 /* The kernel dropped a closed set's entries: so does the registry. */
 static void forget_set(int epfd)
 {
-	unsigned int i = 0;
-
 	mark_set(epfd, false);
-	if (!__atomic_load_n(&set.count, __ATOMIC_ACQUIRE))
-		return;
-	pthread_mutex_lock(&set.lock);
-	while (i < set.count) {
-		if (set.v[i].epfd != epfd) {
-			i++;
-			continue;
-		}
-		conn_settle(set.v[i].conn);
-		remove_locked(&set.v[i]);
-	}
-	pthread_mutex_unlock(&set.lock);
+	remove_where(NULL, epfd);
 }
 
 void epoll_reg_closed(unsigned int first, unsigned int last)
@@ -217,26 +237,7 @@ void epoll_reg_settle(void)
 
 void epoll_reg_forget(struct conn *c)
 {
-	unsigned int i = 0;
-
-	if (!__atomic_load_n(&set.count, __ATOMIC_ACQUIRE))
-		return;
-	pthread_mutex_lock(&set.lock);
-	while (i < set.count) {
-		if (set.v[i].conn != c) {
-			i++;
-			continue;
-		}
-		/*
-		 * The channel outlives the program's fd (the FIN lingers):
-		 * it must not wake the program for an fd it has closed.
-		 */
-		if (conn_alive(c))
-			real.epoll_ctl(set.v[i].epfd, EPOLL_CTL_DEL,
-				       transport_event_fd(c->t), NULL);
-		remove_locked(&set.v[i]);
-	}
-	pthread_mutex_unlock(&set.lock);
+	remove_where(c, -1);
 }
 
 /* EPOLLIN and EPOLLOUT as o's transport says now, whatever o asks. */

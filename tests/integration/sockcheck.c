@@ -3113,14 +3113,34 @@ out:
 }
 
 /*
+ * Twice: poll() of polled finds it readable, and epoll_wait() of ep
+ * reports EPOLLIN, left unread.
+ */
+static int poll_then_epoll_twice(struct tctx *t, int polled, int ep)
+{
+	struct epoll_event e;
+	int n, ev, i;
+
+	for (i = 0; i < 2; i++) {
+		ev = wait_fd(polled, POLLIN, io_ms());
+		ASSERT(ev == POLLIN, "poll of the set, pass %d: %#x", i, ev);
+		n = epoll_one(ep, &e, 0);
+		ASSERT(n == 1 && e.events == EPOLLIN, "pass %d: %d %#x", i, n,
+		       e.events);
+	}
+	return 0;
+out:
+	return -1;
+}
+
+/*
  * An epoll set watched by poll(), as an event loop embeds another: data
  * that epoll_wait() reported, and the program left unread, keeps the set
  * readable.  min_fd: the set's fd is at least this.
  */
 static void set_in_poll_stays_readable(struct tctx *t, int min_fd)
 {
-	int c = -1, s = -1, first = -1, ep = -1, n, ev, i;
-	struct epoll_event e;
+	int c = -1, s = -1, first = -1, ep = -1;
 
 	TRY(make_pair(t, &c, &s, PAIR_NONBLOCK));
 	ASSERT_OK(first = epoll_create1(0));
@@ -3128,13 +3148,7 @@ static void set_in_poll_stays_readable(struct tctx *t, int min_fd)
 	close_fd(&first);
 	ASSERT_OK(epoll_add(ep, s, EPOLLIN, 1));
 	TRY(send_all(t, c, "x", 1));
-	for (i = 0; i < 2; i++) {
-		ev = wait_fd(ep, POLLIN, io_ms());
-		ASSERT(ev == POLLIN, "poll of the set, pass %d: %#x", i, ev);
-		n = epoll_one(ep, &e, 0);
-		ASSERT(n == 1 && e.events == EPOLLIN, "pass %d: %d %#x", i, n,
-		       e.events);
-	}
+	TRY(poll_then_epoll_twice(t, ep, ep));
 out:
 	close_fd(&first);
 	close_fd(&ep);
@@ -3170,8 +3184,7 @@ out:;
  */
 static void epoll_set_of_sets_in_poll_stays_readable(struct tctx *t)
 {
-	int c = -1, s = -1, inner = -1, outer = -1, n, ev, i;
-	struct epoll_event e;
+	int c = -1, s = -1, inner = -1, outer = -1;
 
 	TRY(make_pair(t, &c, &s, PAIR_NONBLOCK));
 	ASSERT_OK(inner = epoll_create1(0));
@@ -3179,14 +3192,7 @@ static void epoll_set_of_sets_in_poll_stays_readable(struct tctx *t)
 	ASSERT_OK(epoll_add(inner, s, EPOLLIN, 1));
 	ASSERT_OK(epoll_add(outer, inner, EPOLLIN, 2));
 	TRY(send_all(t, c, "x", 1));
-	for (i = 0; i < 2; i++) {
-		ev = wait_fd(outer, POLLIN, io_ms());
-		ASSERT(ev == POLLIN, "poll of the outer set, pass %d: %#x", i,
-		       ev);
-		n = epoll_one(inner, &e, 0);
-		ASSERT(n == 1 && e.events == EPOLLIN, "pass %d: %d %#x", i, n,
-		       e.events);
-	}
+	TRY(poll_then_epoll_twice(t, outer, inner));
 out:
 	close_fd(&outer);
 	close_fd(&inner);
