@@ -426,7 +426,7 @@ static void *progress_main(void *arg)
 						sizeof(wakes));
 				continue;
 			}
-			conn_serve_event(c, false);
+			conn_serve_event(c, false, NULL);
 		}
 		reap_closing();
 		expire_pending();

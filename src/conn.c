@@ -133,22 +133,28 @@ static bool lag_unwatched(struct conn_private *p)
 	return false;
 }
 
-/* told: see conn_serve_event(). */
-static void sync_fds(struct conn *c, bool told)
+/*
+ * told: see conn_serve_event().  out (if not NULL): the readiness the fds
+ * were set from.  false: nothing was synced (closed, or dead in a fork
+ * child), and out is untouched.
+ */
+static bool sync_fds(struct conn *c, bool told, struct transport_readiness *out)
 {
 	struct conn_private *p = priv(c);
 	struct transport_readiness r = { .corked = false };
 	bool lag;
 
 	if (!conn_alive(c))
-		return;
+		return false;
 	/* Serialised: two threads must not set the fds in the wrong order. */
 	pthread_mutex_lock(&p->sync_lock);
-	/* Closed: its fd numbers may already belong to other files. */
+	/*
+	 * Closed: its fd numbers may already belong to other files.
+	 * (conn_close() cleared the lag under this lock.)
+	 */
 	if (__atomic_load_n(&c->closing, __ATOMIC_ACQUIRE)) {
-		set_lag(p, false);
 		pthread_mutex_unlock(&p->sync_lock);
-		return;
+		return false;
 	}
 	transport_readiness(c->t, &r);
 	lag = r.data_or_error && !p->in_ready && told && lag_unwatched(p);
@@ -172,17 +178,20 @@ static void sync_fds(struct conn *c, bool told)
 	/* Corked bytes go out with a completion that someone must reap. */
 	if (r.corked)
 		conn_watch(c);
+	if (out)
+		*out = r;
+	return true;
 }
 
 void conn_sync(struct conn *c)
 {
-	sync_fds(c, false);
+	sync_fds(c, false, NULL);
 }
 
 void conn_settle(struct conn *c)
 {
 	if (__atomic_load_n(&priv(c)->in_lag, __ATOMIC_SEQ_CST))
-		sync_fds(c, false);
+		sync_fds(c, false, NULL);
 }
 
 bool conn_epoll_wait_begin(void)
@@ -351,11 +360,11 @@ void conn_watch(struct conn *c)
 	conn_sync(c);
 }
 
-void conn_serve_event(struct conn *c, bool told)
+void conn_serve_event(struct conn *c, bool told, struct transport_readiness *r)
 {
 	transport_handle_event(c->t);
-	if (!__atomic_load_n(&c->closing, __ATOMIC_ACQUIRE))
-		sync_fds(c, told);
+	if (!sync_fds(c, told, r) && r)
+		transport_readiness(c->t, r);
 }
 
 /*

@@ -77,6 +77,8 @@ void conn_watch(struct conn *c);
 
 /*
  * c's channel has an event: take it, arm again, reap, sync the fds.
+ * r (if not NULL): the readiness the fds were synced from, or on a
+ * closed conn the transport's now.
  * told: the caller, an epoll_wait() with c's only registration, reports
  * c's readiness to the program itself.  Then an arrival may leave in_fd
  * unset, lagging the data, if nothing else watches in_fd: no other thread
@@ -86,7 +88,7 @@ void conn_watch(struct conn *c);
  * and every epoll_wait() that starts while some conn lags
  * (conn_epoll_wait_begin()).
  */
-void conn_serve_event(struct conn *c, bool told);
+void conn_serve_event(struct conn *c, bool told, struct transport_readiness *r);
 
 /*
  * Around each epoll_wait() of the program.  true: some conn's in_fd lags;

@@ -240,13 +240,19 @@ void epoll_reg_forget(struct conn *c)
 	remove_where(c, -1);
 }
 
-/* EPOLLIN and EPOLLOUT as o's transport says now, whatever o asks. */
+/* EPOLLIN and EPOLLOUT as t says, whatever a registration asks. */
+static uint32_t events_of(const struct transport_readiness *t)
+{
+	return (t->data_or_error ? EPOLLIN : 0) | (t->writable ? EPOLLOUT : 0);
+}
+
+/* EPOLLIN and EPOLLOUT as o's transport says now. */
 static uint32_t transport_events(const struct reg *o)
 {
 	struct transport_readiness t;
 
 	transport_readiness(o->conn->t, &t);
-	return (t.data_or_error ? EPOLLIN : 0) | (t.writable ? EPOLLOUT : 0);
+	return events_of(&t);
 }
 
 /* What the entries of o that did not fire would have reported. */
@@ -291,15 +297,17 @@ static bool sole_locked(const struct reg *o)
  */
 static uint32_t serve_channel(const struct reg *o)
 {
-	bool told = !(o->events & (EPOLLET | EPOLLONESHOT)) &&
-		    (o->events & EPOLLIN) && sole_locked(o);
+	struct transport_readiness t;
+	bool told;
 
 	if (!conn_alive(o->conn))
 		return (o->events & (EPOLLIN | EPOLLOUT)) | EPOLLERR | EPOLLHUP;
-	conn_serve_event(o->conn, told);
+	told = !(o->events & (EPOLLET | EPOLLONESHOT)) &&
+	       (o->events & EPOLLIN) && sole_locked(o);
+	conn_serve_event(o->conn, told, &t);
 	if (o->events & EPOLLET)
 		return 0;
-	return transport_events(o) & o->events;
+	return events_of(&t) & o->events;
 }
 
 /* Disarms the entries of a fired EPOLLONESHOT registration. */

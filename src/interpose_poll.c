@@ -123,8 +123,7 @@ static short poll_fold(const struct pollfd *tmp, short ev, struct sock *sock)
 		r = (r & ~POLLIN) | (ev & (POLLIN | POLLRDNORM));
 	revents |= r;
 	if (tmp[POLL_CHANNEL].revents & POLLIN) {
-		conn_serve_event(sock->conn, false);
-		transport_readiness(sock->conn->t, &t);
+		conn_serve_event(sock->conn, false, &t);
 		if (t.data_or_error)
 			revents |= ev & (POLLIN | POLLRDNORM);
 		if (t.writable)
@@ -272,10 +271,10 @@ static int poll_unnested(struct pollfd *fds, nfds_t nfds,
 }
 
 /*
- * An epoll set that holds upgraded registrations, watched by poll() or
- * select(), is waited on as epoll_wait() would: counted, and settled
- * first (conn_serve_event()).  Otherwise an event that epoll_wait()
- * reported and the program left unread would not make the set readable.
+ * An epoll set watched by poll() or select() is waited on as
+ * epoll_wait() would: counted, and settled first (conn_serve_event()).
+ * Otherwise an event that epoll_wait() reported and the program left unread
+ * would not make the set readable.
  */
 static bool nested_wait_begin(bool nested)
 {
