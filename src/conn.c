@@ -262,8 +262,9 @@ static inline void wait_clock_stop(struct wait_clock *w)
  * from the start of the wait: what comes within it wakes neither this
  * thread nor the progress thread.  The clock is read once per
  * SPIN_POLLS_PER_CLOCK polls: where it is slow (HPET in a guest), a read
- * per poll delayed the detection.  true: ready (data, EOF, credit or an
- * error, as ready() says), and the wait's clock stopped.
+ * per poll delayed the detection.  Only while a spin slot is free (spin.h).
+ * true: ready (data, EOF, credit or an error, as ready() says), and the
+ * wait's clock stopped.
  */
 #define SPIN_POLLS_PER_CLOCK 8
 
@@ -272,20 +273,21 @@ static bool spin(struct conn *c, struct wait_clock *w,
 {
 	unsigned int budget = spin_budget_us(w->policy);
 	uint64_t now = w->start_us;
+	bool got = false;
 	int i;
 
-	if (!budget || !now)
+	if (!budget || !now || !spin_slot_take())
 		return false;
-	while (now < w->start_us + budget) {
-		for (i = 0; i < SPIN_POLLS_PER_CLOCK; i++) {
-			if (ready(c->t)) {
-				wait_clock_stop_at(w, now);
-				return true;
-			}
-		}
-		now = clock_us();
+	while (!got && now < w->start_us + budget) {
+		for (i = 0; i < SPIN_POLLS_PER_CLOCK && !got; i++)
+			got = ready(c->t);
+		if (!got)
+			now = clock_us();
 	}
-	return false;
+	spin_slot_give();
+	if (got)
+		wait_clock_stop_at(w, now);
+	return got;
 }
 
 /*

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -10,6 +11,7 @@
 #include "real.h"
 #include "shim.h"
 #include "sock.h"
+#include "spin.h"
 #include "stats.h"
 
 struct config shim_config;
@@ -46,10 +48,23 @@ static void fork_child(void)
 {
 	cm_fork_child();
 	conn_fork_child();
+	spin_fork_child();
 	epoll_reg_fork_child();
 	sock_pool_unlock();
 	stats_fork_child();
 	log_open(shim_config.log_level, shim_config.log_file);
+}
+
+/* The CPUs this process may run on: its affinity mask, not the machine. */
+static unsigned int usable_cpus(void)
+{
+	cpu_set_t set;
+	long online;
+
+	if (!sched_getaffinity(0, sizeof(set), &set) && CPU_COUNT(&set) > 0)
+		return (unsigned int)CPU_COUNT(&set);
+	online = sysconf(_SC_NPROCESSORS_ONLN);
+	return online > 0 ? (unsigned int)online : 1;
 }
 
 static void at_exit(void)
@@ -67,6 +82,7 @@ static void init_once_fn(void)
 	stats_configure(shim_config.enabled && shim_config.stats,
 			shim_config.stats_rows);
 	cm_configure(&shim_config);
+	spin_slots_init(usable_cpus());
 	pthread_atfork(fork_prepare, fork_parent, fork_child);
 	atexit(at_exit);
 	log_info("enabled=%d stats=%d include=%u exclude=%u rules",

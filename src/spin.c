@@ -4,6 +4,9 @@
 /* The weight of the newest wait in the average: 1/2^AVG_SHIFT. */
 #define AVG_SHIFT 3
 
+static unsigned int slots = 1;
+static unsigned int spinning; /* atomic: slots taken */
+
 void spin_policy_init(struct spin_policy *p, unsigned int cap_us)
 {
 	p->cap_us = cap_us;
@@ -42,4 +45,33 @@ void spin_wait_ended(struct spin_policy *p, uint64_t waited_us)
 
 	avg += (sample - avg) / (1 << AVG_SHIFT);
 	__atomic_store_n(&p->avg_us, (unsigned int)avg, __ATOMIC_RELAXED);
+}
+
+void spin_slots_init(unsigned int cpus)
+{
+	__atomic_store_n(&slots, cpus > 2 ? cpus - 1 : 1, __ATOMIC_RELAXED);
+}
+
+bool spin_slot_take(void)
+{
+	unsigned int limit = __atomic_load_n(&slots, __ATOMIC_RELAXED);
+	unsigned int taken = __atomic_load_n(&spinning, __ATOMIC_RELAXED);
+
+	do {
+		if (taken >= limit)
+			return false;
+	} while (!__atomic_compare_exchange_n(&spinning, &taken, taken + 1,
+					      true, __ATOMIC_ACQUIRE,
+					      __ATOMIC_RELAXED));
+	return true;
+}
+
+void spin_slot_give(void)
+{
+	__atomic_sub_fetch(&spinning, 1, __ATOMIC_RELEASE);
+}
+
+void spin_fork_child(void)
+{
+	__atomic_store_n(&spinning, 0, __ATOMIC_RELAXED);
 }

@@ -11,6 +11,12 @@
  * caught fewer replies: 1 B ping-pong 220 us against 126 us with the
  * whole cap, in the Soft-RoCE fabric.)
  *
+ * A thread polls only while it holds one of the process's spin slots: one
+ * fewer than the CPUs it may run on, and at least one.  Threads that poll
+ * past the CPUs would take them from the threads that do the program's
+ * work (and from the peer's, on a shared host); a thread without a slot
+ * sleeps at once, as with a cap of 0.
+ *
  * Contract: any thread may call these at any time.  The average is a hint,
  * updated with relaxed atomics; a lost update costs one poorly sized spin,
  * never correctness.
@@ -44,5 +50,13 @@ unsigned int spin_budget_us(const struct spin_policy *p);
 bool spin_time_wait(struct spin_policy *p);
 /* A wait ended after waited_us, with the thing it waited for. */
 void spin_wait_ended(struct spin_policy *p, uint64_t waited_us);
+
+/* Sizes the spin slots for a process that may run on cpus CPUs. */
+void spin_slots_init(unsigned int cpus);
+/* true: the caller may poll, and must call spin_slot_give() after. */
+bool spin_slot_take(void);
+void spin_slot_give(void);
+/* In a fork child: the threads that held slots are gone. */
+void spin_fork_child(void);
 
 #endif /* ROCESHIM_SPIN_H */

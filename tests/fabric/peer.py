@@ -14,14 +14,17 @@
   peer.py churn ADDR --count N                N connections in one process
   peer.py fork ADDR PORT [--bind A]           an echo connection across
                                               fork (the server must serve 2)
-  peer.py late ADDR [--delay S] [--count N]   accepts one, sends one byte
-                                              after S seconds, N times;
-                                              "port P"
-  peer.py idle ADDR PORT [--bind A] [--count N]
-                                              N blocking one-byte reads;
-                                              prints the CPU time they took
-                                              and the context switches and
-                                              names of the process's threads
+  peer.py late ADDR [--delay S] [--count N] [--conns C]
+                                              accepts C, sends one byte to
+                                              each after S seconds, N
+                                              times; "port P"
+  peer.py idle ADDR PORT [--bind A] [--count N] [--conns C]
+                                              N blocking one-byte reads on
+                                              each of C connections, one
+                                              thread each; prints the CPU
+                                              time they took and the
+                                              context switches and names
+                                              of the process's threads
   peer.py wait-echo ADDR PORT [--bind A] [--count N] [--wait epoll|poll]
                                               N one-byte round trips through
                                               the echo server, waiting in
@@ -252,13 +255,15 @@ def churn(args):
 def late(args):
     ls = socket.socket()
     ls.bind((args.addr, 0))
-    ls.listen(1)
+    ls.listen(args.conns)
     print("port %d" % ls.getsockname()[1], flush=True)
-    conn, _ = ls.accept()
+    conns = [ls.accept()[0] for _ in range(args.conns)]
     for _ in range(args.count):
         time.sleep(args.delay)
-        conn.sendall(b"!")
-    conn.recv(1)
+        for conn in conns:
+            conn.sendall(b"!")
+    for conn in conns:
+        conn.recv(1)
     return 0
 
 
@@ -336,22 +341,36 @@ def wait_echo(args):
 
 
 def idle(args):
-    s = connect(args)
-    report(s)
+    socks = [connect(args) for _ in range(args.conns)]
+    report(socks[0])
+    got = [b""] * args.conns
+
+    def reader(i):
+        got[i] = b"".join(socks[i].recv(1) for _ in range(args.count))
+
+    # One connection reads on the main thread: a thread's start and join
+    # would count in the context switches of an idle process.
+    threads = [threading.Thread(target=reader, args=(i,))
+               for i in range(1, args.conns)]
     switches = context_switches()
     before, start = resource.getrusage(resource.RUSAGE_SELF), time.time()
-    got = b"".join(s.recv(1) for _ in range(args.count))
+    for t in threads:
+        t.start()
+    reader(0)
+    for t in threads:
+        t.join()
     after, end = resource.getrusage(resource.RUSAGE_SELF), time.time()
     switches = context_switches() - switches
     cpu = (after.ru_utime + after.ru_stime) - \
         (before.ru_utime + before.ru_stime)
-    print("read %s" % ("ok" if got == b"!" * args.count else "MISMATCH"),
-          flush=True)
+    ok = all(g == b"!" * args.count for g in got)
+    print("read %s" % ("ok" if ok else "MISMATCH"), flush=True)
     print("cpu_s %.3f" % cpu, flush=True)
     print("waited_s %.3f" % (end - start), flush=True)
     print("context_switches %d" % switches, flush=True)
     print("threads %s" % ",".join(sorted(thread_names())), flush=True)
-    s.close()
+    for s in socks:
+        s.close()
     return 0
 
 
@@ -393,11 +412,13 @@ def main():
     lt.add_argument("addr")
     lt.add_argument("--delay", type=float, default=2.0)
     lt.add_argument("--count", type=int, default=1)
+    lt.add_argument("--conns", type=int, default=1)
     il = sub.add_parser("idle")
     il.add_argument("addr")
     il.add_argument("port", type=int)
     il.add_argument("--bind")
     il.add_argument("--count", type=int, default=1)
+    il.add_argument("--conns", type=int, default=1)
     we = sub.add_parser("wait-echo")
     we.add_argument("addr")
     we.add_argument("port", type=int)

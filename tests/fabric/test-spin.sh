@@ -7,11 +7,14 @@
 # (one second of polling, then sleep).  A connection whose reads keep
 # waiting longer than that stops polling: twelve reads that wait 0.5 s each
 # with ROCESHIM_SPIN_US=200000 burn well under the 2.4 s that polling each
-# would.  Every read gets its byte on RDMA.  And a process whose only
-# connection idles does not wake: the 3 s read with ROCESHIM_SPIN_US=0 costs
-# the whole process (its progress thread included) a handful of context
-# switches, where a progress thread that ticked every 50 ms made 60.  Its
-# progress thread is named "roceshim" (top -H, ps -L).
+# would.  Only one thread of a process on the fabric's two CPUs polls at a
+# time: two threads that read 3 s each with ROCESHIM_SPIN_US=1000000 burn
+# about what one does, not twice that.  Every read gets its byte on RDMA.
+# And a process whose only connection idles does not wake: the 3 s read
+# with ROCESHIM_SPIN_US=0 costs the whole process (its progress thread
+# included) a handful of context switches, where a progress thread that
+# ticked every 50 ms made 60.  Its progress thread is named "roceshim"
+# (top -H, ps -L).
 set -u
 PYTHON=${PYTHON:-/usr/bin/python3}
 peer="$top_srcdir/tests/fabric/peer.py"
@@ -21,16 +24,19 @@ export ROCESHIM_RDMA=1
 # shellcheck source=../lib.sh
 . "$top_srcdir/tests/lib.sh"
 
-# idle_read NAME SPIN_US [DELAY COUNT]: COUNT blocking reads (1) that wait
-# DELAY seconds (3) each; sets cpu_ms
+# idle_read NAME SPIN_US [DELAY COUNT CONNS]: COUNT blocking reads (1) that
+# wait DELAY seconds (3) each, on each of CONNS connections (1) read by a
+# thread each; sets cpu_ms
 idle_read() {
 	local port
 	"$ROCESHIM_RUN" "$PYTHON" "$peer" late "$ROCESHIM_FABRIC_ADDR_B" \
-		--delay "${3:-3}" --count "${4:-1}" >"$tmp/$1.srv" 2>&1 &
+		--delay "${3:-3}" --count "${4:-1}" --conns "${5:-1}" \
+		>"$tmp/$1.srv" 2>&1 &
 	port=$(peer_port "$tmp/$1.srv")
 	ROCESHIM_SPIN_US=$2 "$ROCESHIM_RUN" "$PYTHON" "$peer" idle \
 		"$ROCESHIM_FABRIC_ADDR_B" "$port" --count "${4:-1}" \
-		--bind "$ROCESHIM_FABRIC_ADDR_A" >"$tmp/$1.cli" 2>&1
+		--conns "${5:-1}" --bind "$ROCESHIM_FABRIC_ADDR_A" \
+		>"$tmp/$1.cli" 2>&1
 	sed 's/^/    /' "$tmp/$1.cli"
 	check_eq "${1}_conn_on_rdma" "conn rdma none" \
 		"$(grep -m1 '^conn ' "$tmp/$1.cli")"
@@ -48,6 +54,10 @@ check_eq progress_thread_is_named "python3,roceshim" \
 idle_read spin 1000000
 check spin_read_polls_for_about_the_spin_time \
 	test "${cpu_ms:-0}" -ge 400 -a "${cpu_ms:-0}" -lt 2500
+spin_ms=${cpu_ms:-0}
+idle_read two_readers 1000000 3 1 2
+check two_readers_on_two_cpus_poll_one_at_a_time \
+	[ "${cpu_ms:-9999}" -lt $((spin_ms * 3 / 2)) ]
 idle_read slow_reads 200000 0.5 12
 check slow_reads_stop_polling [ "${cpu_ms:-9999}" -lt 1500 ]
 finish

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* Specification of the adaptive spin budget (src/spin.c): how long a
- * blocking call polls before it sleeps, after the waits seen so far. */
+ * blocking call polls before it sleeps, after the waits seen so far, and
+ * how many threads of a process may poll at once. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -135,6 +136,63 @@ static void sampled_short_waits_bring_spinning_back(void **state)
 	assert_int_equal(spin_budget_us(&p), CAP);
 }
 
+/* Takes every free slot, gives them back, and says how many there were. */
+static unsigned int slots_free(void)
+{
+	unsigned int n = 0, i;
+
+	while (n < 1000 && spin_slot_take())
+		n++;
+	for (i = 0; i < n; i++)
+		spin_slot_give();
+	return n;
+}
+
+static void one_fewer_spinner_than_cpus(void **state)
+{
+	spin_slots_init(8);
+	assert_int_equal(slots_free(), 7);
+}
+
+static void two_cpus_let_one_thread_spin(void **state)
+{
+	spin_slots_init(2);
+	assert_int_equal(slots_free(), 1);
+}
+
+static void one_cpu_still_lets_one_thread_spin(void **state)
+{
+	spin_slots_init(1);
+	assert_int_equal(slots_free(), 1);
+}
+
+static void spinner_beyond_the_slots_is_refused(void **state)
+{
+	spin_slots_init(3);
+	assert_true(spin_slot_take());
+	assert_true(spin_slot_take());
+	assert_false(spin_slot_take());
+	spin_slot_give();
+	spin_slot_give();
+}
+
+static void slot_given_back_is_taken_again(void **state)
+{
+	spin_slots_init(2);
+	assert_true(spin_slot_take());
+	spin_slot_give();
+	assert_true(spin_slot_take());
+	spin_slot_give();
+}
+
+static void fork_child_starts_with_every_slot_free(void **state)
+{
+	spin_slots_init(4);
+	assert_true(spin_slot_take());
+	spin_fork_child();
+	assert_int_equal(slots_free(), 3);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -151,6 +209,12 @@ int main(void)
 		cmocka_unit_test(first_wait_after_idle_is_timed),
 		cmocka_unit_test(zero_cap_times_no_wait),
 		cmocka_unit_test(sampled_short_waits_bring_spinning_back),
+		cmocka_unit_test(one_fewer_spinner_than_cpus),
+		cmocka_unit_test(two_cpus_let_one_thread_spin),
+		cmocka_unit_test(one_cpu_still_lets_one_thread_spin),
+		cmocka_unit_test(spinner_beyond_the_slots_is_refused),
+		cmocka_unit_test(slot_given_back_is_taken_again),
+		cmocka_unit_test(fork_child_starts_with_every_slot_free),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
