@@ -28,8 +28,12 @@
  * "self" runs a server in a child (fork + exec of this program, so a
  * preloaded library starts fresh in it) on 127.0.0.1 and a client against it.
  *
- * Each measurement is one line of key=value pairs on stdout; diagnostics go
- * to stderr.  Exit status 0 on success, 1 on error, 2 on bad usage.
+ * Each measurement is one line of key=value pairs on stdout, with cpu_s,
+ * the client's CPU time (user + system, all its threads) over the
+ * measurement; a --once server writes its own, from accept to the end of
+ * the connection, to stderr as "tcpbench served cpu_s=X" (stderr: the
+ * "self" client has closed the pipe of its stdout by then).  Diagnostics
+ * go to stderr.  Exit status 0 on success, 1 on error, 2 on bad usage.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -49,6 +53,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -105,6 +110,17 @@ static double now_s(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* User and system time of the whole process, in seconds. */
+static double cpu_s(void)
+{
+	struct rusage ru;
+
+	if (getrusage(RUSAGE_SELF, &ru) < 0)
+		die("getrusage");
+	return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec +
+	       (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
 }
 
 /*
@@ -363,8 +379,12 @@ static int run_server(const struct opts *o)
 			die("accept");
 		}
 		if (o->once) {
+			double cpu = cpu_s();
+
 			close(lfd);
 			serve_conn((void *)(intptr_t)fd);
+			fprintf(stderr, "tcpbench served cpu_s=%.6f\n",
+				cpu_s() - cpu);
 			return 0;
 		}
 		if (pthread_create(&th, NULL, serve_conn,
@@ -430,7 +450,7 @@ static int client_pingpong(struct tb_io *io, const struct opts *o, char *buf)
 {
 	long cap = o->iters ? o->iters : 1024, n = 0, i;
 	double *rtt = malloc(cap * sizeof(*rtt));
-	double end, t0, t1, median;
+	double end, t0, t1, median, cpu;
 
 	if (!rtt)
 		die("malloc");
@@ -439,6 +459,7 @@ static int client_pingpong(struct tb_io *io, const struct opts *o, char *buf)
 		    read_full(io, buf, o->size) != 1)
 			die("pingpong warmup");
 	}
+	cpu = cpu_s();
 	end = now_s() + o->seconds;
 	for (;;) {
 		if (o->iters ? n >= o->iters : now_s() >= end)
@@ -456,6 +477,7 @@ static int client_pingpong(struct tb_io *io, const struct opts *o, char *buf)
 		t1 = now_s();
 		rtt[n++] = (t1 - t0) * 1e6 / 2;
 	}
+	cpu = cpu_s() - cpu;
 	if (!n) {
 		fprintf(stderr, "tcpbench: no iterations measured\n");
 		return 1;
@@ -465,9 +487,9 @@ static int client_pingpong(struct tb_io *io, const struct opts *o, char *buf)
 	printf("tcpbench mode=pingpong wait=%s addr=%s port=%s size=%zu "
 	       "iters=%ld "
 	       "lat_us_median=%.3f lat_us_min=%.3f lat_us_p90=%.3f "
-	       "lat_us_p99=%.3f lat_us_max=%.3f\n",
+	       "lat_us_p99=%.3f lat_us_max=%.3f cpu_s=%.6f\n",
 	       wait_names[o->wait], o->addr, o->port, o->size, n, median,
-	       rtt[0], pct(rtt, n, 0.90), pct(rtt, n, 0.99), rtt[n - 1]);
+	       rtt[0], pct(rtt, n, 0.90), pct(rtt, n, 0.99), rtt[n - 1], cpu);
 	free(rtt);
 	return 0;
 }
@@ -476,8 +498,9 @@ static int client_stream(struct tb_io *io, const struct opts *o, char *buf)
 {
 	uint64_t sent = 0, acked = 0;
 	long writes = 0;
-	double t0, end, secs;
+	double t0, end, secs, cpu;
 
+	cpu = cpu_s();
 	t0 = now_s();
 	end = t0 + o->seconds;
 	for (;;) {
@@ -493,6 +516,7 @@ static int client_stream(struct tb_io *io, const struct opts *o, char *buf)
 	if (read_full(io, &acked, sizeof(acked)) != 1)
 		die("stream: reading the server's byte count");
 	secs = now_s() - t0;
+	cpu = cpu_s() - cpu;
 	if (acked != sent) {
 		fprintf(stderr, "tcpbench: sent %llu bytes, server got %llu\n",
 			(unsigned long long)sent, (unsigned long long)acked);
@@ -500,9 +524,9 @@ static int client_stream(struct tb_io *io, const struct opts *o, char *buf)
 	}
 	printf("tcpbench mode=stream wait=%s addr=%s port=%s size=%zu "
 	       "writes=%ld "
-	       "bytes=%llu seconds=%.6f MBps=%.1f\n",
+	       "bytes=%llu seconds=%.6f MBps=%.1f cpu_s=%.6f\n",
 	       wait_names[o->wait], o->addr, o->port, o->size, writes,
-	       (unsigned long long)sent, secs, sent / secs / 1e6);
+	       (unsigned long long)sent, secs, sent / secs / 1e6, cpu);
 	return 0;
 }
 
