@@ -267,20 +267,29 @@ def late(args):
     return 0
 
 
+def task_file(tid, name):
+    """The text of /proc/self/task/TID/NAME, or None once the thread is gone:
+    a joined thread can still be listed in /proc/self/task for a moment."""
+    try:
+        with open("/proc/self/task/%s/%s" % (tid, name)) as f:
+            return f.read()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+
+
 def thread_switches(tid):
     """Voluntary and involuntary context switches of one thread."""
     total = 0
-    with open("/proc/self/task/%s/status" % tid) as f:
-        for line in f:
-            key, _, value = line.partition(":")
-            if key.endswith("ctxt_switches"):
-                total += int(value)
+    for line in (task_file(tid, "status") or "").splitlines():
+        key, _, value = line.partition(":")
+        if key.endswith("ctxt_switches"):
+            total += int(value)
     return total
 
 
 def thread_name(tid):
-    with open("/proc/self/task/%s/comm" % tid) as f:
-        return f.read().strip()
+    name = task_file(tid, "comm")
+    return None if name is None else name.strip()
 
 
 def context_switches():
@@ -289,7 +298,8 @@ def context_switches():
 
 
 def thread_names():
-    return [thread_name(t) for t in os.listdir("/proc/self/task")]
+    names = (thread_name(t) for t in os.listdir("/proc/self/task"))
+    return [n for n in names if n is not None]
 
 
 def progress_thread_switches():
