@@ -76,7 +76,8 @@ struct sock *fd_table_remove(int fd)
 	return __atomic_exchange_n(slot, NULL, __ATOMIC_ACQ_REL);
 }
 
-void fd_table_remove_range(unsigned int first, unsigned int last)
+void fd_table_remove_range(unsigned int first, unsigned int last,
+			   void (*release)(int fd, struct sock *sock))
 {
 	unsigned int fd;
 
@@ -94,6 +95,6 @@ void fd_table_remove_range(unsigned int first, unsigned int last)
 		}
 		sock = fd_table_remove(fd);
 		if (sock)
-			sock_put(sock);
+			release((int)fd, sock);
 	}
 }

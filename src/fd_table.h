@@ -49,7 +49,11 @@ int fd_table_install(int fd, struct sock *sock);
 /* Forgets fd; returns the sock it named (the caller owns that reference). */
 struct sock *fd_table_remove(int fd);
 
-/* Forgets and releases every fd in [first, last]. */
-void fd_table_remove_range(unsigned int first, unsigned int last);
+/*
+ * Forgets every fd in [first, last]; release() gets each one's sock with
+ * the table's reference.
+ */
+void fd_table_remove_range(unsigned int first, unsigned int last,
+			   void (*release)(int fd, struct sock *sock));
 
 #endif /* ROCESHIM_FD_TABLE_H */

@@ -11,7 +11,6 @@
 #include <string.h>
 #include <sys/ioctl.h>
 
-#include "epoll_reg.h"
 #include "real.h"
 #include "shim.h"
 #include "track.h"
@@ -21,16 +20,9 @@ int fcntl64(int fd, int cmd, ...);
 
 static int after_fcntl(int fd, int cmd, int ret)
 {
-	int err;
-
-	if (ret < 0 || (cmd != F_DUPFD && cmd != F_DUPFD_CLOEXEC) ||
-	    !shim_config.enabled)
+	if (cmd != F_DUPFD && cmd != F_DUPFD_CLOEXEC)
 		return ret;
-	err = errno;
-	track_dup(fd, ret);
-	epoll_reg_dup(fd, ret);
-	errno = err;
-	return ret;
+	return track_dup_result(fd, ret);
 }
 
 /*

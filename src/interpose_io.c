@@ -70,8 +70,8 @@ static struct sock *lookup(int fd, struct sock **upgraded)
 /*
  * read, write, recv and send: an untracked fd (rxe's doorbell, its
  * completion channel, files) goes straight to libc from the exported
- * wrapper, in about 25 instructions (55 through lookup(), which saves
- * more registers and builds a frame); a tracked one takes these.
+ * wrapper, which stays small without lookup()'s frame; a tracked one
+ * takes these (docs/performance.md, "The kernel-TCP path").
  */
 static ssize_t __attribute__((noinline))
 tracked_recv(struct sock *sock, int fd, void *buf, size_t len, int flags,

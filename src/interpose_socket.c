@@ -8,7 +8,7 @@
 #include <limits.h>
 #include <linux/close_range.h>
 
-#include "epoll_reg.h"
+#include "readiness.h"
 #include "real.h"
 #include "shim.h"
 #include "track.h"
@@ -153,11 +153,8 @@ SHIM_EXPORT int close(int fd)
 {
 	shim_ensure_init();
 	/* Forget fd first: once closed, its number may be reused at once. */
-	if (shim_config.enabled) {
+	if (shim_config.enabled)
 		track_close(fd);
-		if (fd >= 0)
-			epoll_reg_closed(fd, fd);
-	}
 	return real.close(fd);
 }
 
@@ -169,53 +166,36 @@ SHIM_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
 		return -1;
 	}
 	if (shim_config.enabled && first <= last &&
-	    !(flags & CLOSE_RANGE_CLOEXEC)) {
-		fd_table_remove_range(first, last);
-		epoll_reg_closed(first, last);
-	}
+	    !(flags & CLOSE_RANGE_CLOEXEC))
+		track_close_range(first, last);
 	return real.close_range(first, last, flags);
 }
 
 SHIM_EXPORT void closefrom(int lowfd)
 {
 	shim_ensure_init();
-	if (shim_config.enabled && lowfd >= 0) {
-		fd_table_remove_range(lowfd, UINT_MAX);
-		epoll_reg_closed(lowfd, UINT_MAX);
-	}
+	if (shim_config.enabled && lowfd >= 0)
+		track_close_range(lowfd, UINT_MAX);
 	if (real.closefrom)
 		real.closefrom(lowfd);
-}
-
-static int after_dup(int old_fd, int new_fd)
-{
-	int err;
-
-	if (new_fd < 0 || !shim_config.enabled)
-		return new_fd;
-	err = errno;
-	track_dup(old_fd, new_fd);
-	epoll_reg_dup(old_fd, new_fd);
-	errno = err;
-	return new_fd;
 }
 
 SHIM_EXPORT int dup(int fd)
 {
 	shim_ensure_init();
-	return after_dup(fd, real.dup(fd));
+	return track_dup_result(fd, real.dup(fd));
 }
 
 SHIM_EXPORT int dup2(int old_fd, int new_fd)
 {
 	shim_ensure_init();
-	return after_dup(old_fd, real.dup2(old_fd, new_fd));
+	return track_dup_result(old_fd, real.dup2(old_fd, new_fd));
 }
 
 SHIM_EXPORT int dup3(int old_fd, int new_fd, int flags)
 {
 	shim_ensure_init();
-	return after_dup(old_fd, real.dup3(old_fd, new_fd, flags));
+	return track_dup_result(old_fd, real.dup3(old_fd, new_fd, flags));
 }
 
 SHIM_EXPORT int epoll_create(int size)
@@ -226,7 +206,7 @@ SHIM_EXPORT int epoll_create(int size)
 	fd = real.epoll_create(size);
 	if (fd >= 0 && shim_config.enabled) {
 		track_other(fd);
-		epoll_reg_opened(fd);
+		readiness_set_opened(fd);
 	}
 	return fd;
 }
@@ -239,7 +219,7 @@ SHIM_EXPORT int epoll_create1(int flags)
 	fd = real.epoll_create1(flags);
 	if (fd >= 0 && shim_config.enabled) {
 		track_other(fd);
-		epoll_reg_opened(fd);
+		readiness_set_opened(fd);
 	}
 	return fd;
 }

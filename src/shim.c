@@ -4,10 +4,10 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "cm.h"
-#include "conn.h"
-#include "epoll_reg.h"
+#include "handshake.h"
 #include "log.h"
+#include "progress.h"
+#include "readiness.h"
 #include "real.h"
 #include "shim.h"
 #include "sock.h"
@@ -34,22 +34,22 @@ static void fork_prepare(void)
 {
 	stats_fork_prepare();
 	sock_pool_lock();
-	epoll_reg_fork_prepare();
+	readiness_fork_prepare();
 }
 
 static void fork_parent(void)
 {
-	epoll_reg_fork_parent();
+	readiness_fork_parent();
 	sock_pool_unlock();
 	stats_fork_parent();
 }
 
 static void fork_child(void)
 {
-	cm_fork_child();
-	conn_fork_child();
+	progress_fork_child();
+	handshake_fork_child();
 	spin_fork_child();
-	epoll_reg_fork_child();
+	readiness_fork_child();
 	sock_pool_unlock();
 	stats_fork_child();
 	log_open(shim_config.log_level, shim_config.log_file);
@@ -81,7 +81,6 @@ static void init_once_fn(void)
 	log_open(shim_config.log_level, shim_config.log_file);
 	stats_configure(shim_config.enabled && shim_config.stats,
 			shim_config.stats_rows);
-	cm_configure(&shim_config);
 	spin_slots_init(usable_cpus());
 	pthread_atfork(fork_prepare, fork_parent, fork_child);
 	atexit(at_exit);

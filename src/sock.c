@@ -3,8 +3,8 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-#include "cm.h"
-#include "epoll_reg.h"
+#include "conn.h"
+#include "handshake.h"
 #include "sock.h"
 #include "stats.h"
 
@@ -79,12 +79,10 @@ void sock_put(struct sock *sock)
 	row = __atomic_load_n(&sock->row, __ATOMIC_RELAXED);
 	if (row >= 0)
 		stats_row_close(row);
-	if (sock->conn) {
-		epoll_reg_forget(sock->conn);
-		cm_release(sock->conn, sock->abortive);
-	}
+	if (sock->conn)
+		conn_release(sock->conn, sock->abortive);
 	if (sock->listen_id)
-		cm_unlisten(sock);
+		handshake_unlisten(sock);
 	pthread_mutex_lock(&pool_lock);
 	sock->next_free = pool_free;
 	pool_free = sock;

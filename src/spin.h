@@ -8,8 +8,7 @@
  * for arrives; but while this connection's recent waits average the cap or
  * more, it does not poll at all: a connection that idles costs no CPU,
  * however high the cap.  (A budget of twice the average wait, tried first,
- * caught fewer replies: 1 B ping-pong 220 us against 126 us with the
- * whole cap, in the Soft-RoCE fabric.)
+ * caught fewer replies: docs/performance.md, "Spinning".)
  *
  * A thread polls only while it holds one of the process's spin slots: one
  * fewer than the CPUs it may run on, and at least one.  Threads that poll

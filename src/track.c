@@ -3,10 +3,11 @@
 #include <netinet/in.h>
 #include <string.h>
 
-#include "cm.h"
 #include "endpoint.h"
+#include "handshake.h"
 #include "log.h"
 #include "policy.h"
+#include "readiness.h"
 #include "real.h"
 #include "shim.h"
 #include "stats.h"
@@ -51,15 +52,15 @@ void track_other(int fd)
 		sock_put(stale);
 }
 
-void track_close(int fd)
+/*
+ * Releases the table's reference on a closed fd's sock.  SO_LINGER {1, 0}
+ * resets a TCP connection: no FIN over RDMA either.
+ */
+static void release_closed(int fd, struct sock *sock)
 {
-	struct sock *sock = fd_table_remove(fd);
 	struct linger lg;
 	socklen_t len = sizeof(lg);
 
-	if (!sock)
-		return;
-	/* SO_LINGER {1, 0} resets a TCP connection: no FIN over RDMA either. */
 	if (sock->conn &&
 	    !real.getsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, &len) &&
 	    lg.l_onoff && !lg.l_linger)
@@ -67,10 +68,27 @@ void track_close(int fd)
 	sock_put(sock);
 }
 
+void track_close(int fd)
+{
+	struct sock *sock = fd_table_remove(fd);
+
+	if (sock)
+		release_closed(fd, sock);
+	if (fd >= 0)
+		readiness_fd_closed(fd, fd);
+}
+
+void track_close_range(unsigned int first, unsigned int last)
+{
+	fd_table_remove_range(first, last, release_closed);
+	readiness_fd_closed(first, last);
+}
+
 void track_dup(int old_fd, int new_fd)
 {
 	struct sock *sock = shim_lookup(old_fd);
 
+	readiness_fd_dup(old_fd, new_fd);
 	if (!sock) {
 		track_other(new_fd);
 		return;
@@ -78,6 +96,18 @@ void track_dup(int old_fd, int new_fd)
 	if (fd_table_install(new_fd, sock))
 		track_other(new_fd);
 	sock_put(sock);
+}
+
+int track_dup_result(int old_fd, int new_fd)
+{
+	int err;
+
+	if (new_fd < 0 || !shim_config.enabled)
+		return new_fd;
+	err = errno;
+	track_dup(old_fd, new_fd);
+	errno = err;
+	return new_fd;
 }
 
 static void local_endpoint(int fd, struct roceshim_stats_endpoint *ep)
@@ -131,7 +161,7 @@ enum roceshim_reason track_connect_prepare(struct sock *sock, int fd,
 		return ROCESHIM_REASON_UNSUPPORTED;
 	reason = policy_decide(&shim_config, &peer, peer.port);
 	if (reason == ROCESHIM_REASON_NONE)
-		reason = cm_connect(fd, addr, len, &conn);
+		reason = handshake_connect(&shim_config, fd, addr, len, &conn);
 	if (conn)
 		sock->conn = conn;
 	return reason;
@@ -154,7 +184,7 @@ void track_connect(struct sock *sock, int fd, const struct sockaddr *addr,
 	if (ret && err != EINPROGRESS) {
 		/* The TCP connection failed: so does the RDMA one. */
 		if (sock->conn) {
-			cm_release(sock->conn, true);
+			conn_release(sock->conn, true);
 			sock->conn = NULL;
 		}
 		return;
@@ -190,7 +220,7 @@ static void open_cm_listener(struct sock *sock, int fd,
 			     const struct roceshim_stats_endpoint *local)
 {
 	if (!sock->listen_id && local->port)
-		cm_listen(sock, fd);
+		handshake_listen(&shim_config, sock, fd);
 }
 
 void track_listen_prepare(struct sock *sock, int fd)
@@ -206,7 +236,7 @@ void track_listen_prepare(struct sock *sock, int fd)
 void track_listen_failed(struct sock *sock)
 {
 	if (!__atomic_load_n(&sock->published, __ATOMIC_ACQUIRE))
-		cm_unlisten(sock);
+		handshake_unlisten(sock);
 }
 
 void track_listen(struct sock *sock, int fd)
@@ -242,8 +272,10 @@ void track_accept(struct sock *listener, int fd)
 	local_endpoint(fd, &local);
 	peer_endpoint(fd, &peer);
 	/* The client decided: a pending RDMA connection must be taken. */
-	sock->conn =
-		listener->listen_id ? cm_take_pending(&peer, local.port) : NULL;
+	sock->conn = listener->listen_id
+			     ? handshake_take_pending(&shim_config, &peer,
+						      local.port)
+			     : NULL;
 	reason = policy_decide(&shim_config, &peer, local.port);
 	if (sock->conn)
 		reason = ROCESHIM_REASON_NONE;

@@ -20,11 +20,21 @@ void track_socket(int fd, int domain, int type, int protocol);
 /* fd was created by a call that never makes a TCP socket. */
 void track_other(int fd);
 
-/* fd is about to be closed. */
+/*
+ * fd (or every fd from first to last) is about to be closed: whatever
+ * roceshim knew of it goes now, since its number may be reused as soon as
+ * the kernel has closed it.
+ */
 void track_close(int fd);
+void track_close_range(unsigned int first, unsigned int last);
 
 /* new_fd is now a duplicate of old_fd (dup, dup2, dup3, F_DUPFD). */
 void track_dup(int old_fd, int new_fd);
+/*
+ * For the wrappers of the dup family: the call returned new_fd (or -1);
+ * returns it, with errno as it was.
+ */
+int track_dup_result(int old_fd, int new_fd);
 
 /*
  * Before the real connect(): decides RDMA or TCP (the RDMA handshake runs

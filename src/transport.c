@@ -91,8 +91,8 @@ static int create_queues(struct transport *t)
 	if (!t->channel)
 		return -errno;
 	/* Non-blocking: waiters poll it, and two may race for one event. */
-	if (fcntl(t->channel->fd, F_SETFL,
-		  fcntl(t->channel->fd, F_GETFL) | O_NONBLOCK))
+	if (real.fcntl(t->channel->fd, F_SETFL,
+		       real.fcntl(t->channel->fd, F_GETFL) | O_NONBLOCK))
 		return -errno;
 	t->cq = ibv_create_cq(t->id->verbs, 2 * t->depth + 1, t, t->channel, 0);
 	if (!t->cq)

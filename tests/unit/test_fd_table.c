@@ -18,6 +18,12 @@ static int refs(const struct sock *sock)
 	return __atomic_load_n(&sock->refs, __ATOMIC_RELAXED);
 }
 
+static void put_sock(int fd, struct sock *sock)
+{
+	(void)fd;
+	sock_put(sock);
+}
+
 static void untracked_fd_is_not_found(void **state)
 {
 	assert_null(fd_table_get(3));
@@ -103,13 +109,13 @@ static void range_removal_forgets_every_fd_in_it(void **state)
 	for (fd = 100; fd < 110; fd++)
 		fd_table_install(fd, sock);
 	fd_table_install(5000, sock);
-	fd_table_remove_range(102, 4999);
+	fd_table_remove_range(102, 4999, put_sock);
 	assert_int_equal(refs(sock), 4); /* 100, 101, 5000 and ours */
 	assert_non_null(fd_table_get(101));
 	sock_put(sock);
 	assert_null(fd_table_get(102));
 	assert_null(fd_table_get(109));
-	fd_table_remove_range(0, ~0u);
+	fd_table_remove_range(0, ~0u, put_sock);
 	assert_int_equal(refs(sock), 1);
 	sock_put(sock);
 }

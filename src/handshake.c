@@ -1,0 +1,155 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The CM event channel of established connections and listeners, served
+ * by the progress thread, and what both sides of the handshake share.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/epoll.h>
+
+#include "handshake_impl.h"
+#include "log.h"
+#include "progress.h"
+#include "real.h"
+#include "stats.h"
+
+char handshake_listener_tag;
+
+/* The channel with what the progress thread needs to serve it. */
+struct cm_watch {
+	struct progress_watcher w;
+	struct rdma_event_channel *ch;
+	const struct config *cfg;
+};
+
+static struct {
+	pthread_mutex_t lock;
+	bool started;
+	bool disabled;
+	struct cm_watch watch;
+} hs = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+struct transport_config handshake_transport_config(const struct config *cfg)
+{
+	struct transport_config tc = {
+		.ring_bytes = cfg->ring_kb << 10,
+		.queue_depth = HANDSHAKE_QUEUE_DEPTH,
+		.max_inline = HANDSHAKE_MAX_INLINE,
+	};
+
+	return tc;
+}
+
+/*
+ * Pinning the two rings is what usually fails: ibv_reg_mr() gives ENOMEM
+ * past RLIMIT_MEMLOCK, which the message names.
+ */
+void handshake_log_no_transport(const char *what, int err)
+{
+	log_info("cm: %s: no queue pair and rings (%s)%s", what, strerror(-err),
+		 err == -ENOMEM ? "; each connection pins twice "
+				  "ROCESHIM_RING_KB, within RLIMIT_MEMLOCK"
+				: "");
+}
+
+void handshake_count_malformed(void)
+{
+	struct roceshim_stats_header *seg = stats_segment();
+
+	if (seg)
+		__atomic_fetch_add(&seg->global.malformed_input, 1,
+				   __ATOMIC_RELAXED);
+}
+
+/* The conn of a connection id; NULL for listeners and new ids. */
+static struct conn *id_conn(struct rdma_cm_id *id)
+{
+	if (!id->context || id->context == &handshake_listener_tag)
+		return NULL;
+	return id->context;
+}
+
+static void serve_channel(struct progress_watcher *w, uint32_t events)
+{
+	struct cm_watch *cw = (struct cm_watch *)w;
+	struct rdma_cm_event *ev;
+
+	(void)events;
+	while (!rdma_get_cm_event(cw->ch, &ev)) {
+		struct rdma_cm_id *reject_id = NULL;
+		struct conn *c = id_conn(ev->id);
+
+		switch (ev->event) {
+		case RDMA_CM_EVENT_CONNECT_REQUEST:
+			if (!handshake_on_connect_request(cw->cfg, ev))
+				reject_id = ev->id;
+			break;
+		case RDMA_CM_EVENT_ESTABLISHED:
+			if (c)
+				handshake_on_established(c);
+			break;
+		case RDMA_CM_EVENT_DISCONNECTED:
+		case RDMA_CM_EVENT_DEVICE_REMOVAL:
+		case RDMA_CM_EVENT_CONNECT_ERROR:
+		case RDMA_CM_EVENT_UNREACHABLE:
+		case RDMA_CM_EVENT_REJECTED:
+			if (c) {
+				handshake_on_failed(c);
+				conn_peer_gone(c);
+			}
+			break;
+		default:
+			break;
+		}
+		rdma_ack_cm_event(ev);
+		if (reject_id)
+			rdma_destroy_id(reject_id);
+	}
+}
+
+struct rdma_event_channel *handshake_channel(const struct config *cfg)
+{
+	struct rdma_event_channel *ch = NULL;
+
+	pthread_mutex_lock(&hs.lock);
+	if (hs.started || hs.disabled)
+		goto out;
+	progress_on_tick(conn_reap_tick);
+	progress_on_tick(handshake_pending_tick);
+	hs.watch.w.fn = serve_channel;
+	hs.watch.cfg = cfg;
+	hs.watch.ch = rdma_create_event_channel();
+	if (!hs.watch.ch || real.fcntl(hs.watch.ch->fd, F_SETFL, O_NONBLOCK) ||
+	    !progress_start() ||
+	    progress_add(hs.watch.ch->fd, EPOLLIN, &hs.watch.w)) {
+		log_warn("cm: cannot serve the RDMA connection manager; "
+			 "TCP only");
+		hs.disabled = true;
+		goto out;
+	}
+	hs.started = true;
+out:
+	if (hs.started && !hs.disabled)
+		ch = hs.watch.ch;
+	pthread_mutex_unlock(&hs.lock);
+	return ch;
+}
+
+bool handshake_running(void)
+{
+	bool running;
+
+	pthread_mutex_lock(&hs.lock);
+	running = hs.started && !hs.disabled;
+	pthread_mutex_unlock(&hs.lock);
+	return running;
+}
+
+void handshake_fork_child(void)
+{
+	pthread_mutex_init(&hs.lock, NULL);
+	hs.disabled = true;
+	handshake_server_fork_child();
+}

@@ -1,0 +1,51 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Inside the handshake module: what handshake.c (the shared CM event
+ * channel and its dispatch), handshake_client.c and handshake_server.c
+ * share.  Not for other modules.
+ */
+#ifndef ROCESHIM_HANDSHAKE_IMPL_H
+#define ROCESHIM_HANDSHAKE_IMPL_H
+
+#include <stdbool.h>
+
+#include "handshake.h"
+#include "transport.h"
+
+#define HANDSHAKE_QUEUE_DEPTH 128
+#define HANDSHAKE_MAX_INLINE  64
+
+/*
+ * The CM event channel every established connection and listener uses,
+ * served by the progress thread with the configuration of the call that
+ * started it (the first to need it).  NULL: RDMA cannot run in this
+ * process.
+ */
+struct rdma_event_channel *handshake_channel(const struct config *cfg);
+/* The channel runs (not before its start, nor in a fork child). */
+bool handshake_running(void);
+
+/* The transport this configuration asks for. */
+struct transport_config handshake_transport_config(const struct config *cfg);
+
+/* Logs why this end has no queue pair for a connection. */
+void handshake_log_no_transport(const char *what, int err);
+
+/* Counts hostile input that was refused (roceshim-stat: malformed). */
+void handshake_count_malformed(void);
+
+/* The server side of the channel's events (handshake_server.c). */
+bool handshake_on_connect_request(const struct config *cfg,
+				  struct rdma_cm_event *ev);
+void handshake_on_established(struct conn *c);
+void handshake_on_failed(struct conn *c);
+bool handshake_pending_tick(void);
+void handshake_server_fork_child(void);
+/*
+ * Listener ids carry handshake_listener_tag as their context, and so do
+ * the ids of connect requests until they are accepted; connection ids
+ * carry their conn.
+ */
+extern char handshake_listener_tag;
+
+#endif /* ROCESHIM_HANDSHAKE_IMPL_H */

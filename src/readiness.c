@@ -1,0 +1,513 @@
+// SPDX-License-Identifier: MIT
+/*
+ * One connection's readiness: its eventfds, who watches its completion
+ * channel, and the sleeps of its blocking calls.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+
+#include "clock.h"
+#include "progress.h"
+#include "readiness_impl.h"
+#include "real.h"
+
+/* Written to out_fd, this makes an eventfd unwritable (see eventfd(2)). */
+#define EVENTFD_FULL 0xfffffffffffffffeull
+
+/* Bumped in a fork child: readiness of an older generation is dead there. */
+static unsigned int generation;
+
+/*
+ * An arrival that the program's epoll_wait() reports itself
+ * (readiness_serve() told) need not set in_fd, and the read that takes it
+ * then need not reset it: two system calls per message on the path Gloo
+ * takes.  in_fd lags the data meanwhile, which nothing notices as long as
+ * nothing else watches in_fd; whatever starts to is brought up to date
+ * (settled) first:
+ *   - an epoll_wait() that starts settles every lagging connection
+ *     (readiness_epoll_wait_begin(), readiness_epoll_settle_all());
+ *   - a poll() or select() counts itself on the connection, then syncs it
+ *     (readiness_poll_begin());
+ *   - a blocking read counts itself a waiter, then looks at the ring
+ *     under the transport's lock, which the serving thread took to reap
+ *     before it looked at the waiters: one of the two sees the other;
+ *   - a registration in another set syncs the connection once it is
+ *     recorded.
+ * So a connection lags only while none of those is already asleep: no
+ * other thread in an epoll_wait(), nobody polling it, no read waiting on
+ * it.  Each side publishes before it looks (sequentially consistent
+ * atomics for the epoll_wait() count, the sync lock for pollers), so one
+ * of the two sees the other.
+ */
+static unsigned int epoll_waiters; /* threads in the program's epoll_wait() */
+static unsigned int lagging;	   /* connections whose in_fd lags */
+
+struct readiness {
+	struct transport *t;
+	unsigned int generation;
+	int in_fd;
+	int out_fd;
+	bool started; /* readiness_start(): the channel may be watched */
+	int closing;  /* atomic: the program has closed the connection */
+	struct progress_watcher watcher; /* the channel, for the thread */
+	pthread_mutex_t sync_lock;
+	pthread_mutex_t wait_lock;
+	/* Under wait_lock: */
+	unsigned int waiters; /* atomic reads: calls asleep on the channel */
+	bool watching;	      /* the channel is in the progress thread's set */
+	bool wanted;	      /* atomic reads: see readiness_want() */
+	bool progress_wanted; /* atomic reads: see readiness_watch() */
+	bool event_unread;    /* a read woke for an event it left in place */
+	/* Under sync_lock: */
+	bool in_ready;
+	bool in_lag; /* atomic reads: see lagging */
+	bool out_ready;
+	/* Atomic: the poll() and select() calls watching it. */
+	unsigned int pollers;
+	/* The transport's arrivals when in_fd was last set. */
+	uint64_t arrivals;
+};
+
+static void serve_for_progress(struct progress_watcher *w, uint32_t events)
+{
+	struct readiness *r =
+		(struct readiness *)((char *)w -
+				     __builtin_offsetof(struct readiness,
+							watcher));
+
+	(void)events;
+	readiness_serve(r, false, NULL);
+}
+
+int readiness_create(struct transport *t, struct readiness **out)
+{
+	struct readiness *r = calloc(1, sizeof(*r));
+
+	if (!r)
+		return -ENOMEM;
+	r->in_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	r->out_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (r->in_fd < 0 || r->out_fd < 0) {
+		if (r->in_fd >= 0)
+			real.close(r->in_fd);
+		if (r->out_fd >= 0)
+			real.close(r->out_fd);
+		free(r);
+		return -EMFILE;
+	}
+	pthread_mutex_init(&r->sync_lock, NULL);
+	pthread_mutex_init(&r->wait_lock, NULL);
+	r->t = t;
+	r->generation = generation;
+	r->watcher.fn = serve_for_progress;
+	/* A fresh out_fd is writable: make it say "no credit" until synced. */
+	(void)!real.write(r->out_fd, &(uint64_t){ EVENTFD_FULL }, 8);
+	readiness_sync(r);
+	*out = r;
+	return 0;
+}
+
+void readiness_destroy(struct readiness *r)
+{
+	/* The progress thread no longer watches the channel. */
+	if (readiness_alive(r) && r->started)
+		progress_del(transport_event_fd(r->t));
+	if (r->in_fd >= 0)
+		real.close(r->in_fd);
+	if (r->out_fd >= 0)
+		real.close(r->out_fd);
+	pthread_mutex_destroy(&r->sync_lock);
+	pthread_mutex_destroy(&r->wait_lock);
+	free(r);
+}
+
+bool readiness_alive(const struct readiness *r)
+{
+	return r->generation == generation;
+}
+
+int readiness_in_fd(const struct readiness *r)
+{
+	return r->in_fd;
+}
+
+int readiness_out_fd(const struct readiness *r)
+{
+	return r->out_fd;
+}
+
+int readiness_channel_fd(const struct readiness *r)
+{
+	return transport_event_fd(r->t);
+}
+
+struct transport *readiness_transport(const struct readiness *r)
+{
+	return r->t;
+}
+
+static void eventfd_reset(int fd)
+{
+	uint64_t v;
+
+	(void)!real.read(fd, &v, sizeof(v));
+}
+
+static void set_lag(struct readiness *r, bool on)
+{
+	if (__atomic_exchange_n(&r->in_lag, on, __ATOMIC_SEQ_CST) != on)
+		__atomic_add_fetch(&lagging, on ? 1 : -1, __ATOMIC_SEQ_CST);
+}
+
+/* Under sync_lock: whether in_fd may lag now (see lagging). */
+static bool lag_unwatched(struct readiness *r)
+{
+	set_lag(r, true);
+	if (__atomic_load_n(&epoll_waiters, __ATOMIC_SEQ_CST) <= 1 &&
+	    !__atomic_load_n(&r->pollers, __ATOMIC_SEQ_CST) &&
+	    !__atomic_load_n(&r->waiters, __ATOMIC_SEQ_CST))
+		return true;
+	set_lag(r, false);
+	return false;
+}
+
+/*
+ * told: see readiness_serve().  out (if not NULL): the readiness the fds
+ * were set from.  false: nothing was synced (closed, or dead in a fork
+ * child), and out is untouched.
+ */
+static bool sync_fds(struct readiness *r, bool told,
+		     struct transport_readiness *out)
+{
+	struct transport_readiness tr = { .corked = false };
+	bool lag;
+
+	if (!readiness_alive(r))
+		return false;
+	/* Serialised: two threads must not set the fds in the wrong order. */
+	pthread_mutex_lock(&r->sync_lock);
+	/*
+	 * Closed: its fd numbers may already belong to other files.
+	 * (readiness_close() cleared the lag under this lock.)
+	 */
+	if (__atomic_load_n(&r->closing, __ATOMIC_ACQUIRE)) {
+		pthread_mutex_unlock(&r->sync_lock);
+		return false;
+	}
+	transport_readiness(r->t, &tr);
+	lag = tr.data_or_error && !r->in_ready && told && lag_unwatched(r);
+	/* Every arrival is a new edge for EPOLLET, even on a readable fd. */
+	if (tr.data_or_error && !lag &&
+	    (!r->in_ready || tr.arrivals != r->arrivals))
+		(void)!real.write(r->in_fd, &(uint64_t){ 1 }, 8);
+	else if (!tr.data_or_error && r->in_ready)
+		eventfd_reset(r->in_fd);
+	set_lag(r, lag);
+	r->in_ready = tr.data_or_error && !lag;
+	r->arrivals = tr.arrivals;
+	if (tr.writable != r->out_ready) {
+		eventfd_reset(r->out_fd);
+		if (!tr.writable)
+			(void)!real.write(r->out_fd,
+					  &(uint64_t){ EVENTFD_FULL }, 8);
+		r->out_ready = tr.writable;
+	}
+	pthread_mutex_unlock(&r->sync_lock);
+	/* Corked bytes go out with a completion that someone must reap. */
+	if (tr.corked)
+		readiness_watch(r);
+	if (out)
+		*out = tr;
+	return true;
+}
+
+void readiness_sync(struct readiness *r)
+{
+	sync_fds(r, false, NULL);
+}
+
+void readiness_settle(struct readiness *r)
+{
+	if (__atomic_load_n(&r->in_lag, __ATOMIC_SEQ_CST))
+		sync_fds(r, false, NULL);
+}
+
+bool readiness_epoll_wait_begin(void)
+{
+	__atomic_add_fetch(&epoll_waiters, 1, __ATOMIC_SEQ_CST);
+	return __atomic_load_n(&lagging, __ATOMIC_SEQ_CST);
+}
+
+void readiness_epoll_wait_end(void)
+{
+	__atomic_sub_fetch(&epoll_waiters, 1, __ATOMIC_SEQ_CST);
+}
+
+void readiness_poll_begin(struct readiness *r)
+{
+	__atomic_add_fetch(&r->pollers, 1, __ATOMIC_SEQ_CST);
+	readiness_want(r);
+}
+
+void readiness_poll_end(struct readiness *r)
+{
+	__atomic_sub_fetch(&r->pollers, 1, __ATOMIC_SEQ_CST);
+}
+
+/*
+ * Puts the channel into the progress thread's set or takes it out.  Out,
+ * not EPOLL_CTL_MOD to no events: the kernel adds EPOLLERR and EPOLLHUP
+ * to every MOD, and a channel's wake-up carries no event mask, so an
+ * entry "disabled" that way still woke the progress thread for every
+ * completion.
+ */
+static void watch_channel(struct readiness *r, bool on)
+{
+	if (!r->started)
+		return;
+	if (on)
+		progress_add(transport_event_fd(r->t), EPOLLIN, &r->watcher);
+	else
+		progress_del(transport_event_fd(r->t));
+}
+
+/*
+ * The progress thread watches the channel while something relies on it
+ * (readiness_watch()), except while a read sleeps there: one completion
+ * then wakes one thread, and the reader contends with nobody for the
+ * transport.
+ */
+static void update_watch_locked(struct readiness *r)
+{
+	bool want = r->progress_wanted && !r->waiters;
+
+	if (want == r->watching)
+		return;
+	watch_channel(r, want);
+	r->watching = want;
+}
+
+/* readiness_want() or readiness_watch() was called: sticky. */
+static bool kept(struct readiness *r)
+{
+	return __atomic_load_n(&r->wanted, __ATOMIC_ACQUIRE);
+}
+
+void readiness_start(struct readiness *r)
+{
+	pthread_mutex_lock(&r->wait_lock);
+	r->started = true;
+	update_watch_locked(r);
+	pthread_mutex_unlock(&r->wait_lock);
+	transport_arm(r->t);
+	readiness_sync(r);
+}
+
+void readiness_want(struct readiness *r)
+{
+	if (!readiness_alive(r))
+		return;
+	if (!kept(r)) {
+		pthread_mutex_lock(&r->wait_lock);
+		__atomic_store_n(&r->wanted, true, __ATOMIC_RELEASE);
+		pthread_mutex_unlock(&r->wait_lock);
+	}
+	/* Whatever comes next raises an event; what came before is synced. */
+	transport_arm(r->t);
+	readiness_sync(r);
+}
+
+void readiness_watch(struct readiness *r)
+{
+	/* A fork child must not touch the parent's epoll set. */
+	if (!readiness_alive(r) ||
+	    __atomic_load_n(&r->progress_wanted, __ATOMIC_ACQUIRE))
+		return;
+	pthread_mutex_lock(&r->wait_lock);
+	__atomic_store_n(&r->wanted, true, __ATOMIC_RELEASE);
+	__atomic_store_n(&r->progress_wanted, true, __ATOMIC_RELEASE);
+	update_watch_locked(r);
+	pthread_mutex_unlock(&r->wait_lock);
+	/* What came before the watch raised no event it will see. */
+	readiness_sync(r);
+}
+
+void readiness_serve(struct readiness *r, bool told,
+		     struct transport_readiness *out)
+{
+	transport_handle_event(r->t);
+	if (!sync_fds(r, told, out) && out)
+		transport_readiness(r->t, out);
+}
+
+/*
+ * Until the program wants the readiness, nothing reads the eventfds
+ * (readiness_want() syncs them first), and only corked bytes need
+ * anything: someone to reap the completion that sends them.  (The other
+ * order, readiness wanted meanwhile, is safe: both sides take the
+ * transport's lock between their store and their load.)
+ */
+void readiness_after_send(struct readiness *r, bool corked)
+{
+	if (kept(r))
+		readiness_sync(r);
+	else if (corked)
+		readiness_watch(r);
+}
+
+/* A read never corks bytes: it syncs only if the eventfds are kept. */
+void readiness_after_recv(struct readiness *r)
+{
+	if (kept(r))
+		readiness_sync(r);
+}
+
+/*
+ * Enters a sleep on the channel.  An event that an earlier read woke for
+ * is taken now, before the sleep, and not on the way from the wake-up to
+ * the program: that read went straight to the data.
+ */
+static void waiter_enter(struct readiness *r)
+{
+	pthread_mutex_lock(&r->wait_lock);
+	__atomic_add_fetch(&r->waiters, 1, __ATOMIC_SEQ_CST);
+	update_watch_locked(r);
+	if (r->event_unread) {
+		transport_take_event(r->t);
+		r->event_unread = false;
+	}
+	pthread_mutex_unlock(&r->wait_lock);
+}
+
+/*
+ * Leaves it; woke: the channel had an event.  Without readiness_want(),
+ * the event stays unread, and the channel unarmed, until the next sleep.
+ * With it, the last one out takes it and arms again first: a readable
+ * channel back in the progress thread's set would wake that thread at
+ * once, to contend with this reader for the transport.
+ */
+static void waiter_leave(struct readiness *r, bool woke)
+{
+	pthread_mutex_lock(&r->wait_lock);
+	if (woke)
+		r->event_unread = true;
+	if (!__atomic_sub_fetch(&r->waiters, 1, __ATOMIC_SEQ_CST)) {
+		if (r->wanted && r->event_unread) {
+			transport_handle_event(r->t);
+			r->event_unread = false;
+		}
+		update_watch_locked(r);
+	}
+	pthread_mutex_unlock(&r->wait_lock);
+}
+
+/*
+ * A send waiting for credit sleeps on out_fd, which the progress thread
+ * makes writable: in a bulk transfer its reaping and credit handling
+ * overlap the sender's copying (docs/performance.md).
+ */
+int readiness_wait_writable(struct readiness *r, int64_t deadline)
+{
+	struct pollfd pfd = { .fd = r->out_fd, .events = POLLOUT };
+	int timeout, ret;
+
+	/* The progress thread makes out_fd writable when credit comes. */
+	readiness_watch(r);
+	/* A stale eventfd would end the sleep at once. */
+	readiness_sync(r);
+	timeout = clock_ms_left(deadline);
+	if (!timeout)
+		return -EAGAIN;
+	ret = real.poll(&pfd, 1, timeout);
+	if (ret < 0)
+		return -errno;
+	return ret ? 0 : -EAGAIN;
+}
+
+/*
+ * A read sleeps on the completion channel itself: the completion wakes it
+ * directly, not through the progress thread and the eventfd.  in_fd still
+ * ends the sleep if the progress thread saw the arrival first, or the
+ * CM's disconnect came.
+ */
+int readiness_wait_readable(struct readiness *r, int64_t deadline)
+{
+	struct pollfd pfd[2] = {
+		{ .fd = transport_event_fd(r->t), .events = POLLIN },
+		{ .fd = r->in_fd, .events = POLLIN },
+	};
+	int timeout, ret = 0;
+
+	if (kept(r))
+		readiness_sync(r);
+	timeout = clock_ms_left(deadline);
+	if (!timeout)
+		return -EAGAIN;
+	waiter_enter(r);
+	/* Armed, and reaped after the arm: what comes next raises an event. */
+	if (transport_arm_for_read(r->t))
+		goto out;
+	ret = real.poll(pfd, 2, timeout);
+	if (ret < 0) {
+		ret = -errno;
+		goto out;
+	}
+	ret = ret ? 0 : -EAGAIN;
+out:
+	waiter_leave(r, !ret && pfd[0].revents);
+	return ret;
+}
+
+/*
+ * An arrival that wakes it goes on to the eventfd at once: the progress
+ * thread, which would do that, leaves the channel alone meanwhile.
+ */
+bool readiness_wait_channel(struct readiness *r, bool (*done)(void *arg),
+			    void *arg, int timeout_ms)
+{
+	struct pollfd pfd = { .fd = transport_event_fd(r->t),
+			      .events = POLLIN };
+	bool ok;
+
+	waiter_enter(r);
+	ok = done(arg);
+	if (!ok)
+		real.poll(&pfd, 1, timeout_ms);
+	waiter_leave(r, pfd.revents);
+	if (!ok && pfd.revents && kept(r))
+		readiness_sync(r);
+	return ok;
+}
+
+void readiness_close(struct readiness *r)
+{
+	bool alive = readiness_alive(r);
+
+	/*
+	 * Under the sync lock: no sync may write to the fds after this.  A
+	 * fork child skips it: syncs never run there, and the lock may have
+	 * been held by a thread that does not exist in the child.
+	 */
+	if (alive)
+		pthread_mutex_lock(&r->sync_lock);
+	__atomic_store_n(&r->closing, 1, __ATOMIC_RELEASE);
+	/* A fork child's count of lagging connections starts again at 0. */
+	if (alive)
+		set_lag(r, false);
+	real.close(r->in_fd);
+	real.close(r->out_fd);
+	r->in_fd = r->out_fd = -1;
+	if (alive)
+		pthread_mutex_unlock(&r->sync_lock);
+}
+
+void readiness_core_fork_child(void)
+{
+	generation++;
+	__atomic_store_n(&lagging, 0, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&epoll_waiters, 0, __ATOMIC_SEQ_CST);
+}

@@ -1,0 +1,145 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Readiness: how an upgraded connection appears to the program's epoll
+ * sets, poll() and select(), and how its blocking calls sleep.  This
+ * module is the one place that keeps that state, and (with the progress
+ * thread's own set) the one place that calls epoll_ctl.
+ *
+ * Each upgraded connection has two eventfds that stand for it: in_fd is
+ * readable exactly while the connection has data or an error to report,
+ * out_fd is writable exactly while a send would not block.  They are kept
+ * current only once something relies on them (readiness_want()): a
+ * connection driven by blocking calls alone costs no update per message.
+ * Its transport's completion channel wakes whoever waits: a blocking call
+ * sleeps on it, the program's epoll set and poll() watch it beside the
+ * eventfds, and the progress thread watches it when nobody else may
+ * (readiness_watch()).  docs/design.md ("Readiness") has the argument for
+ * every rule here.
+ *
+ * Contract: every function is thread safe.  A readiness object belongs to
+ * one connection and lives as long as it.  In a fork child, inherited
+ * objects are dead (readiness_alive() false): nothing here touches the
+ * parent's channels or eventfds for them.
+ */
+#ifndef ROCESHIM_READINESS_H
+#define ROCESHIM_READINESS_H
+
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/epoll.h>
+#include <sys/select.h>
+#include <time.h>
+
+#include "config.h"
+#include "transport.h"
+
+struct readiness;
+
+/* ---- one connection ------------------------------------------------- */
+
+int readiness_create(struct transport *t, struct readiness **out);
+/* Frees it; its eventfds are closed. */
+void readiness_destroy(struct readiness *r);
+bool readiness_alive(const struct readiness *r);
+
+/*
+ * The connection is established: arm its channel and bring the eventfds
+ * up to date.  Until then nothing watches it.
+ */
+void readiness_start(struct readiness *r);
+
+/* The transport's state changed: update the eventfds. */
+void readiness_sync(struct readiness *r);
+
+/*
+ * The program relies on the connection's readiness (epoll, poll,
+ * select): from now on the eventfds are kept current, and the channel is
+ * armed, so that its entry beside them wakes the program's wait.  Sticky;
+ * each registration or poll calls it again to arm the channel.
+ */
+void readiness_want(struct readiness *r);
+
+/*
+ * As readiness_want(), and the progress thread watches the channel too:
+ * for a waiter the channel does not wake (a send waiting for credit sleeps
+ * on out_fd) and for corked bytes, which go out with a completion that
+ * someone must reap.  Sticky.
+ */
+void readiness_watch(struct readiness *r);
+
+/*
+ * After a send or a read changed the transport: updates what must be
+ * (the eventfds if they are kept; the watch if bytes are corked).
+ */
+void readiness_after_send(struct readiness *r, bool corked);
+void readiness_after_recv(struct readiness *r);
+
+/*
+ * Blocking calls: sleep until the connection may be readable (a
+ * completion, or the eventfd) or writable (out_fd, which the progress
+ * thread keeps), or until deadline (clock_ms(); -1: none).  0, -EAGAIN on
+ * timeout, -EINTR.
+ */
+int readiness_wait_readable(struct readiness *r, int64_t deadline);
+int readiness_wait_writable(struct readiness *r, int64_t deadline);
+/*
+ * Sleeps on the channel, at most timeout_ms, unless done(arg) says that
+ * what the caller waits for is there (done() must arm the channel when it
+ * says no, like transport_direct_done()).  true: done.
+ */
+bool readiness_wait_channel(struct readiness *r, bool (*done)(void *arg),
+			    void *arg, int timeout_ms);
+
+/* The program closed the connection: its eventfds go now. */
+void readiness_close(struct readiness *r);
+
+/* ---- the program's waits -------------------------------------------- */
+
+enum readiness_wait_kind {
+	READINESS_EPOLL_WAIT,
+	READINESS_EPOLL_PWAIT,
+	READINESS_EPOLL_PWAIT2
+};
+
+/*
+ * epoll_ctl and the epoll_wait family, poll/ppoll and select/pselect,
+ * as the process's configuration cfg says (ROCESHIM_ENABLE, ROCESHIM_RDMA),
+ * with libc's return convention (-1 and errno).  timeout_ms is the
+ * timeout of epoll_wait, epoll_pwait and poll (-1: none); ts that of
+ * epoll_pwait2, ppoll and pselect (NULL: none); select's tv is updated in
+ * place as Linux does.
+ */
+int readiness_epoll_ctl(const struct config *cfg, int epfd, int op, int fd,
+			struct epoll_event *ev);
+int readiness_epoll_wait(const struct config *cfg, int epfd,
+			 struct epoll_event *events, int maxevents,
+			 int timeout_ms, const struct timespec *ts,
+			 const sigset_t *sigmask,
+			 enum readiness_wait_kind kind);
+int readiness_poll(const struct config *cfg, struct pollfd *fds, nfds_t nfds,
+		   int timeout_ms, const struct timespec *ts,
+		   const sigset_t *sigmask, bool ppoll);
+int readiness_select(const struct config *cfg, int nfds, fd_set *rd, fd_set *wr,
+		     fd_set *ex, struct timeval *tv, const struct timespec *ts,
+		     const sigset_t *sigmask, bool pselect);
+
+/* fd is a new epoll set; new_fd duplicates old_fd; first..last closed. */
+void readiness_set_opened(int fd);
+void readiness_fd_dup(int old_fd, int new_fd);
+void readiness_fd_closed(unsigned int first, unsigned int last);
+
+/*
+ * The connection's last fd is closed: its registrations are forgotten, and
+ * its channel leaves the program's sets (the channel outlives the fd while
+ * the FIN lingers).
+ */
+void readiness_forget(struct readiness *r);
+
+/* pthread_atfork handlers. */
+void readiness_fork_prepare(void);
+void readiness_fork_parent(void);
+void readiness_fork_child(void);
+
+#endif /* ROCESHIM_READINESS_H */

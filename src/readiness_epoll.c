@@ -1,0 +1,573 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Upgraded connections in the program's epoll sets.
+ *
+ * An upgraded fd is four entries in the set, all with the program's
+ * epoll_data: its two eventfds (EPOLLIN, EPOLLOUT), its kernel socket
+ * (EPOLLIN and EPOLLRDHUP, and the EPOLLHUP and EPOLLERR that epoll always
+ * reports: no data flows on it after the upgrade, so they mean exactly
+ * that the peer hung up or reset), and its completion channel, registered
+ * for READINESS_CHANNEL alone, level-triggered whatever the program asked.
+ * epoll_wait folds the entries that share an epoll_data into one event.
+ * When an event comes back with READINESS_CHANNEL, the wrapper takes the
+ * channel's event, reaps, updates the eventfds and puts the connection's
+ * readiness into the event itself: the completion wakes the program's
+ * epoll_wait directly, not through the progress thread.
+ *
+ * EPOLLONESHOT: the kernel disarms only the entry that fired, so when
+ * epoll_wait reports one of them, the event is completed with what the
+ * others would say (the caller may have offered one slot only) and they
+ * are disarmed, as the single entry of a plain socket would be: the
+ * eventfds and the channel by a MOD without events, the kernel socket by
+ * removing it (an eventless entry would still report EPOLLHUP).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "clock.h"
+#include "conn.h"
+#include "log.h"
+#include "readiness_impl.h"
+#include "real.h"
+#include "sock.h"
+
+/*
+ * The event the channel's entry is registered for.  Neither an eventfd nor
+ * the kernel socket's entry (registered without it) ever reports it, and
+ * it is never passed on to the program.
+ */
+#define READINESS_CHANNEL EPOLLRDNORM
+
+struct reg {
+	int epfd;
+	int fd;
+	struct readiness *r;
+	uint64_t data;
+	uint32_t events; /* the program's interest */
+	bool disarmed;	 /* EPOLLONESHOT, fired: nothing until a MOD */
+};
+
+static struct {
+	pthread_mutex_t lock;
+	struct reg *v;
+	unsigned int count;    /* atomic for the unlocked check */
+	unsigned int oneshots; /* atomic: those with EPOLLONESHOT */
+	unsigned int cap;
+	/* Upgraded registrations made so far: epoll_wait folds only if any. */
+	unsigned long made; /* atomic */
+} set = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+/*
+ * Which fds are epoll sets, for readiness_epoll_any_set(), which poll()
+ * and select() ask of every fd: read without a lock (a poll() may run in
+ * a signal handler).  A bit per fd below SET_BITS; above, a sticky flag.
+ */
+#define SET_BITS 65536
+static uint64_t set_bits[SET_BITS / 64]; /* atomic */
+static bool high_sets;			 /* atomic */
+
+static bool is_set(int fd)
+{
+	if (fd < 0)
+		return false;
+	if (fd >= SET_BITS)
+		return __atomic_load_n(&high_sets, __ATOMIC_ACQUIRE);
+	return __atomic_load_n(&set_bits[fd / 64], __ATOMIC_ACQUIRE) &
+	       (1ull << (fd % 64));
+}
+
+static void mark_set(int fd, bool on)
+{
+	uint64_t bit = 1ull << (fd % 64);
+
+	if (fd < 0)
+		return;
+	if (fd >= SET_BITS) {
+		if (on)
+			__atomic_store_n(&high_sets, true, __ATOMIC_RELEASE);
+	} else if (on) {
+		__atomic_or_fetch(&set_bits[fd / 64], bit, __ATOMIC_RELEASE);
+	} else {
+		__atomic_and_fetch(&set_bits[fd / 64], ~bit, __ATOMIC_RELEASE);
+	}
+}
+
+static struct reg *find_locked(int epfd, int fd)
+{
+	unsigned int i;
+
+	for (i = 0; i < set.count; i++)
+		if (set.v[i].epfd == epfd && set.v[i].fd == fd)
+			return &set.v[i];
+	return NULL;
+}
+
+/* Counts o in set.oneshots (by 1) or out of it (by -1). */
+static void count_oneshot_locked(const struct reg *o, int by)
+{
+	if (o->events & EPOLLONESHOT)
+		__atomic_store_n(&set.oneshots, set.oneshots + by,
+				 __ATOMIC_RELEASE);
+}
+
+static void remove_locked(struct reg *o)
+{
+	count_oneshot_locked(o, -1);
+	*o = set.v[set.count - 1];
+	__atomic_store_n(&set.count, set.count - 1, __ATOMIC_RELEASE);
+}
+
+/*
+ * Records a registration after an ADD or MOD succeeded; false: out of
+ * memory.
+ */
+static bool track(int epfd, int fd, struct readiness *r,
+		  const struct epoll_event *ev)
+{
+	struct reg *o;
+
+	pthread_mutex_lock(&set.lock);
+	o = find_locked(epfd, fd);
+	if (!o && set.count == set.cap) {
+		unsigned int cap = set.cap ? 2 * set.cap : 16;
+		struct reg *v = realloc(set.v, cap * sizeof(*v));
+
+		if (!v) {
+			pthread_mutex_unlock(&set.lock);
+			return false;
+		}
+		set.v = v;
+		set.cap = cap;
+	}
+	if (o) {
+		count_oneshot_locked(o, -1);
+	} else {
+		o = &set.v[set.count];
+		__atomic_store_n(&set.count, set.count + 1, __ATOMIC_RELEASE);
+	}
+	*o = (struct reg){ .epfd = epfd,
+			   .fd = fd,
+			   .r = r,
+			   .data = ev->data.u64,
+			   .events = ev->events };
+	count_oneshot_locked(o, 1);
+	pthread_mutex_unlock(&set.lock);
+	return true;
+}
+
+static void untrack(int epfd, int fd)
+{
+	struct reg *o;
+
+	if (!__atomic_load_n(&set.count, __ATOMIC_ACQUIRE))
+		return;
+	pthread_mutex_lock(&set.lock);
+	o = find_locked(epfd, fd);
+	if (o) {
+		/* Out of the registry, a lagging one would stay unsettled. */
+		readiness_settle(o->r);
+		remove_locked(o);
+	}
+	pthread_mutex_unlock(&set.lock);
+}
+
+/*
+ * Removes the registrations of r, or with r NULL those in the set epfd,
+ * which was closed: the kernel dropped its entries, and a lagging
+ * connection must be settled while the registry still knows it.
+ */
+static void remove_where(struct readiness *r, int epfd)
+{
+	unsigned int i = 0;
+
+	if (!__atomic_load_n(&set.count, __ATOMIC_ACQUIRE))
+		return;
+	pthread_mutex_lock(&set.lock);
+	while (i < set.count) {
+		struct reg *o = &set.v[i];
+
+		if (r ? o->r != r : o->epfd != epfd) {
+			i++;
+			continue;
+		}
+		/*
+		 * The channel outlives the program's fd (the FIN lingers):
+		 * it must not wake the program for an fd it has closed.
+		 */
+		if (r && readiness_alive(r))
+			real.epoll_ctl(o->epfd, EPOLL_CTL_DEL,
+				       readiness_channel_fd(r), NULL);
+		if (!r)
+			readiness_settle(o->r);
+		remove_locked(o);
+	}
+	pthread_mutex_unlock(&set.lock);
+}
+
+bool readiness_epoll_any_set(const struct pollfd *fds, unsigned long nfds)
+{
+	unsigned long i;
+
+	for (i = 0; i < nfds; i++)
+		if (is_set(fds[i].fd))
+			return true;
+	return false;
+}
+
+void readiness_set_opened(int fd)
+{
+	mark_set(fd, true);
+}
+
+void readiness_fd_dup(int old_fd, int new_fd)
+{
+	mark_set(new_fd, is_set(old_fd));
+}
+
+/* The kernel dropped a closed set's entries: so does the registry. */
+static void forget_set(int epfd)
+{
+	mark_set(epfd, false);
+	remove_where(NULL, epfd);
+}
+
+void readiness_fd_closed(unsigned int first, unsigned int last)
+{
+	unsigned int fd;
+
+	for (fd = first; fd <= last && fd < SET_BITS; fd++) {
+		/* A word at a time where no bit is set. */
+		if (!(fd % 64) &&
+		    !__atomic_load_n(&set_bits[fd / 64], __ATOMIC_ACQUIRE)) {
+			fd += 63;
+			continue;
+		}
+		if (is_set((int)fd))
+			forget_set((int)fd);
+	}
+}
+
+void readiness_fork_prepare(void)
+{
+	pthread_mutex_lock(&set.lock);
+}
+
+void readiness_fork_parent(void)
+{
+	pthread_mutex_unlock(&set.lock);
+}
+
+void readiness_fork_child(void)
+{
+	readiness_core_fork_child();
+	pthread_mutex_unlock(&set.lock);
+}
+
+void readiness_epoll_settle_all(void)
+{
+	unsigned int i;
+
+	pthread_mutex_lock(&set.lock);
+	for (i = 0; i < set.count; i++)
+		readiness_settle(set.v[i].r);
+	pthread_mutex_unlock(&set.lock);
+}
+
+void readiness_forget(struct readiness *r)
+{
+	remove_where(r, -1);
+}
+
+/* EPOLLIN and EPOLLOUT as t says, whatever a registration asks. */
+static uint32_t events_of(const struct transport_readiness *t)
+{
+	return (t->data_or_error ? EPOLLIN : 0) | (t->writable ? EPOLLOUT : 0);
+}
+
+/* What the entries of o that did not fire would have reported. */
+static uint32_t readiness_of(const struct reg *o)
+{
+	struct pollfd kernel = { .fd = o->fd, .events = POLLIN | POLLRDHUP };
+	struct transport_readiness t;
+	uint32_t r;
+
+	transport_readiness(readiness_transport(o->r), &t);
+	r = events_of(&t);
+	if (real.poll(&kernel, 1, 0) == 1) {
+		if (kernel.revents & POLLIN)
+			r |= EPOLLIN;
+		if (kernel.revents & POLLRDHUP)
+			r |= EPOLLRDHUP;
+		if (kernel.revents & POLLHUP)
+			r |= EPOLLHUP;
+		if (kernel.revents & POLLERR)
+			r |= EPOLLERR;
+	}
+	return r & (o->events | EPOLLHUP | EPOLLERR);
+}
+
+/* Whether o is the only registration of its connection. */
+static bool sole_locked(const struct reg *o)
+{
+	unsigned int i;
+
+	for (i = 0; i < set.count; i++)
+		if (set.v[i].r == o->r && &set.v[i] != o)
+			return false;
+	return true;
+}
+
+/*
+ * o's channel fired: what the completion brought.  Level-triggered, that
+ * is the connection's readiness now, reported here: if o asks for EPOLLIN
+ * and is the connection's only registration, an arrival need not set the
+ * eventfd as well (readiness_serve() told).  Edge-triggered, it is
+ * nothing here: the eventfds that readiness_serve() set report the edge,
+ * once, when epoll_wait asks the kernel again.  A connection inherited
+ * across fork is dead here (its channel fires only through an epoll set
+ * shared with the parent): it reports as a reset socket, as poll() does.
+ */
+static uint32_t serve_channel(const struct reg *o)
+{
+	struct transport_readiness t;
+	bool told;
+
+	if (!readiness_alive(o->r))
+		return (o->events & (EPOLLIN | EPOLLOUT)) | EPOLLERR | EPOLLHUP;
+	told = !(o->events & (EPOLLET | EPOLLONESHOT)) &&
+	       (o->events & EPOLLIN) && sole_locked(o);
+	readiness_serve(o->r, told, &t);
+	if (o->events & EPOLLET)
+		return 0;
+	return events_of(&t) & o->events;
+}
+
+/* Disarms the entries of a fired EPOLLONESHOT registration. */
+static void disarm(struct reg *o)
+{
+	struct epoll_event off = { .events = EPOLLONESHOT,
+				   .data.u64 = o->data };
+
+	real.epoll_ctl(o->epfd, EPOLL_CTL_MOD, readiness_in_fd(o->r), &off);
+	real.epoll_ctl(o->epfd, EPOLL_CTL_MOD, readiness_out_fd(o->r), &off);
+	real.epoll_ctl(o->epfd, EPOLL_CTL_MOD, readiness_channel_fd(o->r),
+		       &off);
+	real.epoll_ctl(o->epfd, EPOLL_CTL_DEL, o->fd, NULL);
+	o->disarmed = true;
+}
+
+/*
+ * Completes ev, as described above.  false: it has nothing left to report
+ * (only a channel fired, and what it brought is not what the program
+ * waits for): drop it.  Costs two atomic loads for an event without
+ * READINESS_CHANNEL while no EPOLLONESHOT registration exists.
+ */
+static bool fired(int epfd, struct epoll_event *ev)
+{
+	uint32_t channel = ev->events & READINESS_CHANNEL;
+	bool ours = false;
+	unsigned int i;
+
+	/* Only a channel or an EPOLLONESHOT registration needs the set. */
+	if (!channel && !__atomic_load_n(&set.oneshots, __ATOMIC_ACQUIRE))
+		return true;
+	if (!__atomic_load_n(&set.count, __ATOMIC_ACQUIRE))
+		return true;
+	ev->events &= ~READINESS_CHANNEL;
+	pthread_mutex_lock(&set.lock);
+	for (i = 0; i < set.count; i++) {
+		struct reg *o = &set.v[i];
+
+		if (o->epfd != epfd || o->data != ev->data.u64 || o->disarmed)
+			continue;
+		ours = true;
+		if (channel)
+			ev->events |= serve_channel(o);
+		if ((o->events & EPOLLONESHOT) && ev->events) {
+			ev->events |= readiness_of(o);
+			disarm(o);
+		}
+	}
+	pthread_mutex_unlock(&set.lock);
+	/* Not an upgraded fd's: the bit is a plain fd's own EPOLLRDNORM. */
+	if (!ours)
+		ev->events |= channel;
+	return ev->events;
+}
+
+/*
+ * Registers (or changes, or removes) an upgraded fd as its four entries.
+ * A connection inherited across fork gets no channel entry: nothing may
+ * serve it here.
+ */
+static int ctl_upgraded(int epfd, int op, int fd, struct readiness *r,
+			struct epoll_event *ev)
+{
+	const uint32_t flags =
+		EPOLLET | EPOLLONESHOT | EPOLLEXCLUSIVE | EPOLLWAKEUP;
+	struct epoll_event in_ev, out_ev, tcp_ev, ch_ev;
+	int in_fd = readiness_in_fd(r), out_fd = readiness_out_fd(r);
+	int ch_fd = readiness_channel_fd(r);
+	bool alive = readiness_alive(r);
+	int ret;
+
+	if (op == EPOLL_CTL_DEL) {
+		ret = real.epoll_ctl(epfd, op, in_fd, NULL);
+		real.epoll_ctl(epfd, op, out_fd, NULL);
+		real.epoll_ctl(epfd, op, fd, NULL);
+		if (alive)
+			real.epoll_ctl(epfd, op, ch_fd, NULL);
+		untrack(epfd, fd);
+		return ret;
+	}
+	if (!ev) {
+		errno = EFAULT;
+		return -1;
+	}
+	in_ev.events = (ev->events & flags) | (ev->events & EPOLLIN);
+	out_ev.events = (ev->events & flags) | (ev->events & EPOLLOUT);
+	tcp_ev.events =
+		(ev->events & flags) | (ev->events & (EPOLLIN | EPOLLRDHUP));
+	ch_ev.events = READINESS_CHANNEL |
+		       (ev->events & (EPOLLEXCLUSIVE | EPOLLWAKEUP));
+	in_ev.data = out_ev.data = tcp_ev.data = ch_ev.data = ev->data;
+	ret = real.epoll_ctl(epfd, op, in_fd, &in_ev);
+	if (ret)
+		return ret;
+	ret = real.epoll_ctl(epfd, op, out_fd, &out_ev);
+	if (!ret)
+		ret = real.epoll_ctl(epfd, op, fd, &tcp_ev);
+	/* A fired EPOLLONESHOT registration lost its kernel socket entry. */
+	if (ret && errno == ENOENT && op == EPOLL_CTL_MOD)
+		ret = real.epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &tcp_ev);
+	if (!ret && alive)
+		ret = real.epoll_ctl(epfd, op, ch_fd, &ch_ev);
+	if (ret && op == EPOLL_CTL_ADD) {
+		int err = errno;
+
+		real.epoll_ctl(epfd, EPOLL_CTL_DEL, in_fd, NULL);
+		real.epoll_ctl(epfd, EPOLL_CTL_DEL, out_fd, NULL);
+		real.epoll_ctl(epfd, EPOLL_CTL_DEL, fd, NULL);
+		errno = err;
+	}
+	if (ret)
+		return ret;
+	if (op == EPOLL_CTL_ADD)
+		__atomic_fetch_add(&set.made, 1, __ATOMIC_RELAXED);
+	if (!track(epfd, fd, r, ev) && alive) {
+		/* Nothing could serve the channel here: let the thread. */
+		log_warn("epoll: out of memory; fd %d is served by the "
+			 "progress thread, and EPOLLONESHOT on it may report "
+			 "twice",
+			 fd);
+		real.epoll_ctl(epfd, EPOLL_CTL_DEL, ch_fd, NULL);
+		readiness_watch(r);
+	}
+	/* Armed after the channel joined the set: its next event is seen. */
+	readiness_want(r);
+	return 0;
+}
+
+int readiness_epoll_ctl(const struct config *cfg, int epfd, int op, int fd,
+			struct epoll_event *ev)
+{
+	struct sock *sock = cfg->enabled ? readiness_upgraded_sock(fd) : NULL;
+	int ret;
+
+	if (!sock)
+		return real.epoll_ctl(epfd, op, fd, ev);
+	ret = ctl_upgraded(epfd, op, fd, conn_readiness(sock->conn), ev);
+	sock_put(sock);
+	return ret;
+}
+
+/*
+ * An upgraded fd's entries may come back as up to four events with the
+ * same epoll_data: fold them into one, as one socket would report, serve
+ * a channel that fired, and disarm the rest of a fired EPOLLONESHOT
+ * registration.  An event left with nothing to report is dropped.
+ */
+static int fold_events(int epfd, struct epoll_event *events, int n)
+{
+	int i, j, out = 0, kept = 0;
+
+	if (n <= 0 || !__atomic_load_n(&set.made, __ATOMIC_RELAXED))
+		return n;
+	for (i = 0; i < n; i++) {
+		for (j = 0; j < out; j++) {
+			if (events[j].data.u64 == events[i].data.u64) {
+				events[j].events |= events[i].events;
+				break;
+			}
+		}
+		if (j == out)
+			events[out++] = events[i];
+	}
+	for (i = 0; i < out; i++)
+		if (fired(epfd, &events[i]))
+			events[kept++] = events[i];
+	return kept;
+}
+
+/*
+ * Waits again, for what is left of the timeout, when every event was a
+ * channel's that brought nothing to report, as the kernel does for an
+ * entry that turns out not ready.
+ */
+static int wait_folded(int epfd, struct epoll_event *events, int maxevents,
+		       int timeout_ms, const struct timespec *ts,
+		       const sigset_t *sigmask, enum readiness_wait_kind kind)
+{
+	int64_t deadline = timeout_ms > 0 ? clock_ms() + timeout_ms : -1;
+	struct timespec left;
+	int n;
+
+	if (ts)
+		left = *ts;
+	for (;;) {
+		switch (kind) {
+		case READINESS_EPOLL_WAIT:
+			n = real.epoll_wait(epfd, events, maxevents,
+					    timeout_ms);
+			break;
+		case READINESS_EPOLL_PWAIT:
+			n = real.epoll_pwait(epfd, events, maxevents,
+					     timeout_ms, sigmask);
+			break;
+		default:
+			n = real.epoll_pwait2(epfd, events, maxevents,
+					      ts ? &left : NULL, sigmask);
+			break;
+		}
+		if (n <= 0)
+			return n;
+		n = fold_events(epfd, events, n);
+		if (n || !readiness_wait_left(&timeout_ms, deadline,
+					      ts ? &left : NULL))
+			return n;
+	}
+}
+
+/*
+ * Counted: while another thread waits in here, a connection's in_fd must
+ * not lag, and a wait that starts settles those that do.
+ */
+int readiness_epoll_wait(const struct config *cfg, int epfd,
+			 struct epoll_event *events, int maxevents,
+			 int timeout_ms, const struct timespec *ts,
+			 const sigset_t *sigmask, enum readiness_wait_kind kind)
+{
+	int n;
+
+	if (kind == READINESS_EPOLL_PWAIT2)
+		timeout_ms = ts ? readiness_timespec_ms(ts) : -1;
+	if (!cfg->rdma)
+		return wait_folded(epfd, events, maxevents, timeout_ms, ts,
+				   sigmask, kind);
+	if (readiness_epoll_wait_begin())
+		readiness_epoll_settle_all();
+	n = wait_folded(epfd, events, maxevents, timeout_ms, ts, sigmask, kind);
+	readiness_epoll_wait_end();
+	return n;
+}

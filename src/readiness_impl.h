@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Inside the readiness module: what readiness_epoll.c and readiness_poll.c
+ * use of one connection's readiness (readiness.c).  Not for other modules.
+ */
+#ifndef ROCESHIM_READINESS_IMPL_H
+#define ROCESHIM_READINESS_IMPL_H
+
+#include "readiness.h"
+
+int readiness_in_fd(const struct readiness *r);
+int readiness_out_fd(const struct readiness *r);
+int readiness_channel_fd(const struct readiness *r);
+struct transport *readiness_transport(const struct readiness *r);
+
+/*
+ * The channel has an event: take it, arm again, reap, sync the eventfds.
+ * out (if not NULL): the readiness the eventfds were synced from, or on a
+ * closed connection the transport's now.
+ * told: the caller, an epoll_wait() with the connection's only
+ * registration, reports its readiness to the program itself.  Then an
+ * arrival may leave in_fd unset, lagging the data, if nothing else watches
+ * in_fd: no other thread is in an epoll_wait(), no poll() watches it and
+ * no read sleeps on it.  Whatever watches it next settles it first.
+ */
+void readiness_serve(struct readiness *r, bool told,
+		     struct transport_readiness *out);
+/* readiness_sync() if in_fd lags; cheap if not. */
+void readiness_settle(struct readiness *r);
+
+/*
+ * Around each epoll_wait() of the program (and each poll() or select() of
+ * an epoll set).  true: some connection lags; settle every registered one
+ * before the wait.
+ */
+bool readiness_epoll_wait_begin(void);
+void readiness_epoll_wait_end(void);
+/*
+ * Around each poll() or select() that watches r: begin counts the call,
+ * then calls readiness_want().
+ */
+void readiness_poll_begin(struct readiness *r);
+void readiness_poll_end(struct readiness *r);
+
+/* In a fork child: inherited readiness is dead, nothing lags or waits. */
+void readiness_core_fork_child(void);
+
+/* Epoll registrations (readiness_epoll.c) for readiness_poll.c. */
+bool readiness_epoll_any_set(const struct pollfd *fds, unsigned long nfds);
+void readiness_epoll_settle_all(void);
+
+/* The sock of fd if it is upgraded, with a reference; else NULL. */
+struct sock *readiness_upgraded_sock(int fd);
+
+/* A timespec timeout in whole milliseconds, rounded up. */
+int readiness_timespec_ms(const struct timespec *ts);
+/*
+ * After a wake-up that brought nothing to report: what is left of a wait
+ * of *timeout_ms (-1: none) that ends at deadline, in *timeout_ms and, if
+ * ts is given, in *ts.  false: nothing is left.
+ */
+bool readiness_wait_left(int *timeout_ms, int64_t deadline,
+			 struct timespec *ts);
+
+#endif /* ROCESHIM_READINESS_IMPL_H */

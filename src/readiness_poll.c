@@ -1,0 +1,411 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Upgraded connections in poll() and select().  For a kernel socket the
+ * kernel's readiness is the truth and these pass straight through.  An
+ * upgraded fd becomes four entries of a substituted poll set: its two
+ * eventfds, its kernel socket (watched only for hang-up and error, which
+ * the TCP connection beside the queue pair reports as TCP would) and its
+ * completion channel, which is served when it fires, as epoll_wait does.
+ * select() is carried out as poll() when an upgraded fd is among its sets.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+
+#include "clock.h"
+#include "conn.h"
+#include "readiness_impl.h"
+#include "real.h"
+#include "fd_table.h"
+
+#define POLL_IN_EVENTS	(POLLIN | POLLRDNORM | POLLPRI | POLLRDHUP)
+#define POLL_OUT_EVENTS (POLLOUT | POLLWRNORM)
+
+/*
+ * What only the kernel socket can tell: the peer hung up or reset (no data
+ * ever flows on it after the upgrade, so its POLLIN means exactly that).
+ */
+#define POLL_KERNEL_EVENTS (POLLIN | POLLRDHUP | POLLHUP | POLLERR)
+
+int readiness_timespec_ms(const struct timespec *ts)
+{
+	int64_t ms = ts->tv_sec * 1000ll + (ts->tv_nsec + 999999) / 1000000;
+
+	if (ms < 0)
+		return 0;
+	return ms > INT_MAX ? INT_MAX : (int)ms;
+}
+
+bool readiness_wait_left(int *timeout_ms, int64_t deadline, struct timespec *ts)
+{
+	if (*timeout_ms < 0)
+		return true;
+	if (!*timeout_ms || !(*timeout_ms = clock_ms_left(deadline)))
+		return false;
+	if (ts) {
+		ts->tv_sec = *timeout_ms / 1000;
+		ts->tv_nsec = *timeout_ms % 1000 * 1000000l;
+	}
+	return true;
+}
+
+struct sock *readiness_upgraded_sock(int fd)
+{
+	struct sock *sock = fd_table_get(fd);
+
+	if (sock && !sock->conn) {
+		sock_put(sock);
+		return NULL;
+	}
+	return sock;
+}
+
+enum {
+	POLL_IN_FD,
+	POLL_OUT_FD,
+	POLL_SOCKET,
+	POLL_CHANNEL,
+	POLL_ENTRIES
+};
+
+/*
+ * Fills the entries of upgraded r for the program's entry pfd; the caller
+ * ends the readiness_poll_begin() with readiness_poll_end().
+ */
+static void poll_entries(struct pollfd *tmp, const struct pollfd *pfd,
+			 struct readiness *r)
+{
+	readiness_poll_begin(r);
+	tmp[POLL_IN_FD].fd = readiness_in_fd(r);
+	tmp[POLL_IN_FD].events = pfd->events & POLL_IN_EVENTS ? POLLIN : 0;
+	tmp[POLL_OUT_FD].fd = readiness_out_fd(r);
+	tmp[POLL_OUT_FD].events = pfd->events & POLL_OUT_EVENTS ? POLLOUT : 0;
+	tmp[POLL_SOCKET].fd = pfd->fd;
+	tmp[POLL_SOCKET].events = pfd->events & (POLLIN | POLLRDHUP);
+	tmp[POLL_CHANNEL].fd = readiness_channel_fd(r);
+	tmp[POLL_CHANNEL].events = POLLIN;
+}
+
+/*
+ * The program's revents for upgraded r from its entries' results, after
+ * serving its channel if that fired.
+ */
+static short poll_fold(const struct pollfd *tmp, short ev, struct readiness *r)
+{
+	struct transport_readiness t;
+	short revents = 0, k;
+
+	if (tmp[POLL_IN_FD].revents & POLLIN)
+		revents |= ev & (POLLIN | POLLRDNORM);
+	if (tmp[POLL_OUT_FD].revents & POLLOUT)
+		revents |= ev & POLL_OUT_EVENTS;
+	k = tmp[POLL_SOCKET].revents & POLL_KERNEL_EVENTS;
+	if (k & POLLIN)
+		k = (k & ~POLLIN) | (ev & (POLLIN | POLLRDNORM));
+	revents |= k;
+	if (tmp[POLL_CHANNEL].revents & POLLIN) {
+		readiness_serve(r, false, &t);
+		if (t.data_or_error)
+			revents |= ev & (POLLIN | POLLRDNORM);
+		if (t.writable)
+			revents |= ev & POLL_OUT_EVENTS;
+	}
+	return revents;
+}
+
+static struct readiness *readiness_of(struct sock *sock)
+{
+	return conn_readiness(sock->conn);
+}
+
+/*
+ * poll() over a set where some fds are upgraded: each of those becomes its
+ * POLL_ENTRIES entries, and their results fold back into the program's
+ * entry.  When only channels fired, and brought nothing the program
+ * waits for, the wait goes on for what is left of its timeout.
+ */
+static int poll_substituted(struct pollfd *fds, nfds_t nfds,
+			    struct sock **socks, int timeout_ms,
+			    const struct timespec *ts, const sigset_t *sigmask,
+			    bool ppoll)
+{
+	struct pollfd *tmp = calloc(POLL_ENTRIES * nfds + 1, sizeof(*tmp));
+	const struct timespec no_wait = { 0 };
+	const struct timespec *tmo = ts;
+	struct timespec left;
+	int64_t deadline = -1;
+	nfds_t i, j = 0, k;
+	int ret, ready = 0;
+	bool dead = false;
+
+	if (!tmp)
+		return -ENOMEM;
+	for (i = 0; i < nfds; i++) {
+		if (!socks[i]) {
+			tmp[j++] = fds[i];
+			continue;
+		}
+		if (readiness_alive(readiness_of(socks[i]))) {
+			poll_entries(&tmp[j], &fds[i], readiness_of(socks[i]));
+		} else {
+			/* Ignored entries: its result is known. */
+			for (k = 0; k < POLL_ENTRIES; k++)
+				tmp[j + k].fd = -1;
+			dead = true;
+		}
+		j += POLL_ENTRIES;
+	}
+	if (dead) {
+		tmo = &no_wait;
+		timeout_ms = 0;
+	}
+	if (timeout_ms > 0)
+		deadline = clock_ms() + timeout_ms;
+	for (;;) {
+		ret = ppoll ? real.ppoll(tmp, j, tmo, sigmask)
+			    : real.poll(tmp, j, timeout_ms);
+		if (ret < 0) {
+			ret = -errno;
+			goto out;
+		}
+		ready = 0;
+		for (i = 0, j = 0; i < nfds; i++) {
+			short ev = fds[i].events;
+
+			if (!socks[i]) {
+				fds[i].revents = tmp[j++].revents;
+			} else if (!readiness_alive(readiness_of(socks[i]))) {
+				/* Inherited across fork: as a reset socket. */
+				j += POLL_ENTRIES;
+				fds[i].revents = (ev & (POLLIN | POLLRDNORM |
+							POLL_OUT_EVENTS)) |
+						 POLLERR | POLLHUP;
+			} else {
+				fds[i].revents = poll_fold(
+					&tmp[j], ev, readiness_of(socks[i]));
+				j += POLL_ENTRIES;
+			}
+			if (fds[i].revents)
+				ready++;
+		}
+		/* Only channels fired: wait for what is left. */
+		if (ready || !ret ||
+		    !readiness_wait_left(&timeout_ms, deadline,
+					 tmo ? &left : NULL))
+			break;
+		if (tmo)
+			tmo = &left;
+	}
+	ret = ready;
+out:
+	for (i = 0; i < nfds; i++)
+		if (socks[i] && readiness_alive(readiness_of(socks[i])))
+			readiness_poll_end(readiness_of(socks[i]));
+	free(tmp);
+	return ret;
+}
+
+/* Looks up every fd; returns true if any is upgraded (socks filled). */
+static bool find_upgraded(const struct config *cfg, struct pollfd *fds,
+			  nfds_t nfds, struct sock ***out)
+{
+	struct sock **socks = NULL;
+	nfds_t i;
+
+	if (!cfg->enabled)
+		return false;
+	for (i = 0; i < nfds; i++) {
+		struct sock *sock;
+
+		if (fds[i].fd < 0)
+			continue;
+		sock = readiness_upgraded_sock(fds[i].fd);
+		if (!sock)
+			continue;
+		if (!socks)
+			socks = calloc(nfds, sizeof(*socks));
+		if (!socks) {
+			sock_put(sock);
+			continue;
+		}
+		socks[i] = sock;
+	}
+	*out = socks;
+	return socks != NULL;
+}
+
+static int poll_unnested(const struct config *cfg, struct pollfd *fds,
+			 nfds_t nfds, int timeout_ms, const struct timespec *ts,
+			 const sigset_t *sigmask, bool ppoll)
+{
+	struct sock **socks;
+	nfds_t i;
+	int ret;
+
+	if (!find_upgraded(cfg, fds, nfds, &socks))
+		return ppoll ? real.ppoll(fds, nfds, ts, sigmask)
+			     : real.poll(fds, nfds, timeout_ms);
+	ret = poll_substituted(fds, nfds, socks, timeout_ms, ts, sigmask,
+			       ppoll);
+	for (i = 0; i < nfds; i++)
+		if (socks[i])
+			sock_put(socks[i]);
+	free(socks);
+	if (ret < 0) {
+		errno = -ret;
+		return -1;
+	}
+	return ret;
+}
+
+/*
+ * An epoll set watched by poll() or select() is waited on as epoll_wait()
+ * would: counted, and settled first.  Otherwise an event that epoll_wait()
+ * reported and the program left unread would not make the set readable.
+ */
+static bool nested_wait_begin(bool nested)
+{
+	if (nested && readiness_epoll_wait_begin())
+		readiness_epoll_settle_all();
+	return nested;
+}
+
+static void nested_wait_end(bool nested)
+{
+	if (nested)
+		readiness_epoll_wait_end();
+}
+
+int readiness_poll(const struct config *cfg, struct pollfd *fds, nfds_t nfds,
+		   int timeout_ms, const struct timespec *ts,
+		   const sigset_t *sigmask, bool ppoll)
+{
+	bool nested = nested_wait_begin(cfg->rdma &&
+					readiness_epoll_any_set(fds, nfds));
+	int ret;
+
+	if (ppoll)
+		timeout_ms = ts ? readiness_timespec_ms(ts) : -1;
+	ret = poll_unnested(cfg, fds, nfds, timeout_ms, ts, sigmask, ppoll);
+	nested_wait_end(nested);
+	return ret;
+}
+
+/* Whether fd is in any of the three sets. */
+static bool in_sets(int fd, fd_set *rd, fd_set *wr, fd_set *ex)
+{
+	return (rd && FD_ISSET(fd, rd)) || (wr && FD_ISSET(fd, wr)) ||
+	       (ex && FD_ISSET(fd, ex));
+}
+
+/* Any upgraded fd among the first nfds of the three sets? */
+static bool sets_have_upgraded(const struct config *cfg, int nfds, fd_set *rd,
+			       fd_set *wr, fd_set *ex)
+{
+	int fd;
+
+	if (!cfg->enabled)
+		return false;
+	for (fd = 0; fd < nfds && fd < FD_SETSIZE; fd++) {
+		struct sock *sock;
+
+		if (!in_sets(fd, rd, wr, ex))
+			continue;
+		sock = readiness_upgraded_sock(fd);
+		if (sock) {
+			sock_put(sock);
+			return true;
+		}
+	}
+	return false;
+}
+
+/* Any epoll set among the first nfds of the three sets? */
+static bool sets_have_epoll_set(const struct config *cfg, int nfds, fd_set *rd,
+				fd_set *wr, fd_set *ex)
+{
+	struct pollfd pfd;
+
+	if (!cfg->rdma)
+		return false;
+	for (pfd.fd = 0; pfd.fd < nfds && pfd.fd < FD_SETSIZE; pfd.fd++)
+		if (in_sets(pfd.fd, rd, wr, ex) &&
+		    readiness_epoll_any_set(&pfd, 1))
+			return true;
+	return false;
+}
+
+/* select() as poll(), so that upgraded fds are substituted. */
+static int select_as_poll(const struct config *cfg, int nfds, fd_set *rd,
+			  fd_set *wr, fd_set *ex, const struct timespec *ts,
+			  const sigset_t *sigmask)
+{
+	struct pollfd pfds[FD_SETSIZE];
+	nfds_t n = 0, i;
+	int fd, ret;
+
+	for (fd = 0; fd < nfds && fd < FD_SETSIZE; fd++) {
+		short events = 0;
+
+		if (rd && FD_ISSET(fd, rd))
+			events |= POLLIN;
+		if (wr && FD_ISSET(fd, wr))
+			events |= POLLOUT;
+		if (ex && FD_ISSET(fd, ex))
+			events |= POLLPRI;
+		if (events) {
+			pfds[n].fd = fd;
+			pfds[n++].events = events;
+		}
+	}
+	ret = readiness_poll(cfg, pfds, n, 0, ts, sigmask, true);
+	if (ret < 0)
+		return ret;
+	if (rd)
+		FD_ZERO(rd);
+	if (wr)
+		FD_ZERO(wr);
+	if (ex)
+		FD_ZERO(ex);
+	ret = 0;
+	for (i = 0; i < n; i++) {
+		short r = pfds[i].revents;
+
+		if (rd && r & (POLLIN | POLLHUP | POLLERR))
+			FD_SET(pfds[i].fd, rd), ret++;
+		if (wr && r & (POLLOUT | POLLERR))
+			FD_SET(pfds[i].fd, wr), ret++;
+		if (ex && r & POLLPRI)
+			FD_SET(pfds[i].fd, ex), ret++;
+	}
+	return ret;
+}
+
+int readiness_select(const struct config *cfg, int nfds, fd_set *rd, fd_set *wr,
+		     fd_set *ex, struct timeval *tv, const struct timespec *ts,
+		     const sigset_t *sigmask, bool pselect)
+{
+	struct timespec tv_ts;
+	bool nested;
+	int ret;
+
+	if (sets_have_upgraded(cfg, nfds, rd, wr, ex)) {
+		if (!pselect) {
+			ts = NULL;
+			if (tv) {
+				tv_ts.tv_sec = tv->tv_sec;
+				tv_ts.tv_nsec = tv->tv_usec * 1000;
+				ts = &tv_ts;
+			}
+		}
+		return select_as_poll(cfg, nfds, rd, wr, ex, ts, sigmask);
+	}
+	/* select() itself, so that it still updates *tv as Linux does. */
+	nested = nested_wait_begin(sets_have_epoll_set(cfg, nfds, rd, wr, ex));
+	if (pselect)
+		ret = real.pselect(nfds, rd, wr, ex, ts, sigmask);
+	else
+		ret = real.select(nfds, rd, wr, ex, tv);
+	nested_wait_end(nested);
+	return ret;
+}
