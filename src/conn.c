@@ -1,33 +1,27 @@
 // SPDX-License-Identifier: MIT
+/*
+ * An upgraded connection's life: creation, the kernel socket beside it,
+ * the routing of each call to RDMA or to that socket, and its close.
+ */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <pthread.h>
-#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
-#include <time.h>
+#include <unistd.h>
 
 #include "clock.h"
-#include "conn.h"
+#include "conn_impl.h"
 #include "log.h"
-#include "progress.h"
 #include "real.h"
-#include "spin.h"
+#include "stats.h"
 
 /* How long a closed connection's FIN may take before it is torn down. */
 #define LINGER_TIMEOUT_MS 2000
 
-struct conn {
-	struct rdma_cm_id *id;
-	struct transport *t;
-	struct readiness *r;
-	struct spin_policy rx_spin; /* waits for data */
-	struct spin_policy tx_spin; /* waits for credit */
-	size_t zerocopy_min;	    /* 0: every send is copied */
-	bool zerocopy_failed;	    /* atomic: logged once */
-};
+unsigned int conn_fork_epoch;
 
 /* Closed connections whose FIN is still on its way. */
 struct closing {
@@ -39,8 +33,11 @@ struct closing {
 static pthread_mutex_t closing_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct closing *closing_list;
 
+static void reset_if_unread(struct conn *c, int fd);
+static void on_kernel_event(struct progress_watcher *w, uint32_t events);
+
 int conn_create(struct rdma_cm_id *id, struct transport *t,
-		unsigned int spin_us, size_t zerocopy_min, struct conn **out)
+		const struct conn_options *opt, struct conn **out)
 {
 	struct conn *c = calloc(1, sizeof(*c));
 	int err;
@@ -48,17 +45,31 @@ int conn_create(struct rdma_cm_id *id, struct transport *t,
 	if (!c)
 		return -ENOMEM;
 	err = readiness_create(t, &c->r);
-	if (err) {
-		free(c);
-		return err;
+	if (err)
+		goto fail;
+	c->slot = share_slot_new(c);
+	if (!c->slot) {
+		readiness_destroy(c->r);
+		err = -ENOMEM;
+		goto fail;
 	}
+	pthread_mutex_init(&c->lock, NULL);
+	pthread_cond_init(&c->moved, NULL);
 	c->id = id;
 	c->t = t;
-	spin_policy_init(&c->rx_spin, spin_us);
-	spin_policy_init(&c->tx_spin, spin_us);
-	c->zerocopy_min = zerocopy_min;
+	spin_policy_init(&c->rx_spin, opt->spin_us);
+	spin_policy_init(&c->tx_spin, opt->spin_us);
+	c->zerocopy_min = opt->zerocopy_min;
+	c->timeout_ms = opt->move_timeout_ms;
+	c->fork_epoch = conn_fork_epoch;
+	c->row = -1;
+	c->kfd = -1;
+	c->kwatch.fn = on_kernel_event;
 	*out = c;
 	return 0;
+fail:
+	free(c);
+	return err;
 }
 
 bool conn_alive(const struct conn *c)
@@ -76,417 +87,448 @@ void conn_start(struct conn *c)
 	readiness_start(c->r);
 }
 
-/*
- * One blocking call's wait, from the moment it first would block until it
- * gets what it waits for: its length sizes the connection's next spins.
- */
-struct wait_clock {
-	struct spin_policy *policy;
-	bool waiting;
-	uint64_t start_us; /* 0: this wait is not timed (spin_time_wait()) */
-};
-
-static void wait_clock_start(struct wait_clock *w)
+static enum conn_path path_of(const struct conn *c)
 {
-	if (w->waiting)
-		return;
-	w->waiting = true;
-	if (spin_time_wait(w->policy))
-		w->start_us = clock_us();
+	return __atomic_load_n(&c->path, __ATOMIC_ACQUIRE);
 }
 
-static void wait_clock_stop_at(struct wait_clock *w, uint64_t now)
-{
-	w->waiting = false;
-	if (!w->start_us)
-		return;
-	spin_wait_ended(w->policy, now - w->start_us);
-	w->start_us = 0;
-}
+/* ---- the kernel socket ----------------------------------------------- */
 
-/* Called after every transfer: a call that never waited returns at once. */
-static inline void wait_clock_stop(struct wait_clock *w)
-{
-	if (w->waiting)
-		wait_clock_stop_at(w, w->start_us ? clock_us() : 0);
-}
-
-/*
- * Polls the completion queue for the connection's spin budget, counted
- * from the start of the wait: what comes within it wakes neither this
- * thread nor the progress thread.  The clock is read once per
- * SPIN_POLLS_PER_CLOCK polls: where it is slow (HPET in a guest), a read
- * per poll delayed the detection.  Only while a spin slot is free (spin.h).
- * true: ready (data, EOF, credit or an error, as ready() says), and the
- * wait's clock stopped.
- */
-#define SPIN_POLLS_PER_CLOCK 8
-
-static bool spin(struct conn *c, struct wait_clock *w,
-		 bool (*ready)(struct transport *))
-{
-	unsigned int budget = spin_budget_us(w->policy);
-	uint64_t now = w->start_us;
-	bool got = false;
-	int i;
-
-	if (!budget || !now || !spin_slot_take())
-		return false;
-	while (!got && now < w->start_us + budget) {
-		for (i = 0; i < SPIN_POLLS_PER_CLOCK && !got; i++)
-			got = ready(c->t);
-		if (!got)
-			now = clock_us();
-	}
-	spin_slot_give();
-	if (got)
-		wait_clock_stop_at(w, now);
-	return got;
-}
-
-/*
- * Nothing to read and the call will not sleep, or no room to send: is the
- * peer gone?  Its kernel socket knows first when the peer reset
- * (POLLERR): then the transport learns it too, and a read gets what is
- * left, then ECONNRESET (EOF if the peer's RDMA FIN came).  A FIN alone
- * says only that the peer shut down its side.  It may still read, and its
- * RDMA FIN, posted after its last byte, may still be on the way: the
- * peer's shutdown or close lets its writes complete before its kernel
- * socket sends the FIN, but for at most 200 ms.  The RDMA FIN then ends
- * the reads.
- *
- * A sleep does not watch the kernel socket: a peer that resets or goes
- * away also disconnects its queue pair, and the CM's disconnect makes the
- * eventfds ready, which a sleep watches anyway.
- */
-static void check_peer(struct conn *c, int tcp_fd)
-{
-	struct pollfd pfd = { .fd = tcp_fd, .events = POLLIN | POLLRDHUP };
-
-	if (real.poll(&pfd, 1, 0) == 1 && (pfd.revents & POLLERR))
-		transport_peer_gone(c->t);
-}
-
-/*
- * Whether a call may block, and until when: O_NONBLOCK, MSG_DONTWAIT and
- * SO_RCVTIMEO/SO_SNDTIMEO.  Asked of the kernel socket only once the call
- * would block, so that a call that can proceed makes no extra syscall.
- */
-struct blocking {
-	int fd;
-	int flags;
-	int timeout_opt; /* SO_RCVTIMEO or SO_SNDTIMEO */
-	bool known;
-	bool nonblock;
-	int64_t deadline; /* -1: none */
-};
-
-/* The socket's timeout option in milliseconds; -1 for none. */
-static int64_t timeout_ms(int fd, int name)
-{
-	struct timeval tv;
-	socklen_t len = sizeof(tv);
-
-	if (real.getsockopt(fd, SOL_SOCKET, name, &tv, &len) ||
-	    (!tv.tv_sec && !tv.tv_usec))
-		return -1;
-	return tv.tv_sec * 1000ll + (tv.tv_usec + 999) / 1000;
-}
-
-static bool must_not_block(struct blocking *b)
-{
-	int fl;
-
-	if (b->known)
-		return b->nonblock;
-	b->known = true;
-	fl = b->flags & MSG_DONTWAIT ? O_NONBLOCK : real.fcntl(b->fd, F_GETFL);
-	b->nonblock = fl >= 0 && (fl & O_NONBLOCK);
-	if (!b->nonblock) {
-		int64_t ms = timeout_ms(b->fd, b->timeout_opt);
-
-		b->deadline = ms < 0 ? -1 : clock_ms() + ms;
-	}
-	return b->nonblock;
-}
-
-/*
- * The largest piece of a buffer registered at once for a zero-copy send:
- * pinned memory counts against RLIMIT_MEMLOCK, often 8 MiB.
- */
-#define ZEROCOPY_CHUNK (4u << 20)
-
-/*
- * How often a send whose zero-copy writes are in flight looks whether the
- * peer has gone: its disconnect raises no completion on this end.
- */
-#define ZEROCOPY_RECHECK_MS 100
-
-/* One send's zero-copy state: the piece of its buffer registered now. */
-struct zerocopy {
-	struct ibv_mr *mr; /* NULL: nothing registered */
-	const uint8_t *base;
-	size_t len;
-	uint64_t end;	  /* where its last posted write ends */
-	bool unavailable; /* registration failed: copy the rest */
-};
-
-struct direct_wait {
-	struct transport *t;
-	uint64_t end;
-};
-
-static bool direct_done(void *arg)
-{
-	struct direct_wait *w = arg;
-
-	return transport_direct_done(w->t, w->end);
-}
-
-/*
- * Sleeps on the channel until the zero-copy writes have completed: only
- * then may the send return the buffer to the program.  Signals and
- * SO_SNDTIMEO do not end it; a failed queue pair or a peer that has gone
- * does, and takes no more than the fabric's retry timeout to show.
- */
-static void zerocopy_release(struct conn *c, struct zerocopy *z)
-{
-	struct direct_wait w = { .t = c->t, .end = z->end };
-
-	if (!z->mr)
-		return;
-	while (!readiness_wait_channel(c->r, direct_done, &w,
-				       ZEROCOPY_RECHECK_MS))
-		;
-	transport_deregister(z->mr);
-	z->mr = NULL;
-}
-
-/*
- * Sends from the len bytes at buf without copying them, from the piece of
- * the buffer registered now or the next one; -ENOBUFS: copy them instead.
- */
-static ssize_t send_zerocopy(struct conn *c, struct zerocopy *z,
-			     const uint8_t *buf, size_t len)
-{
-	if (!z->mr || buf < z->base || buf >= z->base + z->len) {
-		zerocopy_release(c, z);
-		if (z->unavailable)
-			return -ENOBUFS;
-		z->len = len < ZEROCOPY_CHUNK ? len : ZEROCOPY_CHUNK;
-		z->base = buf;
-		z->mr = transport_register(c->t, buf, z->len);
-		if (!z->mr) {
-			if (!__atomic_exchange_n(&c->zerocopy_failed, true,
-						 __ATOMIC_RELAXED))
-				log_info("rdma: zero-copy send of %zu bytes "
-					 "refused (%s): copying instead",
-					 z->len, strerror(errno));
-			z->unavailable = true;
-			return -ENOBUFS;
-		}
-		log_debug("rdma: zero-copy send of %zu bytes", z->len);
-		z->end = 0;
-	}
-	if (len > (size_t)(z->base + z->len - buf))
-		len = z->base + z->len - buf;
-	return transport_send_direct(c->t, z->mr, buf, len, &z->end);
-}
-
-/*
- * Sends some of the bytes of iov after the first skip: those of a buffer
- * of at least zerocopy_min bytes straight from it, on a socket that may
- * block, the others by copying; bytes before such a buffer go first.
- */
-static ssize_t send_some(struct conn *c, struct zerocopy *z, struct blocking *b,
-			 const struct iovec *iov, int iovcnt, size_t skip,
-			 bool *corked)
-{
-	size_t min = c->zerocopy_min, off = skip;
-	ssize_t n;
-	int i = 0, big;
-
-	while (i < iovcnt && off >= iov[i].iov_len)
-		off -= iov[i++].iov_len;
-	if (!min || i == iovcnt)
-		return transport_send(c->t, iov, iovcnt, skip, corked);
-	for (big = i; big < iovcnt; big++, off = 0)
-		if (iov[big].iov_len - off >= min)
-			break;
-	if (big == iovcnt || must_not_block(b))
-		return transport_send(c->t, iov, iovcnt, skip, corked);
-	if (big > i)
-		return transport_send(c->t, iov, big, skip, corked);
-	n = send_zerocopy(c, z, (const uint8_t *)iov[i].iov_base + off,
-			  iov[i].iov_len - off);
-	if (n != -ENOBUFS) {
-		*corked = false;
-		return n;
-	}
-	return transport_send(c->t, iov, iovcnt, skip, corked);
-}
-
-ssize_t conn_send(struct conn *c, int tcp_fd, const struct iovec *iov,
-		  int iovcnt, int flags)
-{
-	struct blocking b = { .fd = tcp_fd,
-			      .flags = flags,
-			      .timeout_opt = SO_SNDTIMEO };
-	struct wait_clock w = { .policy = &c->tx_spin };
-	size_t len = iov_bytes(iov, iovcnt); /* to stage before returning */
-	struct zerocopy z = { .mr = NULL };
-	bool corked = false;
-	ssize_t total = 0, n;
-
-	if (!conn_alive(c))
-		return -EPIPE;
-	for (;;) {
-		n = send_some(c, &z, &b, iov, iovcnt, total, &corked);
-		if (n == -EAGAIN) {
-			check_peer(c, tcp_fd);
-			n = send_some(c, &z, &b, iov, iovcnt, total, &corked);
-		}
-		if (n > 0) {
-			wait_clock_stop(&w);
-			total += n;
-			if ((size_t)total == len)
-				break;
-			continue;
-		}
-		if (n != -EAGAIN || must_not_block(&b))
-			break;
-		wait_clock_start(&w);
-		if (spin(c, &w, transport_writable))
-			continue;
-		n = readiness_wait_writable(c->r, b.deadline);
-		if (n)
-			break;
-	}
-	wait_clock_stop(&w);
-	zerocopy_release(c, &z);
-	readiness_after_send(c->r, corked);
-	return total ? total : n;
-}
-
-ssize_t conn_recv(struct conn *c, int tcp_fd, const struct iovec *iov,
-		  int iovcnt, int flags)
-{
-	struct blocking b = { .fd = tcp_fd,
-			      .flags = flags,
-			      .timeout_opt = SO_RCVTIMEO };
-	bool peek = flags & MSG_PEEK;
-	bool waitall = (flags & MSG_WAITALL) && !peek;
-	struct wait_clock w = { .policy = &c->rx_spin };
-	ssize_t total = 0, n = 0;
-	size_t off = 0;
-	int i = 0;
-
-	if (!conn_alive(c))
-		return -ECONNRESET;
-	/* A peek looks at the start of the stream: one buffer at a time. */
-	if (peek && iovcnt > 1)
-		iovcnt = 1;
-	while (i < iovcnt) {
-		uint8_t *base = (uint8_t *)iov[i].iov_base + off;
-		size_t want = iov[i].iov_len - off;
-
-		if (!want) {
-			i++;
-			off = 0;
-			continue;
-		}
-		n = transport_recv(c->t, base, want, peek);
-		if (n == -EAGAIN && (!total || waitall) && must_not_block(&b)) {
-			/* Before giving up: is the peer gone? */
-			check_peer(c, tcp_fd);
-			n = transport_recv(c->t, base, want, peek);
-		}
-		if (n > 0) {
-			wait_clock_stop(&w);
-			off += n;
-			total += n;
-			/*
-			 * A short read took all there was: only MSG_WAITALL
-			 * waits for more.
-			 */
-			if (peek || ((size_t)n < want && !waitall))
-				break;
-			continue;
-		}
-		if (n != -EAGAIN || (total && !waitall) || must_not_block(&b))
-			break;
-		wait_clock_start(&w);
-		if (spin(c, &w, transport_readable))
-			continue;
-		n = readiness_wait_readable(c->r, b.deadline);
-		if (n)
-			break;
-	}
-	wait_clock_stop(&w);
-	readiness_after_recv(c->r);
-	return total ? total : n;
-}
-
-/*
- * Lets a FIN complete before the caller's kernel socket sends its own:
- * the peer must find the RDMA FIN already there when TCP says "closed".
- */
-static void wait_writes_done(struct conn *c)
-{
-	struct timespec pause = { .tv_nsec = 50000 };
-	int64_t deadline = clock_ms() + 200;
-
-	while (transport_writes_in_flight(c->t) && clock_ms() < deadline &&
-	       !transport_progress(c->t))
-		nanosleep(&pause, NULL);
-}
-
-int conn_shutdown_write(struct conn *c)
+void conn_watch_kernel_locked(struct conn *c, uint32_t events)
 {
 	int ret;
 
+	if (c->kfd < 0 || !conn_alive(c))
+		return;
+	events |= EPOLLONESHOT;
+	ret = c->kwatched ? progress_mod(c->kfd, events, &c->kwatch)
+			  : progress_add(c->kfd, events, &c->kwatch);
+	c->kwatched = !ret;
+}
+
+static void unwatch_kernel_locked(struct conn *c)
+{
+	if (c->kwatched)
+		progress_del(c->kfd);
+	c->kwatched = false;
+}
+
+void conn_attach(struct conn *c, int fd, int row)
+{
+	pthread_mutex_lock(&c->lock);
+	__atomic_store_n(&c->row, row, __ATOMIC_RELEASE);
+	c->kfd = fd;
+	/* The peer's close, reset or move shows there first. */
+	conn_watch_kernel_locked(c, EPOLLIN | EPOLLRDHUP);
+	pthread_mutex_unlock(&c->lock);
+}
+
+/*
+ * A connection closed with unread bytes resets, as TCP does: its kernel
+ * socket lingers 0, so that the close sends a reset, and no RDMA FIN goes
+ * (the caller sees SO_LINGER {1, 0}).
+ */
+static void reset_if_unread(struct conn *c, int fd)
+{
+	struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+
+	if (path_of(c) == CONN_RDMA && transport_available(c->t))
+		real.setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+}
+
+void conn_fd_closing(struct conn *c, int fd, int other_fd)
+{
+	bool shared;
+
 	if (!conn_alive(c))
-		return -ENOTCONN;
-	ret = transport_shutdown(c->t);
-	wait_writes_done(c);
-	readiness_sync(c->r);
-	return ret;
+		return;
+	pthread_mutex_lock(&c->lock);
+	shared = conn_shared(c);
+	if (other_fd < 0 && !shared)
+		reset_if_unread(c, fd);
+	if (c->kfd == fd && !c->kfd_ours) {
+		unwatch_kernel_locked(c);
+		c->kfd = other_fd;
+		if (other_fd < 0 && shared && path_of(c) == CONN_RDMA) {
+			/*
+			 * The last fd here, but a fork child may hold the
+			 * socket: the connection must go on without this
+			 * process (conn_release() moves it to TCP).
+			 */
+			c->kfd = real.fcntl(fd, F_DUPFD_CLOEXEC, 0);
+			c->kfd_ours = c->kfd >= 0;
+		}
+		if (path_of(c) != CONN_TCP)
+			conn_watch_kernel_locked(c, EPOLLIN | EPOLLRDHUP);
+	}
+	pthread_mutex_unlock(&c->lock);
 }
 
-size_t conn_readable_bytes(struct conn *c)
+/* The program's bytes on the kernel socket; MSG_NOSIGNAL: see below. */
+static ssize_t kernel_send(int fd, const struct iovec *iov, int iovcnt,
+			   int flags)
 {
-	return conn_alive(c) ? transport_available(c->t) : 0;
+	struct msghdr msg = { .msg_iov = (struct iovec *)iov,
+			      .msg_iovlen = iovcnt };
+	ssize_t n = real.sendmsg(fd, &msg, flags | MSG_NOSIGNAL);
+
+	return n < 0 ? -errno : n;
 }
 
-void conn_peer_gone(struct conn *c)
+static ssize_t kernel_recv(int fd, const struct iovec *iov, int iovcnt,
+			   int flags)
 {
-	transport_peer_gone(c->t);
-	readiness_sync(c->r);
+	struct msghdr msg = { .msg_iov = (struct iovec *)iov,
+			      .msg_iovlen = iovcnt };
+	ssize_t n = real.recvmsg(fd, &msg, flags);
+
+	return n < 0 ? -errno : n;
 }
 
-/* The program closed the last fd: FIN (unless abortive), eventfds gone. */
-static void conn_close(struct conn *c, bool abortive)
-{
-	bool alive = conn_alive(c);
+/* ---- fork children ---------------------------------------------------- */
 
-	readiness_close(c->r);
-	if (alive && !abortive) {
-		transport_shutdown(c->t);
-		wait_writes_done(c);
+/*
+ * A connection inherited across fork is its owner's: this process asks the
+ * owner to move it to the kernel socket, which both then share as they
+ * would over TCP (share.h).
+ */
+static void claim_inherited(struct conn *c)
+{
+	enum share_state state;
+
+	if (path_of(c) != CONN_RDMA && path_of(c) != CONN_MOVING)
+		return;
+	state = share_request(c->slot, c->timeout_ms);
+	__atomic_store_n(&c->path, state == SHARE_TCP ? CONN_TCP : CONN_FAILED,
+			 __ATOMIC_RELEASE);
+	c->backlog_from = c->backlog_to = 0;
+}
+
+struct share_slot *conn_slot(struct conn *c)
+{
+	return c->slot;
+}
+
+/* The owner: a descendant asked about c (progress thread). */
+void conn_on_share_request(struct conn *c)
+{
+	pthread_mutex_lock(&c->lock);
+	conn_move_begin_locked(c, ROCESHIM_DOWNGRADE_FORK);
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* ---- the calls -------------------------------------------------------- */
+
+/*
+ * Waits until a move is over; -EAGAIN if the call must not block, or when
+ * it took longer than the socket's timeout.
+ */
+static int wait_moved(struct conn *c, int fd, int flags, int opt)
+{
+	struct timeval tv;
+	socklen_t len = sizeof(tv);
+	int64_t deadline = -1;
+	struct timespec ts;
+	int fl;
+
+	fl = flags & MSG_DONTWAIT ? O_NONBLOCK : real.fcntl(fd, F_GETFL);
+	if (fl >= 0 && (fl & O_NONBLOCK))
+		return -EAGAIN;
+	if (!real.getsockopt(fd, SOL_SOCKET, opt, &tv, &len) &&
+	    (tv.tv_sec || tv.tv_usec))
+		deadline = clock_ms() + tv.tv_sec * 1000ll + tv.tv_usec / 1000;
+	pthread_mutex_lock(&c->lock);
+	while (path_of(c) == CONN_MOVING) {
+		int left = clock_ms_left(deadline);
+
+		if (!left)
+			break;
+		if (left < 0) {
+			pthread_cond_wait(&c->moved, &c->lock);
+			continue;
+		}
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += left / 1000;
+		ts.tv_nsec += left % 1000 * 1000000l;
+		if (ts.tv_nsec >= 1000000000l) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000l;
+		}
+		pthread_cond_timedwait(&c->moved, &c->lock, &ts);
+	}
+	pthread_mutex_unlock(&c->lock);
+	return path_of(c) == CONN_MOVING ? -EAGAIN : 0;
+}
+
+/*
+ * Before the program's bytes go to the kernel socket, the bytes that
+ * moved with the connection must have gone: 0, or -EAGAIN for a call
+ * that must not block.
+ */
+static int backlog_out(struct conn *c, int fd, int flags)
+{
+	struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+	bool empty;
+	int fl;
+
+	for (;;) {
+		pthread_mutex_lock(&c->lock);
+		empty = conn_move_flush_locked(c);
+		pthread_mutex_unlock(&c->lock);
+		if (empty)
+			return 0;
+		fl = flags & MSG_DONTWAIT ? O_NONBLOCK
+					  : real.fcntl(fd, F_GETFL);
+		if (fl >= 0 && (fl & O_NONBLOCK))
+			return -EAGAIN;
+		if (real.poll(&pfd, 1, -1) < 0 && errno != EINTR)
+			return -errno;
 	}
 }
 
+/* A call on a connection inherited across fork claims it first. */
+static void claim_if_inherited(struct conn *c)
+{
+	if (!conn_alive(c))
+		claim_inherited(c);
+}
+
+ssize_t conn_send(struct conn *c, int tcp_fd, const struct iovec *iov,
+		  int iovcnt, int flags, bool *kernel)
+{
+	ssize_t n;
+	int err;
+
+	claim_if_inherited(c);
+	for (;;) {
+		*kernel = true;
+		switch (path_of(c)) {
+		case CONN_RDMA:
+			if (__atomic_load_n(&c->peer_closed,
+					    __ATOMIC_ACQUIRE) ||
+			    __atomic_load_n(&c->peer_reset, __ATOMIC_ACQUIRE))
+				return kernel_send(tcp_fd, iov, iovcnt, flags);
+			*kernel = false;
+			n = conn_rdma_send(c, tcp_fd, iov, iovcnt, flags);
+			if (n == -EXDEV)
+				continue;
+			/* The peer went away: as TCP says, from the socket. */
+			if (n == -EPIPE &&
+			    (__atomic_load_n(&c->peer_closed,
+					     __ATOMIC_ACQUIRE) ||
+			     __atomic_load_n(&c->peer_reset, __ATOMIC_ACQUIRE)))
+				continue;
+			return n;
+		case CONN_MOVING:
+			err = wait_moved(c, tcp_fd, flags, SO_SNDTIMEO);
+			if (err)
+				return err;
+			continue;
+		case CONN_TCP:
+			err = backlog_out(c, tcp_fd, flags);
+			if (err)
+				return err;
+			return kernel_send(tcp_fd, iov, iovcnt, flags);
+		default:
+			return -EPIPE;
+		}
+	}
+}
+
+ssize_t conn_recv(struct conn *c, int tcp_fd, const struct iovec *iov,
+		  int iovcnt, int flags, bool *kernel)
+{
+	ssize_t n;
+	int err;
+
+	claim_if_inherited(c);
+	for (;;) {
+		*kernel = true;
+		switch (path_of(c)) {
+		case CONN_RDMA:
+			*kernel = false;
+			n = conn_rdma_recv(c, tcp_fd, iov, iovcnt, flags);
+			if (n == -EXDEV)
+				continue;
+			return n;
+		case CONN_MOVING:
+			err = wait_moved(c, tcp_fd, flags, SO_RCVTIMEO);
+			if (err)
+				return err;
+			continue;
+		case CONN_TCP:
+			return kernel_recv(tcp_fd, iov, iovcnt, flags);
+		default:
+			return -ECONNRESET;
+		}
+	}
+}
+
+int conn_shutdown(struct conn *c, int fd, int how)
+{
+	bool to_kernel = false;
+	int ret = 0;
+
+	claim_if_inherited(c);
+	if (how == SHUT_RD)
+		return real.shutdown(fd, how) ? -errno : 0;
+	switch (path_of(c)) {
+	case CONN_RDMA:
+	case CONN_MOVING:
+		ret = transport_shutdown(c->t);
+		conn_rdma_wait_writes(c);
+		readiness_sync(c->r);
+		pthread_mutex_lock(&c->lock);
+		/*
+		 * The kernel socket's FIN waits while the connection may still
+		 * move: the markers and the bytes that move with it go there.
+		 */
+		if (__atomic_load_n(&c->peer_closed, __ATOMIC_ACQUIRE) ||
+		    __atomic_load_n(&c->peer_reset, __ATOMIC_ACQUIRE))
+			to_kernel = true;
+		else
+			c->shut_kernel = true;
+		pthread_mutex_unlock(&c->lock);
+		break;
+	case CONN_TCP:
+		pthread_mutex_lock(&c->lock);
+		if (conn_move_flush_locked(c))
+			to_kernel = true;
+		else
+			c->shut_kernel = true;
+		pthread_mutex_unlock(&c->lock);
+		break;
+	default:
+		ret = -ENOTCONN;
+		break;
+	}
+	if (how == SHUT_RDWR && real.shutdown(fd, SHUT_RD))
+		return -errno;
+	if (to_kernel && real.shutdown(fd, SHUT_WR))
+		return -errno;
+	return ret == -EXDEV ? 0 : ret;
+}
+
+int conn_readable_bytes(struct conn *c, int fd)
+{
+	size_t n;
+	int k;
+
+	claim_if_inherited(c);
+	if (path_of(c) == CONN_TCP)
+		return real.ioctl(fd, FIONREAD, &k) ? 0 : k;
+	if (path_of(c) != CONN_RDMA)
+		return 0;
+	n = transport_available(c->t);
+	return n > INT_MAX ? INT_MAX : (int)n;
+}
+
+bool conn_on_rdma(const struct conn *c)
+{
+	enum conn_path path = path_of(c);
+
+	return path == CONN_RDMA || path == CONN_MOVING;
+}
+
+bool conn_shared(const struct conn *c)
+{
+	return c->fork_epoch != conn_fork_epoch;
+}
+
+void conn_exit(struct conn *c, int fd)
+{
+	if (conn_shared(c)) {
+		conn_make_plain(c, ROCESHIM_DOWNGRADE_EXIT);
+		return;
+	}
+	if (path_of(c) != CONN_RDMA)
+		return;
+	pthread_mutex_lock(&c->lock);
+	reset_if_unread(c, fd);
+	pthread_mutex_unlock(&c->lock);
+	/* The peer reads EOF after the last byte, as when the kernel closes. */
+	if (!transport_available(c->t) && !transport_shutdown(c->t))
+		conn_rdma_wait_writes(c);
+}
+
+bool conn_is_plain(struct conn *c)
+{
+	return path_of(c) == CONN_TCP && c->backlog_from == c->backlog_to;
+}
+
+int conn_make_plain(struct conn *c, enum roceshim_downgrade cause)
+{
+	if (!conn_alive(c)) {
+		claim_inherited(c);
+	} else {
+		pthread_mutex_lock(&c->lock);
+		conn_move_begin_locked(c, cause);
+		while (path_of(c) == CONN_MOVING)
+			pthread_cond_wait(&c->moved, &c->lock);
+		pthread_mutex_unlock(&c->lock);
+	}
+	switch (path_of(c)) {
+	case CONN_TCP:
+		return 0;
+	case CONN_RDMA:
+		/* The peer is gone: nothing more will cross it anyway. */
+		return -ECONNRESET;
+	default:
+		return -ECONNRESET;
+	}
+}
+
+/* ---- events ----------------------------------------------------------- */
+
+/* The kernel socket has something: the peer closed, reset or moves. */
+static void on_kernel_event(struct progress_watcher *w, uint32_t events)
+{
+	struct conn *c =
+		(struct conn *)((char *)w -
+				__builtin_offsetof(struct conn, kwatch));
+
+	pthread_mutex_lock(&c->lock);
+	c->kwatched = false; /* oneshot: re-armed by whoever needs it */
+	conn_move_kernel_event_locked(c, events);
+	pthread_mutex_unlock(&c->lock);
+}
+
+void conn_qp_lost(struct conn *c, enum roceshim_downgrade cause)
+{
+	pthread_mutex_lock(&c->lock);
+	__atomic_store_n(&c->qp_lost, true, __ATOMIC_RELEASE);
+	/* Its close already here, or its reset: nothing to move. */
+	if (!__atomic_load_n(&c->peer_closed, __ATOMIC_ACQUIRE) &&
+	    !__atomic_load_n(&c->peer_reset, __ATOMIC_ACQUIRE) && !c->released)
+		conn_move_begin_locked(c, cause);
+	else
+		transport_peer_gone(c->t);
+	pthread_mutex_unlock(&c->lock);
+	readiness_sync(c->r);
+}
+
+/* ---- the end ---------------------------------------------------------- */
+
 static void conn_destroy(struct conn *c)
 {
+	pthread_mutex_lock(&c->lock);
+	unwatch_kernel_locked(c);
+	if (c->kfd_ours)
+		real.close(c->kfd);
+	c->kfd = -1;
+	pthread_mutex_unlock(&c->lock);
+	share_slot_free(c->slot);
 	readiness_destroy(c->r);
 	transport_destroy(c->t);
 	rdma_destroy_id(c->id);
+	pthread_mutex_destroy(&c->lock);
+	pthread_cond_destroy(&c->moved);
 	free(c);
 }
 
 void conn_discard(struct conn *c)
 {
-	conn_close(c, true);
+	readiness_close(c->r);
 	rdma_disconnect(c->id);
 	conn_destroy(c);
 }
@@ -494,11 +536,23 @@ void conn_discard(struct conn *c)
 void conn_release(struct conn *c, bool abortive)
 {
 	struct closing *cl;
+	bool shared;
 
 	readiness_forget(c->r);
-	conn_close(c, abortive);
+	readiness_close(c->r);
 	if (!conn_alive(c))
-		return; /* a fork child: the parent owns the resources */
+		return; /* a fork child: the owner has the resources */
+	pthread_mutex_lock(&c->lock);
+	c->released = true;
+	/* A fork child may go on with it: over TCP, without this process. */
+	shared = c->kfd_ours && path_of(c) == CONN_RDMA;
+	if (shared)
+		conn_move_begin_locked(c, ROCESHIM_DOWNGRADE_FORK);
+	pthread_mutex_unlock(&c->lock);
+	if (!shared && path_of(c) == CONN_RDMA && !abortive) {
+		transport_shutdown(c->t);
+		conn_rdma_wait_writes(c);
+	}
 	cl = calloc(1, sizeof(*cl));
 	if (!cl)
 		return;
@@ -512,7 +566,23 @@ void conn_release(struct conn *c, bool abortive)
 	progress_wake();
 }
 
-/* Destroys the closed connections whose FIN is out (or that gave up). */
+/* Whether a closed connection is done: its FIN out, or its move over. */
+static bool finished(struct conn *c, int64_t now, int64_t deadline)
+{
+	switch (path_of(c)) {
+	case CONN_MOVING:
+		return false;
+	case CONN_TCP:
+		return c->backlog_from == c->backlog_to;
+	case CONN_RDMA:
+		return now >= deadline || !transport_writes_in_flight(c->t) ||
+		       transport_progress(c->t);
+	default:
+		return true;
+	}
+}
+
+/* Destroys the closed connections that are done. */
 bool conn_reap_tick(void)
 {
 	struct closing *list, *cl, *keep = NULL;
@@ -524,9 +594,7 @@ bool conn_reap_tick(void)
 	pthread_mutex_unlock(&closing_lock);
 	while ((cl = list)) {
 		list = cl->next;
-		if (now >= cl->deadline_ms ||
-		    !transport_writes_in_flight(cl->conn->t) ||
-		    transport_progress(cl->conn->t)) {
+		if (finished(cl->conn, now, cl->deadline_ms)) {
 			rdma_disconnect(cl->conn->id);
 			conn_destroy(cl->conn);
 			free(cl);
@@ -536,12 +604,23 @@ bool conn_reap_tick(void)
 		keep = cl;
 	}
 	if (!keep)
-		return false;
+		return conn_move_tick();
 	pthread_mutex_lock(&closing_lock);
 	for (cl = keep; cl->next; cl = cl->next)
 		;
 	cl->next = closing_list;
 	closing_list = keep;
 	pthread_mutex_unlock(&closing_lock);
+	conn_move_tick();
 	return true;
+}
+
+void conn_fork_prepare(bool vfork)
+{
+	/*
+	 * A vfork child execs or exits, and an exec takes what it keeps to
+	 * TCP first (track_exec()): it shares nothing afterwards.
+	 */
+	if (!vfork)
+		conn_fork_epoch++;
 }

@@ -1,16 +1,26 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * An upgraded connection: the transport of one TCP connection, its
- * readiness (readiness.h), and the TCP-like blocking calls on it.
+ * readiness (readiness.h), and the TCP-like calls on it.
  *
- * Contract: EOF is the kernel socket's to report, with its EPOLLRDHUP in
- * the same event: the peer's kernel FIN follows its RDMA FIN, which is
- * then almost always already here (the peer waits at most 200 ms for its
- * writes; a read that comes before the rest gets EAGAIN or sleeps, never
- * a reset).  A reset is the kernel socket's POLLERR or the CM's
- * disconnect.  A connection inherited across fork is dead in the child:
- * every call fails the way a reset TCP connection does, and nothing
- * touches the parent's queue pair.
+ * Its bytes go over RDMA until it moves to its kernel TCP socket, at any
+ * moment and in the middle of its streams (conn_move.c): when a fork
+ * child uses it, when it survives an exec or leaves the process, when its
+ * queue pair fails, or when the peer moves it.  Nothing is lost,
+ * duplicated or reordered by a move, and afterwards the kernel socket is
+ * an ordinary one (conn_is_plain()).
+ *
+ * The kernel socket beside the queue pair carries nothing until then.
+ * roceshim watches it: the peer's close (its FIN) sends this end's later
+ * writes there, where they fail as TCP's do, and its reset ends the reads
+ * once the ring is empty (ECONNRESET).  EOF is the peer's RDMA FIN, after
+ * its last byte.  A shutdown(SHUT_WR) sends the RDMA FIN; the kernel's
+ * waits while the connection may still move.
+ *
+ * Contract: every function is thread safe.  A connection belongs to the
+ * process that made it (its owner); in a fork child, the first call on an
+ * inherited connection asks the owner to move it (share.h), and it is
+ * plain from then on, in both.
  */
 #ifndef ROCESHIM_CONN_H
 #define ROCESHIM_CONN_H
@@ -20,18 +30,22 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
+#include <roceshim/stats.h>
+
 #include "readiness.h"
 #include "transport.h"
 
 struct conn;
 
-/*
- * Takes ownership of id and t.  spin_us: how long a blocking call polls
- * (spin.h); zerocopy_min: the smallest send that goes out of the
- * program's buffer (0: none).
- */
+struct conn_options {
+	unsigned int spin_us; /* how long a blocking call polls (spin.h) */
+	size_t zerocopy_min;  /* the smallest zero-copy send (0: none) */
+	int move_timeout_ms;  /* the longest a move to TCP may take */
+};
+
+/* Takes ownership of id and t. */
 int conn_create(struct rdma_cm_id *id, struct transport *t,
-		unsigned int spin_us, size_t zerocopy_min, struct conn **out);
+		const struct conn_options *opt, struct conn **out);
 bool conn_alive(const struct conn *c);
 struct readiness *conn_readiness(struct conn *c);
 
@@ -39,30 +53,54 @@ struct readiness *conn_readiness(struct conn *c);
 void conn_start(struct conn *c);
 
 /*
- * Socket-like calls with send/recv flags: bytes, or a negative errno.
- * They block as the kernel socket tcp_fd says (O_NONBLOCK, MSG_DONTWAIT,
+ * The connection is the program's socket fd now, with stats row row:
+ * roceshim watches that kernel socket.  conn_fd_closing(): the program
+ * closes fd; other_fd (or -1) still names the socket.
+ */
+void conn_attach(struct conn *c, int fd, int row);
+void conn_fd_closing(struct conn *c, int fd, int other_fd);
+
+/*
+ * Socket-like calls with send/recv flags: bytes, or a negative errno;
+ * *kernel says whether the kernel socket carried them.  They block as
+ * the kernel socket tcp_fd says (O_NONBLOCK, MSG_DONTWAIT,
  * SO_SNDTIMEO/SO_RCVTIMEO: -EAGAIN when it runs out); a call that would
  * block polls the queue pair before it sleeps, for as long as spin.h
  * says.  A send that may block, of a buffer of at least zerocopy_min
  * bytes, writes from that buffer, registered for the call, and returns
- * only once those writes have completed.  tcp_fd is the socket beside the
- * queue pair: its reset tells a call that would block that the peer is
- * gone.
+ * only once those writes have completed.
  */
 ssize_t conn_send(struct conn *c, int tcp_fd, const struct iovec *iov,
-		  int iovcnt, int flags);
+		  int iovcnt, int flags, bool *kernel);
 ssize_t conn_recv(struct conn *c, int tcp_fd, const struct iovec *iov,
-		  int iovcnt, int flags);
-int conn_shutdown_write(struct conn *c);
-size_t conn_readable_bytes(struct conn *c);
+		  int iovcnt, int flags, bool *kernel);
+/* shutdown(), how as there; 0 or a negative errno. */
+int conn_shutdown(struct conn *c, int fd, int how);
+/* FIONREAD. */
+int conn_readable_bytes(struct conn *c, int fd);
 
-/* The CM says the peer's queue pair is gone. */
-void conn_peer_gone(struct conn *c);
+/* Its bytes go over RDMA, or are about to go over TCP (the move). */
+bool conn_on_rdma(const struct conn *c);
+/* The kernel socket carries it, and nothing of roceshim's is pending. */
+bool conn_is_plain(struct conn *c);
+/*
+ * Moves it to the kernel socket now, for cause, and waits until it has
+ * moved: 0, or -ECONNRESET if it could not (the peer is gone, or did not
+ * answer in time: the connection is then reset).
+ */
+int conn_make_plain(struct conn *c, enum roceshim_downgrade cause);
+
+/*
+ * The CM says its queue pair is gone (the peer's disconnect, a device
+ * removal): it moves to TCP, unless the peer closed it.
+ */
+void conn_qp_lost(struct conn *c, enum roceshim_downgrade cause);
 
 /*
  * The program closed the last fd: send FIN (unless abortive), and let the
  * progress thread destroy the connection once the FIN is out (at most
- * 2 s).  conn_reap_tick() is that thread's tick hook.
+ * 2 s), or, where a fork child may still use the socket, once it moved to
+ * TCP.  conn_reap_tick() is that thread's tick hook.
  */
 void conn_release(struct conn *c, bool abortive);
 bool conn_reap_tick(void);
@@ -73,5 +111,29 @@ bool conn_reap_tick(void);
  * abortively, disconnects its queue pair and frees it, at once.
  */
 void conn_discard(struct conn *c);
+
+/* A fork since it was made: a child may hold it too. */
+bool conn_shared(const struct conn *c);
+/*
+ * The process exits with it open on fd: a shared one moves to TCP, any
+ * other ends as the kernel's close of it would (FIN, or a reset with
+ * unread bytes).
+ */
+void conn_exit(struct conn *c, int fd);
+
+/* Its slot in memory shared with fork children (share.h). */
+struct share_slot *conn_slot(struct conn *c);
+/* A fork child asks the owner to move c to TCP. */
+void conn_on_share_request(struct conn *c);
+/*
+ * A fork child accepted the socket fd of a connection its owner accepted
+ * on the RDMA CM (share_pending_claim()): nothing has crossed it yet, and
+ * it moves to TCP from its first byte.  0, or a negative errno (then the
+ * stream is unusable).
+ */
+int conn_move_unclaimed(int fd, int timeout_ms);
+
+/* Before every fork (not vfork): connections made before may be shared. */
+void conn_fork_prepare(bool vfork);
 
 #endif /* ROCESHIM_CONN_H */

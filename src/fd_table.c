@@ -98,3 +98,45 @@ void fd_table_remove_range(unsigned int first, unsigned int last,
 			release((int)fd, sock);
 	}
 }
+
+int fd_table_find(const struct sock *sock, int except)
+{
+	unsigned int index, i;
+
+	for (index = 0; index < FD_TABLE_CHUNKS; index++) {
+		struct sock **chunk = __atomic_load_n(&fd_table_chunks[index],
+						      __ATOMIC_ACQUIRE);
+
+		if (!chunk)
+			continue;
+		for (i = 0; i < CHUNK_SLOTS; i++) {
+			int fd = (int)(index << FD_TABLE_CHUNK_SHIFT | i);
+
+			if (fd != except &&
+			    __atomic_load_n(&chunk[i], __ATOMIC_ACQUIRE) ==
+				    sock)
+				return fd;
+		}
+	}
+	return -1;
+}
+
+void fd_table_for_each(void (*fn)(int fd, struct sock *sock, void *arg),
+		       void *arg)
+{
+	unsigned int index, i;
+
+	for (index = 0; index < FD_TABLE_CHUNKS; index++) {
+		if (!__atomic_load_n(&fd_table_chunks[index], __ATOMIC_ACQUIRE))
+			continue;
+		for (i = 0; i < CHUNK_SLOTS; i++) {
+			int fd = (int)(index << FD_TABLE_CHUNK_SHIFT | i);
+			struct sock *sock = fd_table_get(fd);
+
+			if (sock) {
+				fn(fd, sock, arg);
+				sock_put(sock);
+			}
+		}
+	}
+}

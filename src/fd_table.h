@@ -56,4 +56,14 @@ struct sock *fd_table_remove(int fd);
 void fd_table_remove_range(unsigned int first, unsigned int last,
 			   void (*release)(int fd, struct sock *sock));
 
+/*
+ * An fd other than except that names sock, or -1.  A scan of the table:
+ * for rare events (a socket's fd closed while a dup of it lives on).
+ */
+int fd_table_find(const struct sock *sock, int except);
+
+/* Calls fn for every tracked fd, with a reference held for the call. */
+void fd_table_for_each(void (*fn)(int fd, struct sock *sock, void *arg),
+		       void *arg);
+
 #endif /* ROCESHIM_FD_TABLE_H */

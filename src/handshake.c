@@ -13,6 +13,7 @@
 #include "log.h"
 #include "progress.h"
 #include "real.h"
+#include "share.h"
 #include "stats.h"
 
 char handshake_listener_tag;
@@ -42,6 +43,22 @@ struct transport_config handshake_transport_config(const struct config *cfg)
 	return tc;
 }
 
+/* A move to TCP waits for the peer's marker at most this long. */
+#define MOVE_TIMEOUT_MIN_MS 5000
+
+struct conn_options handshake_conn_options(const struct config *cfg)
+{
+	struct conn_options opt = {
+		.spin_us = cfg->spin_us,
+		.zerocopy_min = (size_t)cfg->zerocopy_kb << 10,
+		.move_timeout_ms = cfg->connect_timeout_ms > MOVE_TIMEOUT_MIN_MS
+					   ? (int)cfg->connect_timeout_ms
+					   : MOVE_TIMEOUT_MIN_MS,
+	};
+
+	return opt;
+}
+
 /*
  * Pinning the two rings is what usually fails: ibv_reg_mr() gives ENOMEM
  * past RLIMIT_MEMLOCK, which the message names.
@@ -52,15 +69,6 @@ void handshake_log_no_transport(const char *what, int err)
 		 err == -ENOMEM ? "; each connection pins twice "
 				  "ROCESHIM_RING_KB, within RLIMIT_MEMLOCK"
 				: "");
-}
-
-void handshake_count_malformed(void)
-{
-	struct roceshim_stats_header *seg = stats_segment();
-
-	if (seg)
-		__atomic_fetch_add(&seg->global.malformed_input, 1,
-				   __ATOMIC_RELAXED);
 }
 
 /* The conn of a connection id; NULL for listeners and new ids. */
@@ -90,14 +98,19 @@ static void serve_channel(struct progress_watcher *w, uint32_t events)
 			if (c)
 				handshake_on_established(c);
 			break;
-		case RDMA_CM_EVENT_DISCONNECTED:
 		case RDMA_CM_EVENT_DEVICE_REMOVAL:
+			if (c) {
+				handshake_on_failed(c);
+				conn_qp_lost(c, ROCESHIM_DOWNGRADE_DEVICE);
+			}
+			break;
+		case RDMA_CM_EVENT_DISCONNECTED:
 		case RDMA_CM_EVENT_CONNECT_ERROR:
 		case RDMA_CM_EVENT_UNREACHABLE:
 		case RDMA_CM_EVENT_REJECTED:
 			if (c) {
 				handshake_on_failed(c);
-				conn_peer_gone(c);
+				conn_qp_lost(c, ROCESHIM_DOWNGRADE_QP_ERROR);
 			}
 			break;
 		default:
@@ -123,7 +136,8 @@ struct rdma_event_channel *handshake_channel(const struct config *cfg)
 	hs.watch.ch = rdma_create_event_channel();
 	if (!hs.watch.ch || real.fcntl(hs.watch.ch->fd, F_SETFL, O_NONBLOCK) ||
 	    !progress_start() ||
-	    progress_add(hs.watch.ch->fd, EPOLLIN, &hs.watch.w)) {
+	    progress_add(hs.watch.ch->fd, EPOLLIN, &hs.watch.w) ||
+	    share_start(handshake_on_share_request)) {
 		log_warn("cm: cannot serve the RDMA connection manager; "
 			 "TCP only");
 		hs.disabled = true;

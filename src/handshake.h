@@ -48,13 +48,15 @@ void handshake_unlisten(struct sock *sock);
 
 /*
  * The upgraded connection whose client declared TCP source `peer` to the
- * listener on local_port, or NULL (a peer without roceshim, or one whose
- * handshake did not complete).  Waits, at most the connect timeout, for a
- * handshake still in flight.
+ * listener on local_port, which accept() returned as fd, or NULL (a peer
+ * without roceshim, or one whose handshake did not complete).  Waits, at
+ * most the connect timeout, for a handshake still in flight.  In a fork
+ * child the listener's pending connections are its owner's: one there is
+ * moved to TCP before its first byte, and *moved set.
  */
 struct conn *handshake_take_pending(const struct config *cfg,
 				    const struct roceshim_stats_endpoint *peer,
-				    uint16_t local_port);
+				    uint16_t local_port, int fd, bool *moved);
 
 /* Fork child: RDMA is off from now on. */
 void handshake_fork_child(void);

@@ -14,6 +14,7 @@
 #include "handshake_impl.h"
 #include "log.h"
 #include "real.h"
+#include "stats.h"
 #include "wire.h"
 
 #define NEGATIVE_CACHE_SIZE 64
@@ -236,6 +237,7 @@ handshake(const struct config *cfg, int fd, struct rdma_event_channel *ch,
 					 .retry_count = 7 };
 	int64_t deadline = clock_ms() + cfg->connect_timeout_ms;
 	struct transport_config tc = handshake_transport_config(cfg);
+	struct conn_options opt;
 	struct sockaddr_storage ss;
 	uint8_t request[WIRE_HELLO_LEN];
 	struct transport_ring_info peer;
@@ -282,14 +284,14 @@ handshake(const struct config *cfg, int fd, struct rdma_event_channel *ch,
 	if (wire_decode_accept(ev->param.conn.private_data,
 			       ev->param.conn.private_data_len, &peer) ||
 	    transport_connect(t, &peer)) {
-		handshake_count_malformed();
+		stats_malformed_input();
 		rdma_ack_cm_event(ev);
 		reason = ROCESHIM_REASON_PEER_REJECTED;
 		goto fail;
 	}
 	rdma_ack_cm_event(ev);
-	if (conn_create(id, t, cfg->spin_us, (size_t)cfg->zerocopy_kb << 10,
-			out)) {
+	opt = handshake_conn_options(cfg);
+	if (conn_create(id, t, &opt, out)) {
 		reason = ROCESHIM_REASON_RESOURCE;
 		goto fail;
 	}

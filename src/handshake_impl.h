@@ -25,14 +25,12 @@ struct rdma_event_channel *handshake_channel(const struct config *cfg);
 /* The channel runs (not before its start, nor in a fork child). */
 bool handshake_running(void);
 
-/* The transport this configuration asks for. */
+/* The transport and connection this configuration asks for. */
 struct transport_config handshake_transport_config(const struct config *cfg);
+struct conn_options handshake_conn_options(const struct config *cfg);
 
 /* Logs why this end has no queue pair for a connection. */
 void handshake_log_no_transport(const char *what, int err);
-
-/* Counts hostile input that was refused (roceshim-stat: malformed). */
-void handshake_count_malformed(void);
 
 /* The server side of the channel's events (handshake_server.c). */
 bool handshake_on_connect_request(const struct config *cfg,
@@ -40,6 +38,8 @@ bool handshake_on_connect_request(const struct config *cfg,
 void handshake_on_established(struct conn *c);
 void handshake_on_failed(struct conn *c);
 bool handshake_pending_tick(void);
+/* share_start()'s callback: a descendant asks about a conn. */
+void handshake_on_share_request(void *ctx);
 void handshake_server_fork_child(void);
 /*
  * Listener ids carry handshake_listener_tag as their context, and so do

@@ -16,6 +16,8 @@
 #include "log.h"
 #include "policy.h"
 #include "real.h"
+#include "share.h"
+#include "stats.h"
 #include "wire.h"
 
 #define PENDING_TIMEOUT_MS 30000
@@ -60,6 +62,7 @@ bool handshake_on_connect_request(const struct config *cfg,
 				  struct rdma_cm_event *ev)
 {
 	struct transport_config tc = handshake_transport_config(cfg);
+	struct conn_options opt;
 	struct rdma_conn_param param = { .rnr_retry_count = 7,
 					 .retry_count = 7 };
 	struct rdma_cm_id *id = ev->id;
@@ -74,7 +77,7 @@ bool handshake_on_connect_request(const struct config *cfg,
 
 	if (wire_decode_hello(ev->param.conn.private_data,
 			      ev->param.conn.private_data_len, &hello)) {
-		handshake_count_malformed();
+		stats_malformed_input();
 		log_info("cm: malformed connect request refused");
 		goto reject;
 	}
@@ -96,8 +99,8 @@ bool handshake_on_connect_request(const struct config *cfg,
 		goto reject;
 	}
 	p = calloc(1, sizeof(*p));
-	if (!p || conn_create(id, t, cfg->spin_us,
-			      (size_t)cfg->zerocopy_kb << 10, &c)) {
+	opt = handshake_conn_options(cfg);
+	if (!p || conn_create(id, t, &opt, &c)) {
 		log_info("cm: connect request refused: out of memory or fds");
 		free(p);
 		goto reject;
@@ -109,6 +112,8 @@ bool handshake_on_connect_request(const struct config *cfg,
 	id->context = c;
 	p->source = hello.tcp_source;
 	p->port = local_port;
+	/* A prefork worker that accepts it finds it there. */
+	share_pending_set(conn_slot(c), &hello.tcp_source, local_port);
 	p->conn = c;
 	p->expires_ms = clock_ms() + PENDING_TIMEOUT_MS;
 	/* Pending before accept: the client connects TCP only after. */
@@ -143,6 +148,10 @@ static void settle(struct conn *c, enum pending_state state)
 	for (p = pend.list; p; p = p->next) {
 		if (p->conn == c && p->state == PENDING_ACCEPTED) {
 			p->state = state;
+			share_pending_settle(conn_slot(c),
+					     state == PENDING_ESTABLISHED
+						     ? SHARE_PENDING_ESTABLISHED
+						     : SHARE_PENDING_FAILED);
 			pthread_cond_broadcast(&pend.settled);
 			break;
 		}
@@ -233,14 +242,69 @@ static struct pending **find(const struct roceshim_stats_endpoint *peer,
  * may overtake the RTU that makes this side ESTABLISHED: wait for it, at
  * most the connect timeout, which is as long as the client waits too.
  */
+/*
+ * In a fork child (a prefork worker) the listener is inherited, and the
+ * pending connections are its owner's: a pending one is claimed, and
+ * moves to TCP before its first byte.
+ */
+static void take_inherited(const struct config *cfg,
+			   const struct roceshim_stats_endpoint *peer,
+			   uint16_t local_port, int fd, bool *moved)
+{
+	enum share_pending state;
+
+	state = share_pending_claim(peer, local_port, cfg->connect_timeout_ms);
+	if (state != SHARE_PENDING_CLAIMED)
+		return;
+	if (conn_move_unclaimed(fd,
+				handshake_conn_options(cfg).move_timeout_ms)) {
+		log_warn("fd %d: an RDMA connection accepted in a fork child "
+			 "could not move to TCP: reset",
+			 fd);
+		real.shutdown(fd, SHUT_RDWR);
+		return;
+	}
+	*moved = true;
+}
+
+/* The owner: a descendant claimed c, or asks to move it. */
+void handshake_on_share_request(void *ctx)
+{
+	struct conn *c = ctx;
+	struct pending **pp, *p;
+
+	if (share_pending_state(conn_slot(c)) != SHARE_PENDING_CLAIMED) {
+		conn_on_share_request(c);
+		return;
+	}
+	pthread_mutex_lock(&pend.lock);
+	for (pp = &pend.list; (p = *pp); pp = &p->next) {
+		if (p->conn == c) {
+			*pp = p->next;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&pend.lock);
+	if (p) {
+		conn_discard(c);
+		free(p);
+	}
+}
+
 struct conn *handshake_take_pending(const struct config *cfg,
 				    const struct roceshim_stats_endpoint *peer,
-				    uint16_t local_port)
+				    uint16_t local_port, int fd, bool *moved)
 {
 	struct timespec deadline;
 	struct pending **pp, *p;
 	struct conn *c = NULL;
 	bool established = false;
+
+	*moved = false;
+	if (!handshake_running()) {
+		take_inherited(cfg, peer, local_port, fd, moved);
+		return NULL;
+	}
 
 	clock_gettime(CLOCK_MONOTONIC, &deadline);
 	deadline.tv_sec += cfg->connect_timeout_ms / 1000;
@@ -259,7 +323,8 @@ struct conn *handshake_take_pending(const struct config *cfg,
 		p = *pp;
 		*pp = p->next;
 		c = p->conn;
-		established = p->state == PENDING_ESTABLISHED;
+		established = p->state == PENDING_ESTABLISHED &&
+			      share_pending_take(conn_slot(c));
 		free(p);
 	}
 	pthread_mutex_unlock(&pend.lock);

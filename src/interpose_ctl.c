@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 
+#include "conn.h"
 #include "real.h"
 #include "shim.h"
 #include "track.h"
@@ -65,8 +66,8 @@ SHIM_EXPORT int ioctl(int fd, unsigned long request, ...)
 	shim_ensure_init();
 	if (request == FIONREAD && arg) {
 		sock = shim_lookup(fd);
-		if (sock && sock->conn) {
-			*(int *)arg = upgraded_readable_bytes(sock);
+		if (sock && sock->conn && !conn_is_plain(sock->conn)) {
+			*(int *)arg = upgraded_readable_bytes(sock, fd);
 			sock_put(sock);
 			return 0;
 		}

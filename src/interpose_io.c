@@ -8,6 +8,7 @@
 #include <sys/sendfile.h>
 #include <unistd.h>
 
+#include "conn.h"
 #include "real.h"
 #include "shim.h"
 #include "track.h"
@@ -63,7 +64,8 @@ static struct sock *lookup(int fd, struct sock **upgraded)
 {
 	struct sock *sock = tracked(fd);
 
-	*upgraded = sock && sock->conn ? sock : NULL;
+	*upgraded =
+		sock && sock->conn && !conn_is_plain(sock->conn) ? sock : NULL;
 	return *upgraded ? NULL : sock;
 }
 
@@ -79,7 +81,7 @@ tracked_recv(struct sock *sock, int fd, void *buf, size_t len, int flags,
 {
 	ssize_t ret;
 
-	if (sock->conn) {
+	if (sock->conn && !conn_is_plain(sock->conn)) {
 		struct iovec iov = { .iov_base = buf, .iov_len = len };
 
 		return done_upgraded(sock,
@@ -96,7 +98,7 @@ tracked_send(struct sock *sock, int fd, const void *buf, size_t len, int flags,
 {
 	ssize_t ret;
 
-	if (sock->conn) {
+	if (sock->conn && !conn_is_plain(sock->conn)) {
 		struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
 
 		return done_upgraded(sock,
@@ -235,6 +237,11 @@ SHIM_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 	struct sock *sock, *up;
 	ssize_t ret;
 
+	/* An upgraded socket sent to another process goes as TCP. */
+	if (msg && msg->msg_controllen) {
+		shim_ensure_init();
+		track_fds_passed(msg);
+	}
 	sock = lookup(fd, &up);
 	if (up)
 		return done_upgraded(up, upgraded_send(up, fd, msg->msg_iov,
@@ -315,8 +322,13 @@ SHIM_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen,
 			 int flags)
 {
 	struct sock *sock, *up;
+	unsigned int i;
 	int ret;
 
+	shim_ensure_init();
+	for (i = 0; vec && i < vlen; i++)
+		if (vec[i].msg_hdr.msg_controllen)
+			track_fds_passed(&vec[i].msg_hdr);
 	sock = lookup(fd, &up);
 	if (up)
 		return upgraded_mmsg(up, fd, vec, vlen, flags, true);

@@ -8,6 +8,7 @@
 #include <limits.h>
 #include <linux/close_range.h>
 
+#include "conn.h"
 #include "readiness.h"
 #include "real.h"
 #include "shim.h"
@@ -137,15 +138,26 @@ SHIM_EXPORT int shutdown(int fd, int how)
 
 	shim_ensure_init();
 	sock = shim_lookup(fd);
-	if (sock && sock->conn)
-		upgraded_shutdown(sock, how);
+	if (!sock)
+		return real.shutdown(fd, how);
+	if (sock->conn && !conn_is_plain(sock->conn) &&
+	    (how == SHUT_RD || how == SHUT_WR || how == SHUT_RDWR)) {
+		ret = upgraded_shutdown(sock, fd, how);
+		sock_put(sock);
+		if (!ret)
+			return 0;
+		errno = -ret;
+		return -1;
+	}
 	ret = real.shutdown(fd, how);
-	if (sock) {
+	if (ret) {
 		int err = errno;
 
 		sock_put(sock);
 		errno = err;
+		return ret;
 	}
+	sock_put(sock);
 	return ret;
 }
 

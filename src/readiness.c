@@ -52,7 +52,7 @@ struct readiness {
 	int in_fd;
 	int out_fd;
 	bool started; /* readiness_start(): the channel may be watched */
-	int closing;  /* atomic: the program has closed the connection */
+	int closing;  /* atomic: closed, or released to the kernel socket */
 	struct progress_watcher watcher; /* the channel, for the thread */
 	pthread_mutex_t sync_lock;
 	pthread_mutex_t wait_lock;
@@ -199,15 +199,14 @@ static bool sync_fds(struct readiness *r, bool told,
 		return false;
 	}
 	transport_readiness(r->t, &tr);
-	lag = tr.data_or_error && !r->in_ready && told && lag_unwatched(r);
+	lag = tr.readable && !r->in_ready && told && lag_unwatched(r);
 	/* Every arrival is a new edge for EPOLLET, even on a readable fd. */
-	if (tr.data_or_error && !lag &&
-	    (!r->in_ready || tr.arrivals != r->arrivals))
+	if (tr.readable && !lag && (!r->in_ready || tr.arrivals != r->arrivals))
 		(void)!real.write(r->in_fd, &(uint64_t){ 1 }, 8);
-	else if (!tr.data_or_error && r->in_ready)
+	else if (!tr.readable && r->in_ready)
 		eventfd_reset(r->in_fd);
 	set_lag(r, lag);
-	r->in_ready = tr.data_or_error && !lag;
+	r->in_ready = tr.readable && !lag;
 	r->arrivals = tr.arrivals;
 	if (tr.writable != r->out_ready) {
 		eventfd_reset(r->out_fd);
@@ -483,6 +482,25 @@ bool readiness_wait_channel(struct readiness *r, bool (*done)(void *arg),
 	return ok;
 }
 
+/*
+ * Makes the eventfds ready for good, so that whoever sleeps on them wakes
+ * and finds the connection on its kernel socket; no sync touches them
+ * after this.
+ */
+void readiness_release_fds(struct readiness *r)
+{
+	if (!readiness_alive(r))
+		return;
+	pthread_mutex_lock(&r->sync_lock);
+	if (!__atomic_load_n(&r->closing, __ATOMIC_ACQUIRE)) {
+		__atomic_store_n(&r->closing, 1, __ATOMIC_RELEASE);
+		set_lag(r, false);
+		(void)!real.write(r->in_fd, &(uint64_t){ 1 }, 8);
+		eventfd_reset(r->out_fd);
+	}
+	pthread_mutex_unlock(&r->sync_lock);
+}
+
 void readiness_close(struct readiness *r)
 {
 	bool alive = readiness_alive(r);
@@ -498,8 +516,10 @@ void readiness_close(struct readiness *r)
 	/* A fork child's count of lagging connections starts again at 0. */
 	if (alive)
 		set_lag(r, false);
-	real.close(r->in_fd);
-	real.close(r->out_fd);
+	if (r->in_fd >= 0)
+		real.close(r->in_fd);
+	if (r->out_fd >= 0)
+		real.close(r->out_fd);
 	r->in_fd = r->out_fd = -1;
 	if (alive)
 		pthread_mutex_unlock(&r->sync_lock);

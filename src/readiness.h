@@ -95,6 +95,13 @@ bool readiness_wait_channel(struct readiness *r, bool (*done)(void *arg),
 /* The program closed the connection: its eventfds go now. */
 void readiness_close(struct readiness *r);
 
+/*
+ * The connection moved to its kernel socket: every epoll registration of
+ * it becomes the kernel socket's own, with the program's events and
+ * data, and whoever sleeps on its eventfds wakes.
+ */
+void readiness_release(struct readiness *r);
+
 /* ---- the program's waits -------------------------------------------- */
 
 enum readiness_wait_kind {

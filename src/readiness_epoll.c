@@ -3,10 +3,9 @@
  * Upgraded connections in the program's epoll sets.
  *
  * An upgraded fd is four entries in the set, all with the program's
- * epoll_data: its two eventfds (EPOLLIN, EPOLLOUT), its kernel socket
- * (EPOLLIN and EPOLLRDHUP, and the EPOLLHUP and EPOLLERR that epoll always
- * reports: no data flows on it after the upgrade, so they mean exactly
- * that the peer hung up or reset), and its completion channel, registered
+ * epoll_data: its two eventfds (EPOLLIN, EPOLLOUT; in_fd also for EOF),
+ * its kernel socket (for the EPOLLHUP and EPOLLERR that epoll always
+ * reports: a reset), and its completion channel, registered
  * for READINESS_CHANNEL alone, level-triggered whatever the program asked.
  * epoll_wait folds the entries that share an epoll_data into one event.
  * When an event comes back with READINESS_CHANNEL, the wrapper takes the
@@ -53,6 +52,7 @@ static struct {
 	struct reg *v;
 	unsigned int count;    /* atomic for the unlocked check */
 	unsigned int oneshots; /* atomic: those with EPOLLONESHOT */
+	unsigned int rdhups;   /* atomic: those with EPOLLRDHUP */
 	unsigned int cap;
 	/* Upgraded registrations made so far: epoll_wait folds only if any. */
 	unsigned long made; /* atomic */
@@ -103,11 +103,17 @@ static struct reg *find_locked(int epfd, int fd)
 	return NULL;
 }
 
-/* Counts o in set.oneshots (by 1) or out of it (by -1). */
+/*
+ * Counts o in set.oneshots and set.rdhups (by 1) or out of them (by -1):
+ * events of those registrations need the registry.
+ */
 static void count_oneshot_locked(const struct reg *o, int by)
 {
 	if (o->events & EPOLLONESHOT)
 		__atomic_store_n(&set.oneshots, set.oneshots + by,
+				 __ATOMIC_RELEASE);
+	if (o->events & EPOLLRDHUP)
+		__atomic_store_n(&set.rdhups, set.rdhups + by,
 				 __ATOMIC_RELEASE);
 }
 
@@ -279,26 +285,56 @@ void readiness_forget(struct readiness *r)
 	remove_where(r, -1);
 }
 
-/* EPOLLIN and EPOLLOUT as t says, whatever a registration asks. */
+void readiness_release(struct readiness *r)
+{
+	unsigned int i = 0;
+
+	pthread_mutex_lock(&set.lock);
+	while (i < set.count) {
+		struct reg *o = &set.v[i];
+		struct epoll_event ev = { .events = o->events,
+					  .data.u64 = o->data };
+
+		if (o->r != r) {
+			i++;
+			continue;
+		}
+		real.epoll_ctl(o->epfd, EPOLL_CTL_DEL, readiness_in_fd(r),
+			       NULL);
+		real.epoll_ctl(o->epfd, EPOLL_CTL_DEL, readiness_out_fd(r),
+			       NULL);
+		real.epoll_ctl(o->epfd, EPOLL_CTL_DEL, readiness_channel_fd(r),
+			       NULL);
+		/* A fired EPOLLONESHOT registration lost its socket entry. */
+		if (real.epoll_ctl(o->epfd, EPOLL_CTL_MOD, o->fd, &ev) &&
+		    errno == ENOENT)
+			real.epoll_ctl(o->epfd, EPOLL_CTL_ADD, o->fd, &ev);
+		remove_locked(o);
+	}
+	pthread_mutex_unlock(&set.lock);
+	readiness_release_fds(r);
+}
+
+/*
+ * The events t says, whatever a registration asks: EPOLLRDHUP once the
+ * peer's FIN came, EPOLLHUP once both sides are shut, as TCP reports.
+ */
 static uint32_t events_of(const struct transport_readiness *t)
 {
-	return (t->data_or_error ? EPOLLIN : 0) | (t->writable ? EPOLLOUT : 0);
+	return (t->readable ? EPOLLIN : 0) | (t->writable ? EPOLLOUT : 0) |
+	       (t->eof ? EPOLLRDHUP : 0) | (t->eof && t->shut ? EPOLLHUP : 0);
 }
 
 /* What the entries of o that did not fire would have reported. */
 static uint32_t readiness_of(const struct reg *o)
 {
-	struct pollfd kernel = { .fd = o->fd, .events = POLLIN | POLLRDHUP };
+	struct pollfd kernel = { .fd = o->fd };
 	struct transport_readiness t;
 	uint32_t r;
 
 	transport_readiness(readiness_transport(o->r), &t);
 	r = events_of(&t);
 	if (real.poll(&kernel, 1, 0) == 1) {
-		if (kernel.revents & POLLIN)
-			r |= EPOLLIN;
-		if (kernel.revents & POLLRDHUP)
-			r |= EPOLLRDHUP;
 		if (kernel.revents & POLLHUP)
 			r |= EPOLLHUP;
 		if (kernel.revents & POLLERR)
@@ -333,14 +369,12 @@ static uint32_t serve_channel(const struct reg *o)
 	struct transport_readiness t;
 	bool told;
 
-	if (!readiness_alive(o->r))
-		return (o->events & (EPOLLIN | EPOLLOUT)) | EPOLLERR | EPOLLHUP;
 	told = !(o->events & (EPOLLET | EPOLLONESHOT)) &&
 	       (o->events & EPOLLIN) && sole_locked(o);
 	readiness_serve(o->r, told, &t);
 	if (o->events & EPOLLET)
 		return 0;
-	return events_of(&t) & o->events;
+	return events_of(&t) & (o->events | EPOLLHUP);
 }
 
 /* Disarms the entries of a fired EPOLLONESHOT registration. */
@@ -366,11 +400,13 @@ static void disarm(struct reg *o)
 static bool fired(int epfd, struct epoll_event *ev)
 {
 	uint32_t channel = ev->events & READINESS_CHANNEL;
+	struct transport_readiness t;
 	bool ours = false;
 	unsigned int i;
 
-	/* Only a channel or an EPOLLONESHOT registration needs the set. */
-	if (!channel && !__atomic_load_n(&set.oneshots, __ATOMIC_ACQUIRE))
+	/* Only these need the registry. */
+	if (!channel && !__atomic_load_n(&set.oneshots, __ATOMIC_ACQUIRE) &&
+	    !__atomic_load_n(&set.rdhups, __ATOMIC_ACQUIRE))
 		return true;
 	if (!__atomic_load_n(&set.count, __ATOMIC_ACQUIRE))
 		return true;
@@ -382,8 +418,15 @@ static bool fired(int epfd, struct epoll_event *ev)
 		if (o->epfd != epfd || o->data != ev->data.u64 || o->disarmed)
 			continue;
 		ours = true;
+		if (!readiness_alive(o->r))
+			continue;
 		if (channel)
 			ev->events |= serve_channel(o);
+		/* The transport's EOF: EPOLLRDHUP (and EPOLLHUP) with it. */
+		if ((o->events & EPOLLRDHUP) && (ev->events & EPOLLIN)) {
+			transport_readiness(readiness_transport(o->r), &t);
+			ev->events |= events_of(&t) & (EPOLLRDHUP | EPOLLHUP);
+		}
 		if ((o->events & EPOLLONESHOT) && ev->events) {
 			ev->events |= readiness_of(o);
 			disarm(o);
@@ -398,8 +441,6 @@ static bool fired(int epfd, struct epoll_event *ev)
 
 /*
  * Registers (or changes, or removes) an upgraded fd as its four entries.
- * A connection inherited across fork gets no channel entry: nothing may
- * serve it here.
  */
 static int ctl_upgraded(int epfd, int op, int fd, struct readiness *r,
 			struct epoll_event *ev)
@@ -409,15 +450,13 @@ static int ctl_upgraded(int epfd, int op, int fd, struct readiness *r,
 	struct epoll_event in_ev, out_ev, tcp_ev, ch_ev;
 	int in_fd = readiness_in_fd(r), out_fd = readiness_out_fd(r);
 	int ch_fd = readiness_channel_fd(r);
-	bool alive = readiness_alive(r);
 	int ret;
 
 	if (op == EPOLL_CTL_DEL) {
 		ret = real.epoll_ctl(epfd, op, in_fd, NULL);
 		real.epoll_ctl(epfd, op, out_fd, NULL);
 		real.epoll_ctl(epfd, op, fd, NULL);
-		if (alive)
-			real.epoll_ctl(epfd, op, ch_fd, NULL);
+		real.epoll_ctl(epfd, op, ch_fd, NULL);
 		untrack(epfd, fd);
 		return ret;
 	}
@@ -427,8 +466,13 @@ static int ctl_upgraded(int epfd, int op, int fd, struct readiness *r,
 	}
 	in_ev.events = (ev->events & flags) | (ev->events & EPOLLIN);
 	out_ev.events = (ev->events & flags) | (ev->events & EPOLLOUT);
-	tcp_ev.events =
-		(ev->events & flags) | (ev->events & (EPOLLIN | EPOLLRDHUP));
+	/*
+	 * The kernel socket's entry reports only what epoll always does
+	 * (EPOLLERR, EPOLLHUP: a reset): what comes there otherwise (the
+	 * peer's close, a marker) is the progress thread's to read, and EOF
+	 * comes with in_fd after the last byte.
+	 */
+	tcp_ev.events = ev->events & flags;
 	ch_ev.events = READINESS_CHANNEL |
 		       (ev->events & (EPOLLEXCLUSIVE | EPOLLWAKEUP));
 	in_ev.data = out_ev.data = tcp_ev.data = ch_ev.data = ev->data;
@@ -441,7 +485,7 @@ static int ctl_upgraded(int epfd, int op, int fd, struct readiness *r,
 	/* A fired EPOLLONESHOT registration lost its kernel socket entry. */
 	if (ret && errno == ENOENT && op == EPOLL_CTL_MOD)
 		ret = real.epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &tcp_ev);
-	if (!ret && alive)
+	if (!ret)
 		ret = real.epoll_ctl(epfd, op, ch_fd, &ch_ev);
 	if (ret && op == EPOLL_CTL_ADD) {
 		int err = errno;
@@ -455,7 +499,7 @@ static int ctl_upgraded(int epfd, int op, int fd, struct readiness *r,
 		return ret;
 	if (op == EPOLL_CTL_ADD)
 		__atomic_fetch_add(&set.made, 1, __ATOMIC_RELAXED);
-	if (!track(epfd, fd, r, ev) && alive) {
+	if (!track(epfd, fd, r, ev)) {
 		/* Nothing could serve the channel here: let the thread. */
 		log_warn("epoll: out of memory; fd %d is served by the "
 			 "progress thread, and EPOLLONESHOT on it may report "

@@ -42,6 +42,9 @@ void readiness_epoll_wait_end(void);
 void readiness_poll_begin(struct readiness *r);
 void readiness_poll_end(struct readiness *r);
 
+/* Wakes every sleeper for good (readiness_release()). */
+void readiness_release_fds(struct readiness *r);
+
 /* In a fork child: inherited readiness is dead, nothing lags or waits. */
 void readiness_core_fork_child(void);
 

@@ -3,10 +3,12 @@
  * Upgraded connections in poll() and select().  For a kernel socket the
  * kernel's readiness is the truth and these pass straight through.  An
  * upgraded fd becomes four entries of a substituted poll set: its two
- * eventfds, its kernel socket (watched only for hang-up and error, which
- * the TCP connection beside the queue pair reports as TCP would) and its
- * completion channel, which is served when it fires, as epoll_wait does.
- * select() is carried out as poll() when an upgraded fd is among its sets.
+ * eventfds, its kernel socket (for the POLLERR and POLLHUP that poll
+ * always reports: a reset) and its completion channel, which is served
+ * when it fires, as epoll_wait does.  A connection that moves to its
+ * kernel socket during the wait wakes it, and the wait starts again with
+ * that socket in its place.  select() is carried out as poll() when an
+ * upgraded fd is among its sets.
  */
 #include <errno.h>
 #include <limits.h>
@@ -20,12 +22,6 @@
 
 #define POLL_IN_EVENTS	(POLLIN | POLLRDNORM | POLLPRI | POLLRDHUP)
 #define POLL_OUT_EVENTS (POLLOUT | POLLWRNORM)
-
-/*
- * What only the kernel socket can tell: the peer hung up or reset (no data
- * ever flows on it after the upgrade, so its POLLIN means exactly that).
- */
-#define POLL_KERNEL_EVENTS (POLLIN | POLLRDHUP | POLLHUP | POLLERR)
 
 int readiness_timespec_ms(const struct timespec *ts)
 {
@@ -53,7 +49,12 @@ struct sock *readiness_upgraded_sock(int fd)
 {
 	struct sock *sock = fd_table_get(fd);
 
-	if (sock && !sock->conn) {
+	if (!sock)
+		return NULL;
+	/* Inherited across fork: its owner moves it to TCP first. */
+	if (sock->conn && !conn_alive(sock->conn))
+		conn_make_plain(sock->conn, ROCESHIM_DOWNGRADE_FORK);
+	if (!sock->conn || !conn_on_rdma(sock->conn)) {
 		sock_put(sock);
 		return NULL;
 	}
@@ -81,7 +82,7 @@ static void poll_entries(struct pollfd *tmp, const struct pollfd *pfd,
 	tmp[POLL_OUT_FD].fd = readiness_out_fd(r);
 	tmp[POLL_OUT_FD].events = pfd->events & POLL_OUT_EVENTS ? POLLOUT : 0;
 	tmp[POLL_SOCKET].fd = pfd->fd;
-	tmp[POLL_SOCKET].events = pfd->events & (POLLIN | POLLRDHUP);
+	tmp[POLL_SOCKET].events = 0;
 	tmp[POLL_CHANNEL].fd = readiness_channel_fd(r);
 	tmp[POLL_CHANNEL].events = POLLIN;
 }
@@ -93,22 +94,25 @@ static void poll_entries(struct pollfd *tmp, const struct pollfd *pfd,
 static short poll_fold(const struct pollfd *tmp, short ev, struct readiness *r)
 {
 	struct transport_readiness t;
-	short revents = 0, k;
+	short revents = 0;
 
 	if (tmp[POLL_IN_FD].revents & POLLIN)
 		revents |= ev & (POLLIN | POLLRDNORM);
 	if (tmp[POLL_OUT_FD].revents & POLLOUT)
 		revents |= ev & POLL_OUT_EVENTS;
-	k = tmp[POLL_SOCKET].revents & POLL_KERNEL_EVENTS;
-	if (k & POLLIN)
-		k = (k & ~POLLIN) | (ev & (POLLIN | POLLRDNORM));
-	revents |= k;
+	revents |= tmp[POLL_SOCKET].revents & (POLLHUP | POLLERR);
 	if (tmp[POLL_CHANNEL].revents & POLLIN) {
 		readiness_serve(r, false, &t);
-		if (t.data_or_error)
+		if (t.readable)
 			revents |= ev & (POLLIN | POLLRDNORM);
 		if (t.writable)
 			revents |= ev & POLL_OUT_EVENTS;
+	}
+	/* The transport's EOF: POLLRDHUP (and POLLHUP) with it, as TCP's. */
+	if (revents & POLLIN && ev & POLLRDHUP) {
+		transport_readiness(readiness_transport(r), &t);
+		if (t.eof)
+			revents |= POLLRDHUP | (t.shut ? POLLHUP : 0);
 	}
 	return revents;
 }
@@ -118,11 +122,21 @@ static struct readiness *readiness_of(struct sock *sock)
 	return conn_readiness(sock->conn);
 }
 
+/* The kernel's revents for pfd now: a connection moved to its socket. */
+static short kernel_revents(const struct pollfd *pfd)
+{
+	struct pollfd now = { .fd = pfd->fd, .events = pfd->events };
+
+	return real.poll(&now, 1, 0) == 1 ? now.revents : 0;
+}
+
 /*
  * poll() over a set where some fds are upgraded: each of those becomes its
  * POLL_ENTRIES entries, and their results fold back into the program's
  * entry.  When only channels fired, and brought nothing the program
- * waits for, the wait goes on for what is left of its timeout.
+ * waits for, the wait goes on for what is left of its timeout.  -EXDEV:
+ * a connection moved to its kernel socket and nothing is ready: wait
+ * again, without substituting it.
  */
 static int poll_substituted(struct pollfd *fds, nfds_t nfds,
 			    struct sock **socks, int timeout_ms,
@@ -130,13 +144,12 @@ static int poll_substituted(struct pollfd *fds, nfds_t nfds,
 			    bool ppoll)
 {
 	struct pollfd *tmp = calloc(POLL_ENTRIES * nfds + 1, sizeof(*tmp));
-	const struct timespec no_wait = { 0 };
 	const struct timespec *tmo = ts;
 	struct timespec left;
 	int64_t deadline = -1;
-	nfds_t i, j = 0, k;
+	nfds_t i, j = 0;
 	int ret, ready = 0;
-	bool dead = false;
+	bool moved;
 
 	if (!tmp)
 		return -ENOMEM;
@@ -145,19 +158,8 @@ static int poll_substituted(struct pollfd *fds, nfds_t nfds,
 			tmp[j++] = fds[i];
 			continue;
 		}
-		if (readiness_alive(readiness_of(socks[i]))) {
-			poll_entries(&tmp[j], &fds[i], readiness_of(socks[i]));
-		} else {
-			/* Ignored entries: its result is known. */
-			for (k = 0; k < POLL_ENTRIES; k++)
-				tmp[j + k].fd = -1;
-			dead = true;
-		}
+		poll_entries(&tmp[j], &fds[i], readiness_of(socks[i]));
 		j += POLL_ENTRIES;
-	}
-	if (dead) {
-		tmo = &no_wait;
-		timeout_ms = 0;
 	}
 	if (timeout_ms > 0)
 		deadline = clock_ms() + timeout_ms;
@@ -169,24 +171,26 @@ static int poll_substituted(struct pollfd *fds, nfds_t nfds,
 			goto out;
 		}
 		ready = 0;
+		moved = false;
 		for (i = 0, j = 0; i < nfds; i++) {
-			short ev = fds[i].events;
-
 			if (!socks[i]) {
 				fds[i].revents = tmp[j++].revents;
-			} else if (!readiness_alive(readiness_of(socks[i]))) {
-				/* Inherited across fork: as a reset socket. */
+			} else if (!conn_on_rdma(socks[i]->conn)) {
+				fds[i].revents = kernel_revents(&fds[i]);
+				moved = true;
 				j += POLL_ENTRIES;
-				fds[i].revents = (ev & (POLLIN | POLLRDNORM |
-							POLL_OUT_EVENTS)) |
-						 POLLERR | POLLHUP;
 			} else {
-				fds[i].revents = poll_fold(
-					&tmp[j], ev, readiness_of(socks[i]));
+				fds[i].revents =
+					poll_fold(&tmp[j], fds[i].events,
+						  readiness_of(socks[i]));
 				j += POLL_ENTRIES;
 			}
 			if (fds[i].revents)
 				ready++;
+		}
+		if (!ready && moved) {
+			ret = -EXDEV;
+			goto out;
 		}
 		/* Only channels fired: wait for what is left. */
 		if (ready || !ret ||
@@ -199,7 +203,7 @@ static int poll_substituted(struct pollfd *fds, nfds_t nfds,
 	ret = ready;
 out:
 	for (i = 0; i < nfds; i++)
-		if (socks[i] && readiness_alive(readiness_of(socks[i])))
+		if (socks[i])
 			readiness_poll_end(readiness_of(socks[i]));
 	free(tmp);
 	return ret;
@@ -238,19 +242,30 @@ static int poll_unnested(const struct config *cfg, struct pollfd *fds,
 			 nfds_t nfds, int timeout_ms, const struct timespec *ts,
 			 const sigset_t *sigmask, bool ppoll)
 {
+	int64_t deadline = timeout_ms > 0 ? clock_ms() + timeout_ms : -1;
+	struct timespec left;
 	struct sock **socks;
 	nfds_t i;
 	int ret;
 
-	if (!find_upgraded(cfg, fds, nfds, &socks))
-		return ppoll ? real.ppoll(fds, nfds, ts, sigmask)
-			     : real.poll(fds, nfds, timeout_ms);
-	ret = poll_substituted(fds, nfds, socks, timeout_ms, ts, sigmask,
-			       ppoll);
-	for (i = 0; i < nfds; i++)
-		if (socks[i])
-			sock_put(socks[i]);
-	free(socks);
+	for (;;) {
+		if (!find_upgraded(cfg, fds, nfds, &socks))
+			return ppoll ? real.ppoll(fds, nfds, ts, sigmask)
+				     : real.poll(fds, nfds, timeout_ms);
+		ret = poll_substituted(fds, nfds, socks, timeout_ms, ts,
+				       sigmask, ppoll);
+		for (i = 0; i < nfds; i++)
+			if (socks[i])
+				sock_put(socks[i]);
+		free(socks);
+		if (ret != -EXDEV)
+			break;
+		if (!readiness_wait_left(&timeout_ms, deadline,
+					 ts ? &left : NULL))
+			return 0;
+		if (ts)
+			ts = &left;
+	}
 	if (ret < 0) {
 		errno = -ret;
 		return -1;

@@ -59,6 +59,17 @@ static void real_resolve(void)
 	RESOLVE(dup2);
 	RESOLVE(dup3);
 	RESOLVE(fork);
+	RESOLVE(execve);
+	RESOLVE(execv);
+	RESOLVE(execvp);
+	RESOLVE(execvpe);
+	RESOLVE(fexecve);
+	RESOLVE(posix_spawn);
+	RESOLVE(posix_spawnp);
+	RESOLVE(posix_spawn_file_actions_adddup2);
+	RESOLVE(system);
+	RESOLVE(popen);
+	RESOLVE(daemon);
 	/* glibc before 2.28 has no fcntl64; both names mean the same call. */
 	if (!real.fcntl64)
 		real.fcntl64 = real.fcntl;

@@ -14,6 +14,8 @@
 
 #include <poll.h>
 #include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
 #include <sys/epoll.h>
 #include <sys/select.h>
 #include <sys/socket.h>
@@ -73,6 +75,24 @@ struct real_libc {
 	int (*dup2)(int, int);
 	int (*dup3)(int, int, int);
 	pid_t (*fork)(void);
+	int (*execve)(const char *, char *const[], char *const[]);
+	int (*execv)(const char *, char *const[]);
+	int (*execvp)(const char *, char *const[]);
+	int (*execvpe)(const char *, char *const[], char *const[]);
+	int (*fexecve)(int, char *const[], char *const[]);
+	int (*posix_spawn)(pid_t *, const char *,
+			   const posix_spawn_file_actions_t *,
+			   const posix_spawnattr_t *, char *const[],
+			   char *const[]);
+	int (*posix_spawnp)(pid_t *, const char *,
+			    const posix_spawn_file_actions_t *,
+			    const posix_spawnattr_t *, char *const[],
+			    char *const[]);
+	int (*posix_spawn_file_actions_adddup2)(posix_spawn_file_actions_t *,
+						int, int);
+	int (*system)(const char *);
+	FILE *(*popen)(const char *, const char *);
+	int (*daemon)(int, int);
 };
 
 extern struct real_libc real;

@@ -4,15 +4,18 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "conn.h"
 #include "handshake.h"
 #include "log.h"
 #include "progress.h"
 #include "readiness.h"
 #include "real.h"
+#include "share.h"
 #include "shim.h"
 #include "sock.h"
 #include "spin.h"
 #include "stats.h"
+#include "track.h"
 
 struct config shim_config;
 bool shim_ready;
@@ -30,8 +33,12 @@ static const char *lookup_env(const char *name)
 	return secure_getenv(name);
 }
 
+/* Set by vfork() around its fork, on its thread. */
+static __thread bool in_vfork;
+
 static void fork_prepare(void)
 {
+	conn_fork_prepare(in_vfork);
 	stats_fork_prepare();
 	sock_pool_lock();
 	readiness_fork_prepare();
@@ -48,6 +55,7 @@ static void fork_child(void)
 {
 	progress_fork_child();
 	handshake_fork_child();
+	share_fork_child();
 	spin_fork_child();
 	readiness_fork_child();
 	sock_pool_unlock();
@@ -69,6 +77,7 @@ static unsigned int usable_cpus(void)
 
 static void at_exit(void)
 {
+	track_exit();
 	stats_shutdown();
 }
 
@@ -107,6 +116,11 @@ __attribute__((constructor)) static void shim_constructor(void)
  */
 SHIM_EXPORT pid_t vfork(void)
 {
+	pid_t pid;
+
 	shim_ensure_init();
-	return real.fork();
+	in_vfork = true;
+	pid = real.fork();
+	in_vfork = false;
+	return pid;
 }

@@ -46,6 +46,7 @@ struct sock *sock_new(int domain)
 	sock->conn = NULL;
 	sock->listen_id = NULL;
 	sock->abortive = false;
+	sock->spawn_dup = false;
 	__atomic_store_n(&sock->row, -1, __ATOMIC_RELAXED);
 	/* Published last: a racing sock_tryget() sees a ready sock or 0. */
 	__atomic_store_n(&sock->refs, 1, __ATOMIC_RELEASE);

@@ -31,6 +31,7 @@ struct sock {
 	struct conn *conn; /* the RDMA connection once upgraded; set once */
 	struct rdma_cm_id *listen_id; /* the CM listener beside a listener */
 	bool abortive;		      /* closed with SO_LINGER {1, 0}: no FIN */
+	bool spawn_dup;		      /* named in a posix_spawn file action */
 	int row; /* stats row, -1 for none; atomic, set once */
 	struct sock *next_free;
 };

@@ -243,6 +243,7 @@ int stats_row_open(int fd, enum roceshim_role role,
 				 ? ROCESHIM_TRANSPORT_RDMA
 				 : ROCESHIM_TRANSPORT_TCP;
 	row->reason = reason;
+	row->downgrade = ROCESHIM_DOWNGRADE_NONE;
 	row->opened_unix_ms = unix_ms();
 	row->local = *local;
 	row->peer = *peer;
@@ -264,6 +265,23 @@ void stats_row_set_state(int index, enum roceshim_row_state state)
 	row = row_at(seg, index);
 	row_begin_update(row);
 	__atomic_store_n(&row->state, state, __ATOMIC_RELAXED);
+	row_end_update(row);
+}
+
+void stats_downgrade(int index, enum roceshim_downgrade cause)
+{
+	struct roceshim_stats_header *seg = stats_segment();
+	struct roceshim_stats_row *row;
+
+	if (!seg || cause >= ROCESHIM_DOWNGRADE_COUNT)
+		return;
+	counter_add(&seg->global.downgrades[cause], 1);
+	if (index < 0)
+		return;
+	row = row_at(seg, index);
+	row_begin_update(row);
+	row->transport = ROCESHIM_TRANSPORT_TCP;
+	row->downgrade = cause;
 	row_end_update(row);
 }
 
@@ -330,6 +348,14 @@ void stats_error(int index)
 	counter_add(&seg->global.totals.errors, 1);
 	if (index >= 0)
 		counter_add(&row_at(seg, index)->counters.errors, 1);
+}
+
+void stats_malformed_input(void)
+{
+	struct roceshim_stats_header *seg = stats_segment();
+
+	if (seg)
+		counter_add(&seg->global.malformed_input, 1);
 }
 
 void stats_credit_stall(int index)

@@ -34,6 +34,8 @@ int stats_row_open(int fd, enum roceshim_role role,
 /* Counts an active connection opened connecting, now established. */
 void stats_count_connected(enum roceshim_reason reason);
 void stats_row_set_state(int row, enum roceshim_row_state state);
+/* An upgraded connection moved to TCP (row may be -1). */
+void stats_downgrade(int row, enum roceshim_downgrade cause);
 void stats_row_close(int row);
 
 /* Data moved on the kernel TCP path or over RDMA; row may be -1. */
@@ -42,6 +44,8 @@ void stats_tcp_rx(int row, size_t bytes);
 void stats_rdma_tx(int row, size_t bytes);
 void stats_rdma_rx(int row, size_t bytes);
 void stats_error(int row);
+/* Hostile input from the network was refused. */
+void stats_malformed_input(void);
 /* A send on an upgraded connection found no credit. */
 void stats_credit_stall(int row);
 

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <string.h>
 
@@ -61,6 +62,8 @@ static void release_closed(int fd, struct sock *sock)
 	struct linger lg;
 	socklen_t len = sizeof(lg);
 
+	if (sock->conn)
+		conn_fd_closing(sock->conn, fd, fd_table_find(sock, fd));
 	if (sock->conn &&
 	    !real.getsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, &len) &&
 	    lg.l_onoff && !lg.l_linger)
@@ -197,6 +200,8 @@ void track_connect(struct sock *sock, int fd, const struct sockaddr *addr,
 	__atomic_store_n(&sock->connecting, ret != 0, __ATOMIC_RELEASE);
 	sock_publish(sock, fd, ROCESHIM_ROLE_ACTIVE, state, reason, &local,
 		     &peer);
+	if (sock->conn)
+		conn_attach(sock->conn, fd, sock_row(sock));
 	log_decision(fd, "connect to", &peer, reason);
 }
 
@@ -259,6 +264,7 @@ void track_accept(struct sock *listener, int fd)
 {
 	struct roceshim_stats_endpoint local, peer;
 	enum roceshim_reason reason;
+	bool moved = false;
 	struct sock *sock;
 
 	sock = sock_new(listener->domain);
@@ -274,15 +280,19 @@ void track_accept(struct sock *listener, int fd)
 	/* The client decided: a pending RDMA connection must be taken. */
 	sock->conn = listener->listen_id
 			     ? handshake_take_pending(&shim_config, &peer,
-						      local.port)
+						      local.port, fd, &moved)
 			     : NULL;
 	reason = policy_decide(&shim_config, &peer, local.port);
-	if (sock->conn)
+	if (sock->conn || moved)
 		reason = ROCESHIM_REASON_NONE;
 	else if (reason == ROCESHIM_REASON_NONE)
 		reason = ROCESHIM_REASON_PEER_TCP;
 	sock_publish(sock, fd, ROCESHIM_ROLE_PASSIVE, ROCESHIM_ROW_OPEN, reason,
 		     &local, &peer);
+	if (sock->conn)
+		conn_attach(sock->conn, fd, sock_row(sock));
+	if (moved)
+		stats_downgrade(sock_row(sock), ROCESHIM_DOWNGRADE_FORK);
 	log_decision(fd, "accepted from", &peer, reason);
 out:
 	sock_put(sock);
@@ -311,5 +321,109 @@ void track_rx(struct sock *sock, ssize_t ret, int err)
 		stats_tcp_rx(sock_row(sock), ret);
 	} else if (is_error(ret, err)) {
 		stats_error(sock_row(sock));
+	}
+}
+
+/* What a whole-process event asks of each upgraded connection. */
+struct leaving {
+	enum roceshim_downgrade cause;
+	bool all;	 /* every one, or those an exec would keep */
+	bool spawn_dups; /* and those named in spawn file actions */
+};
+
+static void leave(int fd, struct sock *sock, void *arg)
+{
+	const struct leaving *how = arg;
+	struct conn *c = sock->conn;
+	int fl;
+
+	if (!c || (conn_alive(c) && !conn_on_rdma(c)))
+		return;
+	if (!how->all && conn_alive(c) && !conn_shared(c) &&
+	    !(how->spawn_dups && sock->spawn_dup)) {
+		fl = real.fcntl(fd, F_GETFD);
+		if (fl >= 0 && (fl & FD_CLOEXEC))
+			return;
+	}
+	conn_make_plain(c, how->cause);
+}
+
+void track_exec(void)
+{
+	struct leaving how = { .cause = ROCESHIM_DOWNGRADE_EXEC };
+
+	if (shim_config.enabled)
+		fd_table_for_each(leave, &how);
+}
+
+void track_spawn(void)
+{
+	struct leaving how = { .cause = ROCESHIM_DOWNGRADE_EXEC,
+			       .spawn_dups = true };
+
+	if (shim_config.enabled)
+		fd_table_for_each(leave, &how);
+}
+
+void track_daemon(void)
+{
+	struct leaving how = { .cause = ROCESHIM_DOWNGRADE_FORK, .all = true };
+
+	if (shim_config.enabled)
+		fd_table_for_each(leave, &how);
+}
+
+void track_spawn_dup(int fd)
+{
+	struct sock *sock = shim_lookup(fd);
+
+	if (sock) {
+		sock->spawn_dup = true;
+		sock_put(sock);
+	}
+}
+
+/* At exit: what a fork child may still use goes over TCP, the rest ends. */
+static void end(int fd, struct sock *sock, void *arg)
+{
+	(void)fd;
+	(void)arg;
+	if (sock->conn && conn_alive(sock->conn) && conn_on_rdma(sock->conn))
+		conn_exit(sock->conn, fd);
+}
+
+void track_exit(void)
+{
+	if (shim_config.enabled)
+		fd_table_for_each(end, NULL);
+}
+
+void track_fds_passed(const struct msghdr *msg)
+{
+	struct leaving how = { .cause = ROCESHIM_DOWNGRADE_FD_PASSED,
+			       .all = true };
+	struct cmsghdr *cm;
+	unsigned int i, n;
+	int fd;
+
+	if (!shim_config.enabled || !msg->msg_control)
+		return;
+	for (cm = CMSG_FIRSTHDR(msg); cm;
+	     cm = CMSG_NXTHDR((struct msghdr *)msg, cm)) {
+		if (cm->cmsg_level != SOL_SOCKET ||
+		    cm->cmsg_type != SCM_RIGHTS || cm->cmsg_len < CMSG_LEN(0))
+			continue;
+		n = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (i = 0; i < n; i++) {
+			struct sock *sock;
+
+			memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int),
+			       sizeof(fd));
+			sock = shim_lookup(fd);
+			if (sock) {
+				leave(fd, sock, &how);
+				sock_put(sock);
+			}
+		}
 	}
 }

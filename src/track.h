@@ -67,4 +67,23 @@ void track_connect_result(struct sock *sock, int fd, int so_error);
 void track_tx(struct sock *sock, ssize_t ret, int err);
 void track_rx(struct sock *sock, ssize_t ret, int err);
 
+/*
+ * Whole-process events, before they happen: the upgraded connections
+ * that another process could go on using, or that this one is about to
+ * stop serving, move to their kernel TCP socket first (conn.h).
+ * track_exec(): the image is replaced; connections whose fd survives
+ * (no FD_CLOEXEC), and those a fork child may share.  track_spawn(): a
+ * posix_spawn child inherits the same, and the fds its file actions dup
+ * (track_spawn_dup()).  track_daemon(): daemon() leaves its parent
+ * behind: every connection.  track_fds_passed(): the upgraded sockets
+ * among the SCM_RIGHTS of msg.  track_exit(): at exit, shared
+ * connections move, and the others end as a close would end them.
+ */
+void track_exec(void);
+void track_spawn(void);
+void track_spawn_dup(int fd);
+void track_daemon(void);
+void track_fds_passed(const struct msghdr *msg);
+void track_exit(void);
+
 #endif /* ROCESHIM_TRACK_H */

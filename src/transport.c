@@ -15,6 +15,7 @@
 #include "ring.h"
 #include "stream.h"
 #include "transport.h"
+#include "wire.h"
 
 #define POLL_BATCH 16
 /*
@@ -22,6 +23,18 @@
  * peer copies one piece out while the next is still on the wire.
  */
 #define WRITE_MAX (64u << 10)
+/*
+ * Zero-copy writes not yet retired, each a run of stream positions and
+ * the program's bytes that hold them.  When they are full, a send stages
+ * its bytes instead.
+ */
+#define DIRECT_RUNS 16
+
+struct direct_run {
+	uint64_t pos;
+	uint32_t len;
+	const uint8_t *src;
+};
 
 struct transport {
 	pthread_mutex_t lock;
@@ -48,6 +61,10 @@ struct transport {
 	bool peer_gone;
 	bool armed;	 /* an event will come: no arm since the last taken */
 	bool notify_all; /* armed for every completion, not only the peer's */
+	bool frozen; /* the connection moves to TCP: see transport_freeze() */
+	bool peer_closed; /* the peer's kernel socket is closed */
+	unsigned int direct_count;
+	struct direct_run direct[DIRECT_RUNS];
 
 	int error; /* sticky negative errno */
 	struct transport_counters counters;
@@ -282,7 +299,7 @@ static void flush_locked(struct transport *t)
 {
 	uint32_t n;
 
-	if (!t->connected || t->error ||
+	if (!t->connected || t->error || t->frozen ||
 	    (!stream_unsent(&t->s) && !t->fin_pending))
 		return;
 	while (t->sq_outstanding + 2 <= t->depth &&
@@ -307,7 +324,8 @@ static void send_credit_locked(struct transport *t)
 {
 	uint32_t imm = stream_credit_due(&t->s);
 
-	if (!imm || !t->connected || t->error || t->sq_outstanding >= t->depth)
+	if (!imm || !t->connected || t->error || t->frozen ||
+	    t->sq_outstanding >= t->depth)
 		return;
 	if (post_write(t, t->s.tx_tail, 0, imm)) {
 		fail_locked(t, -ECONNRESET);
@@ -399,9 +417,14 @@ static void stage(struct transport *t, const uint8_t *buf, uint32_t len)
 	stream_staged(&t->s, len);
 }
 
-/* 0 if this end may send; as on TCP, EPIPE once the peer has gone. */
+/*
+ * 0 if this end may send; as on TCP, EPIPE once the peer has gone;
+ * -EXDEV once the connection moves to TCP.
+ */
 static int send_refused_locked(const struct transport *t)
 {
+	if (t->frozen)
+		return -EXDEV;
 	if (t->peer_gone || t->tx_shut || (t->error && t->s.rx_eof))
 		return -EPIPE;
 	return t->error;
@@ -459,6 +482,73 @@ void transport_deregister(struct ibv_mr *mr)
 }
 
 /*
+ * Copies the bytes of stream positions [pos, pos + len), held at src, into
+ * the staging ring, where the peer may not have consumed them: a
+ * connection that moves to TCP resends what the peer has not consumed
+ * from the staging ring (transport_freeze()).  The staging ring's place
+ * for a position is its own until the position is released, so nothing
+ * else is there.
+ */
+static void keep_unreleased_locked(struct transport *t, uint64_t pos,
+				   uint32_t len, const uint8_t *src)
+{
+	uint64_t from = pos > t->s.tx_released ? pos : t->s.tx_released;
+	uint64_t end = pos + len;
+	uint32_t n;
+
+	for (; from < end; from += n) {
+		n = ring_contiguous(from, end - from, t->ring_size);
+		memcpy(t->tx_ring + ring_offset(from, t->ring_size),
+		       src + (from - pos), n);
+	}
+}
+
+/* Records a zero-copy write; false: no room to record it (stage it). */
+static bool direct_record_locked(struct transport *t, uint64_t pos,
+				 uint32_t len, const uint8_t *src)
+{
+	struct direct_run *last =
+		t->direct_count ? &t->direct[t->direct_count - 1] : NULL;
+
+	if (last && last->pos + last->len == pos &&
+	    last->src + last->len == src) {
+		last->len += len;
+		return true;
+	}
+	if (t->direct_count == DIRECT_RUNS)
+		return false;
+	t->direct[t->direct_count++] =
+		(struct direct_run){ .pos = pos, .len = len, .src = src };
+	return true;
+}
+
+/* Keeps the bytes of the zero-copy runs within [buf, buf + len), forgets them.
+ */
+static void direct_retire_locked(struct transport *t, const uint8_t *buf,
+				 size_t len)
+{
+	unsigned int i = 0;
+
+	while (i < t->direct_count) {
+		struct direct_run *r = &t->direct[i];
+
+		if (buf && (r->src < buf || r->src >= buf + len)) {
+			i++;
+			continue;
+		}
+		keep_unreleased_locked(t, r->pos, r->len, r->src);
+		*r = t->direct[--t->direct_count];
+	}
+}
+
+void transport_direct_retire(struct transport *t, const void *buf, size_t len)
+{
+	pthread_mutex_lock(&t->lock);
+	direct_retire_locked(t, buf, len);
+	pthread_mutex_unlock(&t->lock);
+}
+
+/*
  * Posts writes of buf's bytes as credit and the send queue allow, in the
  * pieces that staged bytes would go out in; returns how many.
  */
@@ -472,6 +562,8 @@ static uint32_t post_direct_locked(struct transport *t, struct ibv_mr *mr,
 		n = ring_contiguous(t->s.tx_tail, len - posted, t->ring_size);
 		if (n > t->write_max)
 			n = t->write_max;
+		if (!direct_record_locked(t, t->s.tx_tail, n, buf + posted))
+			break;
 		sge.addr = (uintptr_t)(buf + posted);
 		sge.length = n;
 		if (post_write_sge(t, t->s.tx_tail, n, n, &sge)) {
@@ -561,6 +653,10 @@ ssize_t transport_recv(struct transport *t, void *buf, size_t len, bool peek)
 	pthread_mutex_lock(&t->lock);
 	progress_locked(t);
 	avail = stream_available(&t->s);
+	if (t->frozen) {
+		ret = -EXDEV;
+		goto out;
+	}
 	if (!avail) {
 		ret = t->s.rx_eof ? 0 : t->error ? t->error : -EAGAIN;
 		goto out;
@@ -587,7 +683,9 @@ int transport_shutdown(struct transport *t)
 	int ret = 0;
 
 	pthread_mutex_lock(&t->lock);
-	if (t->error) {
+	if (t->frozen) {
+		t->tx_shut = true;
+	} else if (t->error) {
 		ret = t->error;
 	} else if (!t->tx_shut) {
 		t->tx_shut = true;
@@ -598,6 +696,66 @@ int transport_shutdown(struct transport *t)
 	}
 	pthread_mutex_unlock(&t->lock);
 	return ret;
+}
+
+int transport_freeze(struct transport *t, struct wire_positions *pos,
+		     bool *tx_shut)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&t->lock);
+	if (t->frozen) {
+		ret = -EALREADY;
+	} else {
+		/* Credit that came releases bytes the peer need not get again.
+		 */
+		progress_locked(t);
+		/* Zero-copy sends in flight may return once this is set. */
+		direct_retire_locked(t, NULL, 0);
+		t->frozen = true;
+	}
+	pos->consumed = t->s.rx_head;
+	pos->released = t->s.tx_released;
+	pos->staged = t->s.tx_staged;
+	*tx_shut = t->tx_shut;
+	pthread_mutex_unlock(&t->lock);
+	return ret;
+}
+
+int transport_staged_iov(struct transport *t, uint64_t from, uint64_t to,
+			 struct iovec iov[2])
+{
+	uint32_t first;
+	int ret;
+
+	pthread_mutex_lock(&t->lock);
+	ret = -EINVAL;
+	if (!t->frozen || from > to || from < t->s.tx_released ||
+	    to > t->s.tx_staged)
+		goto out;
+	iov[0].iov_base = t->tx_ring + ring_offset(from, t->ring_size);
+	first = ring_contiguous(from, to - from, t->ring_size);
+	iov[0].iov_len = first;
+	iov[1].iov_base = t->tx_ring;
+	iov[1].iov_len = to - from - first;
+	ret = iov[1].iov_len ? 2 : 1;
+out:
+	pthread_mutex_unlock(&t->lock);
+	return ret;
+}
+
+void transport_unfreeze(struct transport *t)
+{
+	pthread_mutex_lock(&t->lock);
+	t->frozen = false;
+	pthread_mutex_unlock(&t->lock);
+}
+
+void transport_peer_closed(struct transport *t)
+{
+	pthread_mutex_lock(&t->lock);
+	t->peer_closed = true;
+	pthread_mutex_unlock(&t->lock);
 }
 
 int transport_wait(struct transport *t, int timeout_ms)
@@ -645,9 +803,10 @@ static void arm_and_reap_locked(struct transport *t)
 	progress_locked(t);
 }
 
+/* What a blocking call waits for is there, or it must look elsewhere. */
 static bool readable_locked(const struct transport *t)
 {
-	return stream_available(&t->s) || t->s.rx_eof || t->error;
+	return stream_available(&t->s) || t->s.rx_eof || t->error || t->frozen;
 }
 
 int transport_arm(struct transport *t)
@@ -678,7 +837,8 @@ bool transport_direct_done(struct transport *t, uint64_t end)
 
 	pthread_mutex_lock(&t->lock);
 	arm_and_reap_locked(t);
-	done = t->s.tx_completed >= end || t->error || t->peer_gone;
+	done = t->s.tx_completed >= end || t->error || t->peer_gone ||
+	       t->frozen;
 	pthread_mutex_unlock(&t->lock);
 	return done;
 }
@@ -708,8 +868,8 @@ unsigned int transport_writes_in_flight(struct transport *t)
 
 	pthread_mutex_lock(&t->lock);
 	progress_locked(t);
-	n = t->sq_outstanding;
-	if (stream_unsent(&t->s) || t->fin_pending)
+	n = t->frozen ? 0 : t->sq_outstanding;
+	if (!t->frozen && (stream_unsent(&t->s) || t->fin_pending))
 		n++;
 	pthread_mutex_unlock(&t->lock);
 	return n;
@@ -721,7 +881,7 @@ size_t transport_available(struct transport *t)
 
 	pthread_mutex_lock(&t->lock);
 	progress_locked(t);
-	n = stream_available(&t->s);
+	n = t->frozen ? 0 : stream_available(&t->s);
 	pthread_mutex_unlock(&t->lock);
 	return n;
 }
@@ -739,8 +899,8 @@ bool transport_readable(struct transport *t)
 
 static bool writable_locked(struct transport *t)
 {
-	return t->error || t->tx_shut || t->peer_gone ||
-	       stream_send_window(&t->s, 1);
+	return t->error || t->tx_shut || t->peer_gone || t->peer_closed ||
+	       t->frozen || stream_send_window(&t->s, 1);
 }
 
 bool transport_writable(struct transport *t)
@@ -758,8 +918,12 @@ void transport_readiness(struct transport *t, struct transport_readiness *out)
 {
 	pthread_mutex_lock(&t->lock);
 	progress_locked(t);
-	out->data_or_error = stream_available(&t->s) || t->error;
-	out->writable = writable_locked(t);
+	/* Moving to TCP: nothing until the kernel socket carries it. */
+	out->readable = (stream_available(&t->s) || t->error || t->s.rx_eof) &&
+			!t->frozen;
+	out->writable = writable_locked(t) && !t->frozen;
+	out->eof = t->s.rx_eof;
+	out->shut = t->tx_shut;
 	out->arrivals = t->s.rx_tail + t->s.rx_eof + (t->error != 0);
 	out->corked = corked_locked(t);
 	pthread_mutex_unlock(&t->lock);

@@ -106,6 +106,39 @@ void transport_deregister(struct ibv_mr *mr);
 int transport_shutdown(struct transport *t);
 
 /*
+ * The connection moves to its kernel TCP socket (docs/design.md,
+ * "Downgrade").  transport_freeze() stops it: from now on nothing is
+ * consumed, staged or posted (sends and reads give -EXDEV, blocking calls
+ * find it "ready" and must look at the connection), and the bytes of
+ * this end's stream that the peer may not have consumed stay in the
+ * staging ring, zero-copy ones included.  *pos says where both streams
+ * stand, *tx_shut whether the program shut down its side; -EALREADY if it
+ * was frozen before (pos is still filled).  transport_staged_iov() gives
+ * the staging ring's bytes of positions [from, to), in at most two
+ * pieces (returns how many; -EINVAL if they are not all held).
+ */
+struct wire_positions;
+int transport_freeze(struct transport *t, struct wire_positions *pos,
+		     bool *tx_shut);
+int transport_staged_iov(struct transport *t, uint64_t from, uint64_t to,
+			 struct iovec iov[2]);
+
+/*
+ * A zero-copy send is done with buf: the bytes it wrote from there that
+ * the peer has not consumed are copied into the staging ring (so that
+ * they can be sent again over TCP) and forgotten.
+ */
+void transport_direct_retire(struct transport *t, const void *buf, size_t len);
+
+/* The peer's kernel socket is closed: sends go there, to fail as TCP's. */
+void transport_peer_closed(struct transport *t);
+/*
+ * The move stopped short (the peer closed its socket before its marker
+ * came): the ring's bytes are the program's to read again.
+ */
+void transport_unfreeze(struct transport *t);
+
+/*
  * The peer's connection is gone (CM disconnect).  Reads return what is
  * left, then EOF if the peer had sent FIN, else ECONNRESET; sends EPIPE.
  */
@@ -145,10 +178,12 @@ bool transport_writable(struct transport *t);
 
 /* What readiness reporting needs, seen in one look. */
 struct transport_readiness {
-	bool data_or_error; /* transport_readable() without EOF */
-	bool writable;	    /* transport_writable() */
-	uint64_t arrivals;  /* grows with every arrival (data, FIN, failure) */
-	bool corked;	    /* staged bytes wait for a completion to go out */
+	bool readable;	   /* data, EOF or an error to report */
+	bool writable;	   /* transport_writable() */
+	bool eof;	   /* the peer's FIN came */
+	bool shut;	   /* this end's program shut down its side */
+	uint64_t arrivals; /* grows with every arrival (data, FIN, failure) */
+	bool corked;	   /* staged bytes wait for a completion to go out */
 };
 void transport_readiness(struct transport *t, struct transport_readiness *out);
 void transport_counters(struct transport *t, struct transport_counters *out);

@@ -15,10 +15,14 @@
 ssize_t upgraded_send(struct sock *sock, int fd, const struct iovec *iov,
 		      int iovcnt, int flags)
 {
-	ssize_t ret = conn_send(sock->conn, fd, iov, iovcnt, flags);
+	bool kernel;
+	ssize_t ret = conn_send(sock->conn, fd, iov, iovcnt, flags, &kernel);
 
 	if (ret > 0) {
-		stats_rdma_tx(sock_row(sock), ret);
+		if (kernel)
+			stats_tcp_tx(sock_row(sock), ret);
+		else
+			stats_rdma_tx(sock_row(sock), ret);
 		return ret;
 	}
 	if (ret == -EPIPE && !(flags & MSG_NOSIGNAL))
@@ -33,9 +37,12 @@ ssize_t upgraded_send(struct sock *sock, int fd, const struct iovec *iov,
 ssize_t upgraded_recv(struct sock *sock, int fd, const struct iovec *iov,
 		      int iovcnt, int flags)
 {
-	ssize_t ret = conn_recv(sock->conn, fd, iov, iovcnt, flags);
+	bool kernel;
+	ssize_t ret = conn_recv(sock->conn, fd, iov, iovcnt, flags, &kernel);
 
-	if (ret > 0 && !(flags & MSG_PEEK))
+	if (ret > 0 && !(flags & MSG_PEEK) && kernel)
+		stats_tcp_rx(sock_row(sock), ret);
+	else if (ret > 0 && !(flags & MSG_PEEK))
 		stats_rdma_rx(sock_row(sock), ret);
 	else if (ret < 0 && ret != -EAGAIN && ret != -EINTR)
 		stats_error(sock_row(sock));
@@ -61,16 +68,12 @@ int upgraded_finish_connect(int fd, int timeout_ms)
 	return -err;
 }
 
-int upgraded_shutdown(struct sock *sock, int how)
+int upgraded_shutdown(struct sock *sock, int fd, int how)
 {
-	if (how == SHUT_WR || how == SHUT_RDWR)
-		return conn_shutdown_write(sock->conn);
-	return 0;
+	return conn_shutdown(sock->conn, fd, how);
 }
 
-int upgraded_readable_bytes(struct sock *sock)
+int upgraded_readable_bytes(struct sock *sock, int fd)
 {
-	size_t n = conn_readable_bytes(sock->conn);
-
-	return n > INT_MAX ? INT_MAX : (int)n;
+	return conn_readable_bytes(sock->conn, fd);
 }

@@ -28,8 +28,8 @@ ssize_t upgraded_recv(struct sock *sock, int fd, const struct iovec *iov,
  */
 int upgraded_finish_connect(int fd, int timeout_ms);
 /* shutdown(): SHUT_WR sends FIN after the queued data. */
-int upgraded_shutdown(struct sock *sock, int how);
+int upgraded_shutdown(struct sock *sock, int fd, int how);
 /* FIONREAD. */
-int upgraded_readable_bytes(struct sock *sock);
+int upgraded_readable_bytes(struct sock *sock, int fd);
 
 #endif /* ROCESHIM_UPGRADED_H */

@@ -11,6 +11,8 @@
  *        24 ring addr(8) 32 ring rkey(4) 36 ring size(4)
  * accept: 0 magic(4) 4 version(1) 5 zero(3) 8 ring addr(8) 16 rkey(4)
  *        20 ring size(4)
+ * marker: 0 magic(4) 4 version(1) 5 cause(1) 6 zero(2) 8 resume(8)
+ *        16 sent(8) 24 zero(8)
  * Family on the wire: 4 or 6, not the host's AF_* numbers.
  */
 
@@ -119,4 +121,45 @@ int wire_decode_accept(const void *data, size_t len,
 	if (!p || check_header(p, len, WIRE_ACCEPT_LEN))
 		return -EPROTO;
 	return get_ring(p + 8, ring);
+}
+
+void wire_encode_marker(const struct wire_marker *m,
+			uint8_t buf[WIRE_MARKER_LEN])
+{
+	memset(buf, 0, WIRE_MARKER_LEN);
+	put32(buf, WIRE_MARKER_MAGIC);
+	buf[4] = WIRE_VERSION;
+	buf[5] = m->cause;
+	put64(buf + 8, m->resume);
+	put64(buf + 16, m->sent);
+}
+
+int wire_decode_marker(const void *data, size_t len, struct wire_marker *m)
+{
+	const uint8_t *p = data;
+
+	memset(m, 0, sizeof(*m));
+	if (!p || len < WIRE_MARKER_LEN || get32(p) != WIRE_MARKER_MAGIC ||
+	    p[4] != WIRE_VERSION || get16(p + 6) || get64(p + 24))
+		return -EPROTO;
+	m->cause = p[5];
+	m->resume = get64(p + 8);
+	m->sent = get64(p + 16);
+	return 0;
+}
+
+int wire_marker_resend_from(const struct wire_marker *peer,
+			    const struct wire_positions *mine, uint64_t *from)
+{
+	/*
+	 * The peer may resume only where this end still has the bytes: not
+	 * before what it said it consumed (the credit it returned), not
+	 * after what this end sent.  And it cannot have sent less than this
+	 * end consumed of its stream.
+	 */
+	if (peer->resume < mine->released || peer->resume > mine->staged ||
+	    peer->sent < mine->consumed)
+		return -EPROTO;
+	*from = peer->resume;
+	return 0;
 }

@@ -8,6 +8,11 @@
  * server's accept carries its own ring.  Every field is in network byte
  * order at a fixed offset; nothing depends on either host's struct layout.
  *
+ * When a connection leaves RDMA for its kernel TCP socket (a downgrade),
+ * each end writes a marker as the first bytes of that socket: how far it
+ * has consumed the peer's stream (resume: the peer sends the rest over
+ * TCP), how far its own stream goes (sent), and why it moves.
+ *
  * Contract: the decoders treat their input as hostile.  They accept only
  * the right magic and version, a known address family, a valid ring size,
  * and a buffer at least as long as the message (rdma_cm pads private data
@@ -23,10 +28,13 @@
 
 #include "transport.h"
 
-#define WIRE_MAGIC	0x52534831u /* "RSH1" */
-#define WIRE_VERSION	1
+#define WIRE_MAGIC	  0x52534831u /* "RSH1" */
+#define WIRE_MARKER_MAGIC 0x52534447u /* "RSDG" */
+/* 2: both ends can move the connection to TCP (markers). */
+#define WIRE_VERSION	2
 #define WIRE_HELLO_LEN	40 /* fits RDMA_PS_TCP's 56 bytes of REQ data */
 #define WIRE_ACCEPT_LEN 24
+#define WIRE_MARKER_LEN 32
 
 struct wire_hello {
 	struct roceshim_stats_endpoint tcp_source;
@@ -41,5 +49,31 @@ void wire_encode_accept(const struct transport_ring_info *ring,
 			uint8_t buf[WIRE_ACCEPT_LEN]);
 int wire_decode_accept(const void *buf, size_t len,
 		       struct transport_ring_info *ring);
+
+struct wire_marker {
+	uint64_t resume; /* the sender consumed the receiver's stream to here */
+	uint64_t sent;	 /* the sender's own stream goes to here */
+	uint8_t cause;	 /* enum roceshim_downgrade */
+};
+
+/* Where this end's two streams stand (transport_freeze()). */
+struct wire_positions {
+	uint64_t consumed; /* of the peer's stream, by the program */
+	uint64_t released; /* of this end's stream, consumed by the peer */
+	uint64_t staged;   /* of this end's stream, accepted from the program */
+};
+
+void wire_encode_marker(const struct wire_marker *m,
+			uint8_t buf[WIRE_MARKER_LEN]);
+int wire_decode_marker(const void *buf, size_t len, struct wire_marker *m);
+
+/*
+ * Given the peer's marker, where this end's stream goes on over TCP:
+ * *from, and this end resends its bytes from there.  -EPROTO if the
+ * marker does not fit this end's positions (a peer that lies or a bug):
+ * the connection must then be reset.
+ */
+int wire_marker_resend_from(const struct wire_marker *peer,
+			    const struct wire_positions *mine, uint64_t *from);
 
 #endif /* ROCESHIM_WIRE_H */

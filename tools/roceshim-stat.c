@@ -327,7 +327,12 @@ static void print_table(const struct options *opt, const struct snapshot *snap)
 		if (g->fallbacks[i])
 			printf(" %s=%" PRIu64, roceshim_reason_name(i),
 			       g->fallbacks[i]);
-	printf("\n\n%-5s %-8s %-10s %-28s %-28s %-5s %-14s %12s %12s %7s\n",
+	printf("\nmoved to tcp:");
+	for (i = 1; i < ROCESHIM_DOWNGRADE_COUNT; i++)
+		if (g->downgrades[i])
+			printf(" %s=%" PRIu64, roceshim_downgrade_name(i),
+			       g->downgrades[i]);
+	printf("\n\n%-5s %-8s %-10s %-28s %-28s %-8s %-14s %12s %12s %7s\n",
 	       "FD", "ROLE", "STATE", "LOCAL", "PEER", "PATH", "REASON",
 	       "TX-BYTES", "RX-BYTES", "ERRORS");
 	for (i = 0; i < snap->row_count; i++) {
@@ -339,13 +344,15 @@ static void print_table(const struct options *opt, const struct snapshot *snap)
 			continue;
 		endpoint_format(&r->local, local, sizeof(local));
 		endpoint_format(&r->peer, peer, sizeof(peer));
-		printf("%-5d %-8s %-10s %-28s %-28s %-5s %-14s %12" PRIu64
+		printf("%-5d %-8s %-10s %-28s %-28s %-8s %-14s %12" PRIu64
 		       " %12" PRIu64 " %7" PRIu64 "\n",
 		       r->fd, roceshim_role_name(r->role),
 		       roceshim_state_name(r->state), local,
 		       r->role == ROCESHIM_ROLE_LISTENER ? "-" : peer,
-		       roceshim_transport_name(r->transport),
-		       roceshim_reason_name(r->reason),
+		       r->downgrade ? "rdma>tcp"
+				    : roceshim_transport_name(r->transport),
+		       r->downgrade ? roceshim_downgrade_name(r->downgrade)
+				    : roceshim_reason_name(r->reason),
 		       c->tcp_tx_bytes + c->rdma_tx_bytes,
 		       c->tcp_rx_bytes + c->rdma_rx_bytes, c->errors);
 	}
@@ -401,6 +408,15 @@ static void print_json(const struct options *opt, const struct snapshot *snap)
 		       roceshim_reason_name(i), g->fallbacks[i]);
 		first = false;
 	}
+	printf("},\"downgrades\":{");
+	first = true;
+	for (i = 1; i < ROCESHIM_DOWNGRADE_COUNT; i++) {
+		if (!strcmp(roceshim_downgrade_name(i), "unknown"))
+			continue;
+		printf("%s\"%s\":%" PRIu64, first ? "" : ",",
+		       roceshim_downgrade_name(i), g->downgrades[i]);
+		first = false;
+	}
 	printf("},");
 	json_counters(&g->totals);
 	printf("},\"connections\":[");
@@ -415,12 +431,15 @@ static void print_json(const struct options *opt, const struct snapshot *snap)
 		endpoint_format(&r->peer, peer, sizeof(peer));
 		printf("%s{\"fd\":%d,\"role\":\"%s\",\"state\":\"%s\","
 		       "\"local\":\"%s\",\"peer\":\"%s\",\"transport\":\"%s\","
-		       "\"fallback\":\"%s\",\"opened_unix_ms\":%" PRIu64 ",",
+		       "\"fallback\":\"%s\",\"downgrade\":\"%s\","
+		       "\"opened_unix_ms\":%" PRIu64 ",",
 		       first ? "" : ",", r->fd, roceshim_role_name(r->role),
 		       roceshim_state_name(r->state), local,
 		       r->role == ROCESHIM_ROLE_LISTENER ? "" : peer,
 		       roceshim_transport_name(r->transport),
-		       roceshim_reason_name(r->reason), r->opened_unix_ms);
+		       roceshim_reason_name(r->reason),
+		       roceshim_downgrade_name(r->downgrade),
+		       r->opened_unix_ms);
 		json_counters(&r->counters);
 		putchar('}');
 		first = false;
@@ -477,6 +496,19 @@ static void print_prometheus(struct snapshot *snaps, int n)
 			printf(",reason=\"%s\"} %" PRIu64 "\n",
 			       roceshim_reason_name(r),
 			       snaps[i].header.global.fallbacks[r]);
+		}
+	}
+	prom_metric("downgrades_total", "counter",
+		    "Connections moved from RDMA to TCP mid-stream, by cause.");
+	for (i = 0; i < n; i++) {
+		for (r = 1; r < ROCESHIM_DOWNGRADE_COUNT; r++) {
+			if (!strcmp(roceshim_downgrade_name(r), "unknown"))
+				continue;
+			printf("roceshim_downgrades_total{");
+			prom_labels(&snaps[i]);
+			printf(",cause=\"%s\"} %" PRIu64 "\n",
+			       roceshim_downgrade_name(r),
+			       snaps[i].header.global.downgrades[r]);
 		}
 	}
 	prom_metric("bytes_total", "counter",

@@ -29,7 +29,7 @@
 #include <stdint.h>
 
 #define ROCESHIM_STATS_MAGIC	      0x4d485352u /* "RSHM" little endian */
-#define ROCESHIM_STATS_LAYOUT_VERSION 1u
+#define ROCESHIM_STATS_LAYOUT_VERSION 2u
 #define ROCESHIM_STATS_SHM_PREFIX     "/roceshim-"
 #define ROCESHIM_STATS_COMMAND_LEN    64
 
@@ -47,6 +47,24 @@ enum roceshim_reason {
 	ROCESHIM_REASON_UNSUPPORTED = 9,    /* RDMA path not available here */
 	ROCESHIM_REASON_PEER_TCP = 10,	    /* the peer did not offer RDMA */
 	ROCESHIM_REASON_COUNT = 16	    /* array size, room to grow */
+};
+
+/*
+ * Why an upgraded connection moved to its kernel TCP socket mid-stream
+ * (a downgrade).  Values are stable across versions.
+ */
+enum roceshim_downgrade {
+	ROCESHIM_DOWNGRADE_NONE = 0,	  /* still on RDMA, or never there */
+	ROCESHIM_DOWNGRADE_FORK = 1,	  /* a fork child used it, or the
+					     parent closed it after a fork */
+	ROCESHIM_DOWNGRADE_EXEC = 2,	  /* it survives an exec or spawn */
+	ROCESHIM_DOWNGRADE_FD_PASSED = 3, /* sent to another process */
+	ROCESHIM_DOWNGRADE_QP_ERROR = 4,  /* the queue pair failed */
+	ROCESHIM_DOWNGRADE_DEVICE = 5,	  /* the RDMA device went away */
+	ROCESHIM_DOWNGRADE_PEER = 6,	  /* the peer moved it */
+	ROCESHIM_DOWNGRADE_EXIT = 7,	  /* the process exited with it
+					     shared with a fork child */
+	ROCESHIM_DOWNGRADE_COUNT = 16	  /* array size, room to grow */
 };
 
 enum roceshim_row_state {
@@ -95,6 +113,7 @@ struct roceshim_stats_global {
 	uint64_t fallbacks[ROCESHIM_REASON_COUNT];
 	uint64_t rows_dropped;	  /* connections with no free row */
 	uint64_t malformed_input; /* rejected CM or control messages */
+	uint64_t downgrades[ROCESHIM_DOWNGRADE_COUNT]; /* by cause */
 	struct roceshim_stats_counters totals;
 };
 
@@ -105,7 +124,7 @@ struct roceshim_stats_row {
 	uint8_t role;	   /* enum roceshim_role */
 	uint8_t transport; /* enum roceshim_transport */
 	uint8_t reason;	   /* enum roceshim_reason */
-	uint8_t pad;
+	uint8_t downgrade; /* enum roceshim_downgrade; transport is then tcp */
 	uint64_t opened_unix_ms;
 	struct roceshim_stats_endpoint local;
 	struct roceshim_stats_endpoint peer;
@@ -147,6 +166,24 @@ static inline const char *roceshim_reason_name(unsigned int reason)
 	if (reason >= sizeof(names) / sizeof(names[0]) || !names[reason])
 		return "unknown";
 	return names[reason];
+}
+
+static inline const char *roceshim_downgrade_name(unsigned int cause)
+{
+	static const char *const names[] = {
+		[ROCESHIM_DOWNGRADE_NONE] = "none",
+		[ROCESHIM_DOWNGRADE_FORK] = "fork",
+		[ROCESHIM_DOWNGRADE_EXEC] = "exec",
+		[ROCESHIM_DOWNGRADE_FD_PASSED] = "fd_passed",
+		[ROCESHIM_DOWNGRADE_QP_ERROR] = "qp_error",
+		[ROCESHIM_DOWNGRADE_DEVICE] = "device",
+		[ROCESHIM_DOWNGRADE_PEER] = "peer",
+		[ROCESHIM_DOWNGRADE_EXIT] = "exit",
+	};
+
+	if (cause >= sizeof(names) / sizeof(names[0]) || !names[cause])
+		return "unknown";
+	return names[cause];
 }
 
 static inline const char *roceshim_state_name(unsigned int state)

@@ -64,7 +64,10 @@ def report(sock):
             if c["fd"] == fd and c["state"] != "closed"
             and c["role"] != "listener"]
     row = rows[-1] if rows else {"transport": "none", "fallback": "none"}
-    print("conn %s %s" % (row["transport"], row["fallback"]), flush=True)
+    moved = row.get("downgrade", "none")
+    print("conn %s %s%s" % (row["transport"], row["fallback"],
+                            "" if moved == "none" else " moved:" + moved),
+          flush=True)
 
 
 def echo_one(conn, do_report):
@@ -143,28 +146,51 @@ def outcome(call):
         return errno.errorcode.get(e.errno, str(e))
 
 
+def read_exactly(s, n):
+    got = bytearray()
+    while len(got) < n:
+        d = s.recv(n - len(got))
+        if not d:
+            break
+        got.extend(d)
+    return bytes(got)
+
+
 def fork(args):
-    """An upgraded connection is dead in a fork child (writes EPIPE, reads
-    ECONNRESET) and keeps working in the parent; the child's own new
-    connection works."""
+    """fork() with an upgraded connection mid-transfer: the parent has sent
+    bytes whose echo it has not read yet.  With --child-uses, the child
+    reads that echo and sends more through the inherited connection, which
+    moves to TCP for both; otherwise the child leaves it alone and it stays
+    on RDMA in the parent.  Either way the child's own new connection
+    works, and the parent's connection echoes byte for byte afterwards."""
     s = connect(args)
     report(s)
     echo_through(s, 100000, "parent_before")
+    pending = os.urandom(50000)
+    s.sendall(pending)
+    half = read_exactly(s, 20000)
     pid = os.fork()
     if pid == 0:
-        r, w, _ = select.select([s], [s], [], 10)
-        print("child_select %s,%s" % ("r" if r else "-", "w" if w else "-"),
-              flush=True)
-        print("child_send %s" % outcome(lambda: s.send(b"x")), flush=True)
-        print("child_recv %s" % outcome(lambda: s.recv(10)), flush=True)
+        ok = True
+        if args.child_uses:
+            rest = read_exactly(s, len(pending) - len(half))
+            ok = half + rest == pending
+            print("child_inherited_rest %s" % ("ok" if ok else "MISMATCH"),
+                  flush=True)
+            ok &= echo_through(s, 100000, "child_inherited")
         s.close()
         new = connect(args)
-        ok = echo_through(new, 100000, "child_new")
+        ok &= echo_through(new, 100000, "child_new")
         new.close()
         os._exit(0 if ok else 1)
     _, status = os.waitpid(pid, 0)
     print("child_exit %d" % os.waitstatus_to_exitcode(status), flush=True)
-    ok = echo_through(s, 100000, "parent_after")
+    ok = True
+    if not args.child_uses:
+        rest = read_exactly(s, len(pending) - len(half))
+        ok = half + rest == pending
+        print("parent_rest %s" % ("ok" if ok else "MISMATCH"), flush=True)
+    ok &= echo_through(s, 100000, "parent_after")
     report(s)
     s.close()
     return 0 if ok else 1
@@ -418,6 +444,7 @@ def main():
     fk.add_argument("addr")
     fk.add_argument("port", type=int)
     fk.add_argument("--bind")
+    fk.add_argument("--child-uses", action="store_true")
     lt = sub.add_parser("late")
     lt.add_argument("addr")
     lt.add_argument("--delay", type=float, default=2.0)

@@ -1,10 +1,12 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
 #
-# fork with an upgraded connection open (ROCESHIM_RDMA=1): in the child,
-# the inherited connection fails as a reset one does (select: ready both
-# ways at once, write EPIPE, read ECONNRESET) and a new connection works; in the parent, the inherited one
-# keeps echoing byte for byte on RDMA before and after the child.
+# fork() with an upgraded connection mid-transfer (ROCESHIM_RDMA=1).  A
+# child that uses the inherited connection gets every byte the parent had
+# not read yet, and can send: the owner moves the connection to TCP for
+# both of them, and the parent goes on over TCP, byte for byte.  A child
+# that leaves it alone leaves it on RDMA in the parent.  Either way the
+# child's own new connection works.
 set -u
 PYTHON=${PYTHON:-/usr/bin/python3}
 peer="$top_srcdir/tests/fabric/peer.py"
@@ -14,24 +16,40 @@ export ROCESHIM_RDMA=1
 # shellcheck source=../lib.sh
 . "$top_srcdir/tests/lib.sh"
 
-"$ROCESHIM_RUN" "$PYTHON" "$peer" serve "$ROCESHIM_FABRIC_ADDR_B" --count 2 \
-	>"$tmp/srv" 2>&1 &
-port=$(peer_port "$tmp/srv")
-"$ROCESHIM_RUN" "$PYTHON" "$peer" fork "$ROCESHIM_FABRIC_ADDR_B" "$port" \
-	--bind "$ROCESHIM_FABRIC_ADDR_A" >"$tmp/cli" 2>&1
-rc=$?
-sed 's/^/    /' "$tmp/cli"
+# run_fork NAME [--child-uses]: the client's transcript in $tmp/NAME.
+run_fork() {
+	local name=$1 port
+	shift
+	"$ROCESHIM_RUN" "$PYTHON" "$peer" serve "$ROCESHIM_FABRIC_ADDR_B" \
+		--count 2 >"$tmp/$name.srv" 2>&1 &
+	port=$(peer_port "$tmp/$name.srv")
+	"$ROCESHIM_RUN" "$PYTHON" "$peer" fork "$ROCESHIM_FABRIC_ADDR_B" \
+		"$port" --bind "$ROCESHIM_FABRIC_ADDR_A" "$@" >"$tmp/$name" 2>&1
+	echo "rc $?" >>"$tmp/$name"
+	sed "s/^/    $name: /" "$tmp/$name"
+}
+field() { awk -v k="$2" '$1 == k {print $2}' "$tmp/$1" | head -n 1; }
+first_conn() { grep -m1 '^conn ' "$tmp/$1"; }
+last_conn() { grep '^conn ' "$tmp/$1" | tail -n 1; }
 
-field() { awk -v k="$1" '$1 == k {print $2}' "$tmp/cli" | head -n 1; }
-check_eq client_exit 0 "$rc"
-check_eq parent_conn_on_rdma "conn rdma none" "$(grep -m1 '^conn ' "$tmp/cli")"
-check_eq parent_echo_before_fork ok "$(field parent_before)"
-check_eq child_select_sees_inherited_ready r,w "$(field child_select)"
-check_eq child_write_on_inherited EPIPE "$(field child_send)"
-check_eq child_read_on_inherited ECONNRESET "$(field child_recv)"
-check_eq child_new_connection_echo ok "$(field child_new)"
-check_eq child_exit 0 "$(field child_exit)"
-check_eq parent_echo_after_child ok "$(field parent_after)"
-check_eq parent_conn_still_rdma "conn rdma none" \
-	"$(grep '^conn ' "$tmp/cli" | tail -n 1)"
+run_fork uses --child-uses
+check_eq uses_client_exit 0 "$(field uses rc)"
+check_eq uses_parent_conn_on_rdma "conn rdma none" "$(first_conn uses)"
+check_eq uses_echo_before_fork ok "$(field uses parent_before)"
+check_eq uses_child_reads_unread_echo ok "$(field uses child_inherited_rest)"
+check_eq uses_child_echoes_on_inherited ok "$(field uses child_inherited)"
+check_eq uses_child_new_connection ok "$(field uses child_new)"
+check_eq uses_child_exit 0 "$(field uses child_exit)"
+check_eq uses_parent_echo_after_child ok "$(field uses parent_after)"
+check_eq uses_parent_conn_moved_by_fork "conn tcp none moved:fork" \
+	"$(last_conn uses)"
+
+run_fork ignores
+check_eq ignores_client_exit 0 "$(field ignores rc)"
+check_eq ignores_child_new_connection ok "$(field ignores child_new)"
+check_eq ignores_child_exit 0 "$(field ignores child_exit)"
+check_eq ignores_parent_reads_unread_echo ok "$(field ignores parent_rest)"
+check_eq ignores_parent_echo_after_child ok "$(field ignores parent_after)"
+check_eq ignores_parent_conn_still_rdma "conn rdma none" \
+	"$(last_conn ignores)"
 finish

@@ -402,8 +402,8 @@ def check_stats(args, master_port):
     if data.get("pid") != os.getpid():
         problems.append("stats pid %r is not ours (%d)"
                         % (data.get("pid"), os.getpid()))
-    if data.get("layout_version") != 1:
-        problems.append("layout_version %r, expected 1"
+    if data.get("layout_version") != 2:
+        problems.append("layout_version %r, expected 2"
                         % data.get("layout_version"))
     glob = data.get("global", {})
     rows = data.get("connections", [])

@@ -45,7 +45,7 @@ static int open_conn(int fd)
  * with ROCESHIM_STATS_LAYOUT_VERSION. */
 static void layout_is_pinned_for_version_1(void **state)
 {
-	assert_int_equal(ROCESHIM_STATS_LAYOUT_VERSION, 1);
+	assert_int_equal(ROCESHIM_STATS_LAYOUT_VERSION, 2);
 	assert_int_equal(sizeof(struct roceshim_stats_endpoint), 20);
 	assert_int_equal(sizeof(struct roceshim_stats_counters), 64);
 	assert_int_equal(sizeof(struct roceshim_stats_row), 128);
@@ -53,7 +53,7 @@ static void layout_is_pinned_for_version_1(void **state)
 	assert_int_equal(offsetof(struct roceshim_stats_row, counters), 64);
 	assert_int_equal(offsetof(struct roceshim_stats_header, command), 40);
 	assert_int_equal(offsetof(struct roceshim_stats_header, global), 104);
-	assert_int_equal(sizeof(struct roceshim_stats_header), 384);
+	assert_int_equal(sizeof(struct roceshim_stats_header), 512);
 }
 
 static void reason_names_are_stable(void **state)

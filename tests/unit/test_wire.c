@@ -175,6 +175,88 @@ static void random_private_data_is_refused_or_sane(void **state)
 	(void)accepted;
 }
 
+static void marker_round_trips(void **state)
+{
+	struct wire_marker in = { .resume = 0x0123456789abcdefull,
+				  .sent = 0xfedcba9876543210ull,
+				  .cause = 7 },
+			   out;
+	uint8_t buf[WIRE_MARKER_LEN];
+
+	wire_encode_marker(&in, buf);
+	assert_int_equal(wire_decode_marker(buf, sizeof(buf), &out), 0);
+	assert_true(out.resume == in.resume && out.sent == in.sent &&
+		    out.cause == in.cause);
+}
+
+static void short_foreign_or_dirty_marker_is_refused(void **state)
+{
+	struct wire_marker m = { .resume = 10, .sent = 20 }, out;
+	uint8_t buf[WIRE_MARKER_LEN];
+
+	wire_encode_marker(&m, buf);
+	assert_int_equal(wire_decode_marker(buf, WIRE_MARKER_LEN - 1, &out),
+			 -EPROTO);
+	assert_int_equal(wire_decode_marker(NULL, WIRE_MARKER_LEN, &out),
+			 -EPROTO);
+	buf[0] ^= 1;
+	assert_int_equal(wire_decode_marker(buf, sizeof(buf), &out), -EPROTO);
+	buf[0] ^= 1;
+	buf[4] = WIRE_VERSION + 1;
+	assert_int_equal(wire_decode_marker(buf, sizeof(buf), &out), -EPROTO);
+	buf[4] = WIRE_VERSION;
+	buf[30] = 1; /* reserved bytes must be zero */
+	assert_int_equal(wire_decode_marker(buf, sizeof(buf), &out), -EPROTO);
+}
+
+static void a_hello_is_not_a_marker(void **state)
+{
+	struct wire_hello h = sample_hello(AF_INET);
+	uint8_t buf[WIRE_HELLO_LEN];
+	struct wire_marker out;
+
+	wire_encode_hello(&h, buf);
+	assert_int_equal(wire_decode_marker(buf, sizeof(buf), &out), -EPROTO);
+}
+
+static void resend_starts_where_the_peer_resumes(void **state)
+{
+	struct wire_positions mine = { .consumed = 500,
+				       .released = 1000,
+				       .staged = 3000 };
+	struct wire_marker peer = { .resume = 1200, .sent = 500 };
+	uint64_t from = 0;
+
+	assert_int_equal(wire_marker_resend_from(&peer, &mine, &from), 0);
+	assert_int_equal(from, 1200);
+	peer.resume = mine.released;
+	assert_int_equal(wire_marker_resend_from(&peer, &mine, &from), 0);
+	assert_int_equal(from, 1000);
+	peer.resume = mine.staged;
+	assert_int_equal(wire_marker_resend_from(&peer, &mine, &from), 0);
+	assert_int_equal(from, 3000);
+}
+
+static void resume_outside_what_this_end_holds_is_refused(void **state)
+{
+	struct wire_positions mine = { .consumed = 500,
+				       .released = 1000,
+				       .staged = 3000 };
+	struct wire_marker peer = { .resume = 999, .sent = 800 };
+	uint64_t from = 77;
+
+	/* Before the credit it returned: those bytes are gone here. */
+	assert_int_equal(wire_marker_resend_from(&peer, &mine, &from), -EPROTO);
+	/* Past what this end ever sent. */
+	peer.resume = 3001;
+	assert_int_equal(wire_marker_resend_from(&peer, &mine, &from), -EPROTO);
+	/* The peer sent less than this end already read of it. */
+	peer.resume = 2000;
+	peer.sent = 499;
+	assert_int_equal(wire_marker_resend_from(&peer, &mine, &from), -EPROTO);
+	assert_int_equal(from, 77);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -185,6 +267,11 @@ int main(void)
 		cmocka_unit_test(missing_private_data_is_refused),
 		cmocka_unit_test(short_or_foreign_accept_is_refused),
 		cmocka_unit_test(random_private_data_is_refused_or_sane),
+		cmocka_unit_test(marker_round_trips),
+		cmocka_unit_test(short_foreign_or_dirty_marker_is_refused),
+		cmocka_unit_test(a_hello_is_not_a_marker),
+		cmocka_unit_test(resend_starts_where_the_peer_resumes),
+		cmocka_unit_test(resume_outside_what_this_end_holds_is_refused),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,90 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Inside the conn module: the connection's state, shared by conn.c (its
+ * life and the routing of each call), conn_rdma.c (calls carried over
+ * RDMA) and conn_move.c (the move to the kernel socket).  Not for other
+ * modules.
+ */
+#ifndef ROCESHIM_CONN_IMPL_H
+#define ROCESHIM_CONN_IMPL_H
+
+#include <pthread.h>
+
+#include "conn.h"
+#include "progress.h"
+#include "share.h"
+#include "spin.h"
+#include "wire.h"
+
+/* Where the connection's bytes go (c->path, atomic). */
+enum conn_path {
+	CONN_RDMA,   /* over the queue pair */
+	CONN_MOVING, /* frozen: the markers are on their way */
+	CONN_TCP,    /* over the kernel socket (c->backlog first) */
+	CONN_FAILED  /* the move failed: reset */
+};
+
+struct conn {
+	struct rdma_cm_id *id;
+	struct transport *t;
+	struct readiness *r;
+	struct spin_policy rx_spin; /* waits for data */
+	struct spin_policy tx_spin; /* waits for credit */
+	size_t zerocopy_min;	    /* 0: every send is copied */
+	bool zerocopy_failed;	    /* atomic: logged once */
+	unsigned int fork_epoch;    /* conn_fork_epoch when created */
+	struct share_slot *slot;    /* its state for fork children */
+	int row;		    /* atomic: its stats row, -1 for none */
+	int timeout_ms;		    /* the longest a move may take */
+
+	int path;	  /* atomic: enum conn_path */
+	bool peer_closed; /* atomic: the peer's kernel socket is closed */
+	bool peer_reset;  /* atomic: it was reset */
+	bool qp_lost;	  /* atomic: the CM says the queue pair is gone */
+
+	/* Under lock: */
+	pthread_mutex_t lock;
+	pthread_cond_t moved; /* path left CONN_MOVING */
+	int kfd;	      /* the kernel socket for roceshim's own use */
+	bool kfd_ours;	      /* kfd is a dup the program never saw */
+	bool kwatched;	      /* kfd is in the progress thread's set */
+	struct progress_watcher kwatch;
+	bool released;	  /* the program closed its last fd */
+	bool shut_kernel; /* a shutdown(SHUT_WR) waits for the kernel socket */
+	enum roceshim_downgrade cause;
+	struct wire_positions pos; /* where the streams stood at the freeze */
+	uint8_t marker[WIRE_MARKER_LEN]; /* the peer's, as it comes in */
+	unsigned int marker_len;
+	uint64_t backlog_from; /* staged bytes still to write to the socket */
+	uint64_t backlog_to;
+	int64_t deadline_ms; /* the peer's marker must have come by then */
+	struct conn *next_moving;
+};
+
+/* Bumped before every fork: a connection older than that may be shared. */
+extern unsigned int conn_fork_epoch;
+
+/* conn_rdma.c: calls carried over RDMA; -EXDEV once the transport froze. */
+ssize_t conn_rdma_send(struct conn *c, int tcp_fd, const struct iovec *iov,
+		       int iovcnt, int flags);
+ssize_t conn_rdma_recv(struct conn *c, int tcp_fd, const struct iovec *iov,
+		       int iovcnt, int flags);
+/* Lets the FIN's write complete, at most 200 ms. */
+void conn_rdma_wait_writes(struct conn *c);
+
+/*
+ * conn_move.c: the move to the kernel socket.  The caller holds c->lock.
+ * conn_move_begin() freezes the transport and writes this end's marker
+ * (once; later calls do nothing); the rest comes with the peer's marker,
+ * which the progress thread reads when the socket is readable
+ * (conn_move_kernel_event()).
+ */
+void conn_move_begin_locked(struct conn *c, enum roceshim_downgrade cause);
+void conn_move_kernel_event_locked(struct conn *c, uint32_t events);
+/* Writes what it can of the backlog; true when none is left. */
+bool conn_move_flush_locked(struct conn *c);
+bool conn_move_tick(void);
+/* Puts kfd in the progress thread's set for events, once (oneshot). */
+void conn_watch_kernel_locked(struct conn *c, uint32_t events);
+
+#endif /* ROCESHIM_CONN_IMPL_H */

@@ -1,0 +1,376 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The move of an upgraded connection to its kernel TCP socket, in the
+ * middle of its streams (docs/design.md, "Downgrade").
+ *
+ * The kernel socket has carried nothing since the handshake, so it can
+ * carry everything after the move.  Each end freezes its transport
+ * (nothing more is consumed or sent over RDMA) and writes a marker as the
+ * first bytes of the socket: how far its program consumed the peer's
+ * stream.  Each end then reads the peer's marker and writes what its own
+ * program sent past that point, from its staging ring, into the socket;
+ * from then on the socket carries both streams, and each end's reads and
+ * writes go there.  Nothing is lost (the peer still holds every byte this
+ * end has not consumed), nothing is duplicated (each end resumes exactly
+ * where the other consumed), and both ends switch at offsets they agree
+ * on without a round trip of their own: the marker is the agreement.
+ *
+ * Either end may start a move; the other joins when the marker arrives
+ * (the progress thread watches every upgraded connection's socket).  A
+ * peer that closed or reset its socket before its marker came cannot
+ * move: this end then reads what its ring holds, then EOF (after the
+ * peer's RDMA FIN) or ECONNRESET, and its writes go to the socket, which
+ * fails them as TCP does.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include "clock.h"
+#include "conn_impl.h"
+#include "log.h"
+#include "real.h"
+#include "stats.h"
+
+/* Connections in CONN_MOVING, for the timeout. */
+static pthread_mutex_t moving_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct conn *moving_list;
+
+static enum conn_path path_of(const struct conn *c)
+{
+	return __atomic_load_n(&c->path, __ATOMIC_ACQUIRE);
+}
+
+static void set_path(struct conn *c, enum conn_path path)
+{
+	__atomic_store_n(&c->path, path, __ATOMIC_RELEASE);
+	pthread_cond_broadcast(&c->moved);
+}
+
+static void moving_add(struct conn *c)
+{
+	pthread_mutex_lock(&moving_lock);
+	c->next_moving = moving_list;
+	moving_list = c;
+	pthread_mutex_unlock(&moving_lock);
+	progress_wake();
+}
+
+static void moving_remove(struct conn *c)
+{
+	struct conn **pp;
+
+	pthread_mutex_lock(&moving_lock);
+	for (pp = &moving_list; *pp; pp = &(*pp)->next_moving) {
+		if (*pp == c) {
+			*pp = c->next_moving;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&moving_lock);
+}
+
+static void log_move(const struct conn *c, const char *what)
+{
+	log_info("rdma: connection (fd %d) %s (%s)", c->kfd, what,
+		 roceshim_downgrade_name(c->cause));
+}
+
+/* The move failed: the connection is reset, as a broken TCP one. */
+static void fail_locked(struct conn *c, const char *why)
+{
+	struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+
+	log_warn("rdma: connection (fd %d) could not move to TCP (%s): "
+		 "reset",
+		 c->kfd, why);
+	moving_remove(c);
+	if (c->kfd >= 0) {
+		real.setsockopt(c->kfd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+		real.shutdown(c->kfd, SHUT_RDWR);
+	}
+	share_publish(c->slot, SHARE_FAILED);
+	set_path(c, CONN_FAILED);
+	readiness_release(c->r);
+}
+
+/*
+ * The peer's socket closed or reset before its marker came: it can take
+ * no part.  What the ring holds is still this end's to read (the peer
+ * sent it), then EOF if its RDMA FIN came, else ECONNRESET.
+ */
+static void peer_gone_locked(struct conn *c, bool reset)
+{
+	if (path_of(c) == CONN_MOVING) {
+		moving_remove(c);
+		transport_unfreeze(c->t);
+		/* A fork child cannot have what only this ring holds. */
+		share_publish(c->slot, SHARE_FAILED);
+		log_move(c, "lost its peer while it moved to TCP");
+	}
+	/* Without its queue pair, no RDMA FIN will come either. */
+	if (reset || __atomic_load_n(&c->qp_lost, __ATOMIC_ACQUIRE))
+		transport_peer_gone(c->t);
+	if (reset) {
+		__atomic_store_n(&c->peer_reset, true, __ATOMIC_RELEASE);
+	} else {
+		__atomic_store_n(&c->peer_closed, true, __ATOMIC_RELEASE);
+		transport_peer_closed(c->t);
+		/* The peer cannot move any more: the kernel FIN may go. */
+		if (c->shut_kernel && c->kfd >= 0)
+			real.shutdown(c->kfd, SHUT_WR);
+		c->shut_kernel = false;
+	}
+	set_path(c, CONN_RDMA);
+	readiness_sync(c->r);
+}
+
+void conn_move_begin_locked(struct conn *c, enum roceshim_downgrade cause)
+{
+	struct wire_marker m = { .cause = cause };
+	uint8_t buf[WIRE_MARKER_LEN];
+	bool tx_shut;
+	ssize_t n;
+
+	if (path_of(c) != CONN_RDMA || !conn_alive(c) || c->kfd < 0 ||
+	    __atomic_load_n(&c->peer_closed, __ATOMIC_ACQUIRE) ||
+	    __atomic_load_n(&c->peer_reset, __ATOMIC_ACQUIRE))
+		return;
+	c->cause = cause;
+	set_path(c, CONN_MOVING);
+	share_publish(c->slot, SHARE_MOVING);
+	transport_freeze(c->t, &c->pos, &tx_shut);
+	m.resume = c->pos.consumed;
+	m.sent = c->pos.staged;
+	wire_encode_marker(&m, buf);
+	c->deadline_ms = clock_ms() + c->timeout_ms;
+	moving_add(c);
+	/* The socket has carried nothing: 32 bytes always fit. */
+	n = real.send(c->kfd, buf, sizeof(buf), MSG_DONTWAIT | MSG_NOSIGNAL);
+	if (n != (ssize_t)sizeof(buf)) {
+		if (n < 0 && (errno == EPIPE || errno == ECONNRESET))
+			peer_gone_locked(c, errno == ECONNRESET);
+		else
+			fail_locked(c, "cannot write the marker");
+		return;
+	}
+	log_debug("rdma: fd %d moves to TCP: consumed %llu, sent %llu", c->kfd,
+		  (unsigned long long)m.resume, (unsigned long long)m.sent);
+	conn_watch_kernel_locked(c, EPOLLIN | EPOLLRDHUP);
+}
+
+bool conn_move_flush_locked(struct conn *c)
+{
+	struct msghdr msg = { .msg_iovlen = 0 };
+	struct iovec iov[2];
+	ssize_t n;
+	int pieces;
+
+	while (c->backlog_from < c->backlog_to) {
+		pieces = transport_staged_iov(c->t, c->backlog_from,
+					      c->backlog_to, iov);
+		if (pieces < 0 || c->kfd < 0) {
+			c->backlog_from = c->backlog_to;
+			break;
+		}
+		msg.msg_iov = iov;
+		msg.msg_iovlen = pieces;
+		n = real.sendmsg(c->kfd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (n > 0) {
+			c->backlog_from += n;
+			continue;
+		}
+		if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+			conn_watch_kernel_locked(c, EPOLLOUT);
+			return false;
+		}
+		/* The peer is gone: nobody will read them. */
+		c->backlog_from = c->backlog_to;
+	}
+	if (c->shut_kernel && c->kfd >= 0)
+		real.shutdown(c->kfd, SHUT_WR);
+	c->shut_kernel = false;
+	return true;
+}
+
+/* Both markers are out: the socket carries the connection from now on. */
+static void finish_locked(struct conn *c, uint64_t from)
+{
+	moving_remove(c);
+	c->backlog_from = from;
+	c->backlog_to = c->pos.staged;
+	set_path(c, CONN_TCP);
+	share_publish(c->slot, SHARE_TCP);
+	stats_downgrade(__atomic_load_n(&c->row, __ATOMIC_ACQUIRE), c->cause);
+	log_move(c, "moved to TCP");
+	readiness_release(c->r);
+	conn_move_flush_locked(c);
+}
+
+/* Reads the peer's marker as it comes; acts once it is whole. */
+static void read_marker_locked(struct conn *c)
+{
+	struct wire_marker m;
+	uint64_t from;
+	ssize_t n;
+
+	while (c->marker_len < WIRE_MARKER_LEN) {
+		n = real.recv(c->kfd, c->marker + c->marker_len,
+			      WIRE_MARKER_LEN - c->marker_len, MSG_DONTWAIT);
+		if (n > 0) {
+			c->marker_len += n;
+			continue;
+		}
+		if (!n || (errno != EAGAIN && errno != EINTR)) {
+			peer_gone_locked(c, n < 0 && errno == ECONNRESET);
+			return;
+		}
+		conn_watch_kernel_locked(c, EPOLLIN | EPOLLRDHUP);
+		return;
+	}
+	if (wire_decode_marker(c->marker, c->marker_len, &m) ||
+	    wire_marker_resend_from(&m, &c->pos, &from)) {
+		stats_malformed_input();
+		fail_locked(c, "the peer's marker does not fit");
+		return;
+	}
+	finish_locked(c, from);
+}
+
+/*
+ * What the kernel socket says while the connection is on RDMA: nothing
+ * flows there, so anything is the peer's doing.
+ */
+static void kernel_news_locked(struct conn *c)
+{
+	struct pollfd pfd = { .fd = c->kfd, .events = POLLIN | POLLRDHUP };
+	char byte;
+	ssize_t n;
+
+	if (real.poll(&pfd, 1, 0) != 1) {
+		conn_watch_kernel_locked(c, EPOLLIN | EPOLLRDHUP);
+		return;
+	}
+	/* Left for the program to read: poll() does not clear it. */
+	if (pfd.revents & POLLERR) {
+		peer_gone_locked(c, true);
+		return;
+	}
+	n = real.recv(c->kfd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+	if (!n) {
+		peer_gone_locked(c, false);
+	} else if (n > 0) {
+		conn_move_begin_locked(c, ROCESHIM_DOWNGRADE_PEER);
+		if (path_of(c) == CONN_MOVING)
+			read_marker_locked(c);
+	} else {
+		conn_watch_kernel_locked(c, EPOLLIN | EPOLLRDHUP);
+	}
+}
+
+void conn_move_kernel_event_locked(struct conn *c, uint32_t events)
+{
+	(void)events;
+	if (c->kfd < 0)
+		return;
+	switch (path_of(c)) {
+	case CONN_RDMA:
+		if (!__atomic_load_n(&c->peer_closed, __ATOMIC_ACQUIRE) &&
+		    !__atomic_load_n(&c->peer_reset, __ATOMIC_ACQUIRE))
+			kernel_news_locked(c);
+		break;
+	case CONN_MOVING:
+		read_marker_locked(c);
+		break;
+	case CONN_TCP:
+		conn_move_flush_locked(c);
+		break;
+	default:
+		break;
+	}
+}
+
+bool conn_move_tick(void)
+{
+	int64_t now = clock_ms();
+	struct conn *c, *late = NULL;
+	bool left;
+
+	pthread_mutex_lock(&moving_lock);
+	for (c = moving_list; c; c = c->next_moving)
+		if (now >= c->deadline_ms)
+			late = c;
+	left = moving_list;
+	pthread_mutex_unlock(&moving_lock);
+	/* One a tick: the list may change under the lock dropped here. */
+	if (late) {
+		pthread_mutex_lock(&late->lock);
+		if (path_of(late) == CONN_MOVING)
+			fail_locked(late, "the peer's marker did not come");
+		pthread_mutex_unlock(&late->lock);
+	}
+	return left;
+}
+
+/* Waits until fd is ready for events, until deadline; 0 or -errno. */
+static int wait_fd(int fd, short events, int64_t deadline)
+{
+	struct pollfd pfd = { .fd = fd, .events = events };
+	int left = clock_ms_left(deadline);
+	int n;
+
+	if (!left)
+		return -ETIMEDOUT;
+	n = real.poll(&pfd, 1, left);
+	if (n < 0)
+		return errno == EINTR ? 0 : -errno;
+	return n ? 0 : -ETIMEDOUT;
+}
+
+int conn_move_unclaimed(int fd, int timeout_ms)
+{
+	struct wire_marker m = { .cause = ROCESHIM_DOWNGRADE_FORK }, peer;
+	const struct wire_positions none = { 0 };
+	int64_t deadline = clock_ms() + timeout_ms;
+	uint8_t buf[WIRE_MARKER_LEN];
+	size_t done = 0;
+	uint64_t from;
+	ssize_t n;
+	int err;
+
+	wire_encode_marker(&m, buf);
+	while (done < sizeof(buf)) {
+		n = real.send(fd, buf + done, sizeof(buf) - done,
+			      MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (n > 0) {
+			done += n;
+			continue;
+		}
+		if (n < 0 && errno != EAGAIN && errno != EINTR)
+			return -errno;
+		err = wait_fd(fd, POLLOUT, deadline);
+		if (err)
+			return err;
+	}
+	for (done = 0; done < sizeof(buf);) {
+		n = real.recv(fd, buf + done, sizeof(buf) - done, MSG_DONTWAIT);
+		if (n > 0) {
+			done += n;
+			continue;
+		}
+		if (!n)
+			return -ECONNRESET;
+		if (errno != EAGAIN && errno != EINTR)
+			return -errno;
+		err = wait_fd(fd, POLLIN, deadline);
+		if (err)
+			return err;
+	}
+	/* Nothing crossed: the peer must resume at 0. */
+	if (wire_decode_marker(buf, sizeof(buf), &peer) ||
+	    wire_marker_resend_from(&peer, &none, &from)) {
+		stats_malformed_input();
+		return -EPROTO;
+	}
+	return 0;
+}

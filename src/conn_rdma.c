@@ -1,0 +1,382 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Calls carried over RDMA: TCP's blocking rules on the ring transport,
+ * with spinning, zero-copy sends and sleeps on the completion channel.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "clock.h"
+#include "conn_impl.h"
+#include "log.h"
+#include "real.h"
+
+/*
+ * One blocking call's wait, from the moment it first would block until it
+ * gets what it waits for: its length sizes the connection's next spins.
+ */
+struct wait_clock {
+	struct spin_policy *policy;
+	bool waiting;
+	uint64_t start_us; /* 0: this wait is not timed (spin_time_wait()) */
+};
+
+static void wait_clock_start(struct wait_clock *w)
+{
+	if (w->waiting)
+		return;
+	w->waiting = true;
+	if (spin_time_wait(w->policy))
+		w->start_us = clock_us();
+}
+
+static void wait_clock_stop_at(struct wait_clock *w, uint64_t now)
+{
+	w->waiting = false;
+	if (!w->start_us)
+		return;
+	spin_wait_ended(w->policy, now - w->start_us);
+	w->start_us = 0;
+}
+
+/* Called after every transfer: a call that never waited returns at once. */
+static inline void wait_clock_stop(struct wait_clock *w)
+{
+	if (w->waiting)
+		wait_clock_stop_at(w, w->start_us ? clock_us() : 0);
+}
+
+/*
+ * Polls the completion queue for the connection's spin budget, counted
+ * from the start of the wait: what comes within it wakes neither this
+ * thread nor the progress thread.  The clock is read once per
+ * SPIN_POLLS_PER_CLOCK polls: where it is slow (HPET in a guest), a read
+ * per poll delayed the detection.  Only while a spin slot is free (spin.h).
+ * true: ready (data, EOF, credit or an error, as ready() says), and the
+ * wait's clock stopped.
+ */
+#define SPIN_POLLS_PER_CLOCK 8
+
+static bool spin(struct conn *c, struct wait_clock *w,
+		 bool (*ready)(struct transport *))
+{
+	unsigned int budget = spin_budget_us(w->policy);
+	uint64_t now = w->start_us;
+	bool got = false;
+	int i;
+
+	if (!budget || !now || !spin_slot_take())
+		return false;
+	while (!got && now < w->start_us + budget) {
+		for (i = 0; i < SPIN_POLLS_PER_CLOCK && !got; i++)
+			got = ready(c->t);
+		if (!got)
+			now = clock_us();
+	}
+	spin_slot_give();
+	if (got)
+		wait_clock_stop_at(w, now);
+	return got;
+}
+
+/*
+ * Nothing to read and the call will not sleep, or no room to send: is the
+ * peer gone?  Its kernel socket knows first when the peer reset
+ * (POLLERR): then the transport learns it too, and a read gets what is
+ * left, then ECONNRESET (EOF if the peer's RDMA FIN came).  A FIN alone
+ * says only that the peer shut down its side.  It may still read, and its
+ * RDMA FIN, posted after its last byte, may still be on the way: the
+ * peer's shutdown or close lets its writes complete before its kernel
+ * socket sends the FIN, but for at most 200 ms.  The RDMA FIN then ends
+ * the reads.
+ *
+ * A sleep does not watch the kernel socket: a peer that resets or goes
+ * away also disconnects its queue pair, and the CM's disconnect makes the
+ * eventfds ready, which a sleep watches anyway.
+ */
+static void check_peer(struct conn *c, int tcp_fd)
+{
+	struct pollfd pfd = { .fd = tcp_fd, .events = POLLIN | POLLRDHUP };
+
+	if (real.poll(&pfd, 1, 0) == 1 && (pfd.revents & POLLERR)) {
+		__atomic_store_n(&c->peer_reset, true, __ATOMIC_RELEASE);
+		transport_peer_gone(c->t);
+	}
+}
+
+/*
+ * Whether a call may block, and until when: O_NONBLOCK, MSG_DONTWAIT and
+ * SO_RCVTIMEO/SO_SNDTIMEO.  Asked of the kernel socket only once the call
+ * would block, so that a call that can proceed makes no extra syscall.
+ */
+struct blocking {
+	int fd;
+	int flags;
+	int timeout_opt; /* SO_RCVTIMEO or SO_SNDTIMEO */
+	bool known;
+	bool nonblock;
+	int64_t deadline; /* -1: none */
+};
+
+/* The socket's timeout option in milliseconds; -1 for none. */
+static int64_t timeout_ms(int fd, int name)
+{
+	struct timeval tv;
+	socklen_t len = sizeof(tv);
+
+	if (real.getsockopt(fd, SOL_SOCKET, name, &tv, &len) ||
+	    (!tv.tv_sec && !tv.tv_usec))
+		return -1;
+	return tv.tv_sec * 1000ll + (tv.tv_usec + 999) / 1000;
+}
+
+static bool must_not_block(struct blocking *b)
+{
+	int fl;
+
+	if (b->known)
+		return b->nonblock;
+	b->known = true;
+	fl = b->flags & MSG_DONTWAIT ? O_NONBLOCK : real.fcntl(b->fd, F_GETFL);
+	b->nonblock = fl >= 0 && (fl & O_NONBLOCK);
+	if (!b->nonblock) {
+		int64_t ms = timeout_ms(b->fd, b->timeout_opt);
+
+		b->deadline = ms < 0 ? -1 : clock_ms() + ms;
+	}
+	return b->nonblock;
+}
+
+/*
+ * The largest piece of a buffer registered at once for a zero-copy send:
+ * pinned memory counts against RLIMIT_MEMLOCK, often 8 MiB.
+ */
+#define ZEROCOPY_CHUNK (4u << 20)
+
+/*
+ * How often a send whose zero-copy writes are in flight looks whether the
+ * peer has gone: its disconnect raises no completion on this end.
+ */
+#define ZEROCOPY_RECHECK_MS 100
+
+/* One send's zero-copy state: the piece of its buffer registered now. */
+struct zerocopy {
+	struct ibv_mr *mr; /* NULL: nothing registered */
+	const uint8_t *base;
+	size_t len;
+	uint64_t end;	  /* where its last posted write ends */
+	bool unavailable; /* registration failed: copy the rest */
+};
+
+struct direct_wait {
+	struct transport *t;
+	uint64_t end;
+};
+
+static bool direct_done(void *arg)
+{
+	struct direct_wait *w = arg;
+
+	return transport_direct_done(w->t, w->end);
+}
+
+/*
+ * Sleeps on the channel until the zero-copy writes have completed: only
+ * then may the send return the buffer to the program.  Signals and
+ * SO_SNDTIMEO do not end it; a failed queue pair or a peer that has gone
+ * does, and takes no more than the fabric's retry timeout to show.
+ */
+static void zerocopy_release(struct conn *c, struct zerocopy *z)
+{
+	struct direct_wait w = { .t = c->t, .end = z->end };
+
+	if (!z->mr)
+		return;
+	while (!readiness_wait_channel(c->r, direct_done, &w,
+				       ZEROCOPY_RECHECK_MS))
+		;
+	/* What the peer has not consumed must stay for a move to TCP. */
+	transport_direct_retire(c->t, z->base, z->len);
+	transport_deregister(z->mr);
+	z->mr = NULL;
+}
+
+/*
+ * Sends from the len bytes at buf without copying them, from the piece of
+ * the buffer registered now or the next one; -ENOBUFS: copy them instead.
+ */
+static ssize_t send_zerocopy(struct conn *c, struct zerocopy *z,
+			     const uint8_t *buf, size_t len)
+{
+	if (!z->mr || buf < z->base || buf >= z->base + z->len) {
+		zerocopy_release(c, z);
+		if (z->unavailable)
+			return -ENOBUFS;
+		z->len = len < ZEROCOPY_CHUNK ? len : ZEROCOPY_CHUNK;
+		z->base = buf;
+		z->mr = transport_register(c->t, buf, z->len);
+		if (!z->mr) {
+			if (!__atomic_exchange_n(&c->zerocopy_failed, true,
+						 __ATOMIC_RELAXED))
+				log_info("rdma: zero-copy send of %zu bytes "
+					 "refused (%s): copying instead",
+					 z->len, strerror(errno));
+			z->unavailable = true;
+			return -ENOBUFS;
+		}
+		log_debug("rdma: zero-copy send of %zu bytes", z->len);
+		z->end = 0;
+	}
+	if (len > (size_t)(z->base + z->len - buf))
+		len = z->base + z->len - buf;
+	return transport_send_direct(c->t, z->mr, buf, len, &z->end);
+}
+
+/*
+ * Sends some of the bytes of iov after the first skip: those of a buffer
+ * of at least zerocopy_min bytes straight from it, on a socket that may
+ * block, the others by copying; bytes before such a buffer go first.
+ */
+static ssize_t send_some(struct conn *c, struct zerocopy *z, struct blocking *b,
+			 const struct iovec *iov, int iovcnt, size_t skip,
+			 bool *corked)
+{
+	size_t min = c->zerocopy_min, off = skip;
+	ssize_t n;
+	int i = 0, big;
+
+	while (i < iovcnt && off >= iov[i].iov_len)
+		off -= iov[i++].iov_len;
+	if (!min || i == iovcnt)
+		return transport_send(c->t, iov, iovcnt, skip, corked);
+	for (big = i; big < iovcnt; big++, off = 0)
+		if (iov[big].iov_len - off >= min)
+			break;
+	if (big == iovcnt || must_not_block(b))
+		return transport_send(c->t, iov, iovcnt, skip, corked);
+	if (big > i)
+		return transport_send(c->t, iov, big, skip, corked);
+	n = send_zerocopy(c, z, (const uint8_t *)iov[i].iov_base + off,
+			  iov[i].iov_len - off);
+	if (n != -ENOBUFS) {
+		*corked = false;
+		return n;
+	}
+	return transport_send(c->t, iov, iovcnt, skip, corked);
+}
+
+ssize_t conn_rdma_send(struct conn *c, int tcp_fd, const struct iovec *iov,
+		       int iovcnt, int flags)
+{
+	struct blocking b = { .fd = tcp_fd,
+			      .flags = flags,
+			      .timeout_opt = SO_SNDTIMEO };
+	struct wait_clock w = { .policy = &c->tx_spin };
+	size_t len = iov_bytes(iov, iovcnt); /* to stage before returning */
+	struct zerocopy z = { .mr = NULL };
+	bool corked = false;
+	ssize_t total = 0, n;
+
+	for (;;) {
+		n = send_some(c, &z, &b, iov, iovcnt, total, &corked);
+		if (n == -EAGAIN) {
+			check_peer(c, tcp_fd);
+			n = send_some(c, &z, &b, iov, iovcnt, total, &corked);
+		}
+		if (n > 0) {
+			wait_clock_stop(&w);
+			total += n;
+			if ((size_t)total == len)
+				break;
+			continue;
+		}
+		if (n != -EAGAIN || must_not_block(&b))
+			break;
+		wait_clock_start(&w);
+		if (spin(c, &w, transport_writable))
+			continue;
+		n = readiness_wait_writable(c->r, b.deadline);
+		if (n)
+			break;
+	}
+	wait_clock_stop(&w);
+	zerocopy_release(c, &z);
+	readiness_after_send(c->r, corked);
+	return total ? total : n;
+}
+
+ssize_t conn_rdma_recv(struct conn *c, int tcp_fd, const struct iovec *iov,
+		       int iovcnt, int flags)
+{
+	struct blocking b = { .fd = tcp_fd,
+			      .flags = flags,
+			      .timeout_opt = SO_RCVTIMEO };
+	bool peek = flags & MSG_PEEK;
+	bool waitall = (flags & MSG_WAITALL) && !peek;
+	struct wait_clock w = { .policy = &c->rx_spin };
+	ssize_t total = 0, n = 0;
+	size_t off = 0;
+	int i = 0;
+
+	/* A peek looks at the start of the stream: one buffer at a time. */
+	if (peek && iovcnt > 1)
+		iovcnt = 1;
+	while (i < iovcnt) {
+		uint8_t *base = (uint8_t *)iov[i].iov_base + off;
+		size_t want = iov[i].iov_len - off;
+
+		if (!want) {
+			i++;
+			off = 0;
+			continue;
+		}
+		n = transport_recv(c->t, base, want, peek);
+		if (n == -EAGAIN && (!total || waitall) && must_not_block(&b)) {
+			/* Before giving up: is the peer gone? */
+			check_peer(c, tcp_fd);
+			n = transport_recv(c->t, base, want, peek);
+		}
+		if (n > 0) {
+			wait_clock_stop(&w);
+			off += n;
+			total += n;
+			/*
+			 * A short read took all there was: only MSG_WAITALL
+			 * waits for more.
+			 */
+			if (peek || ((size_t)n < want && !waitall))
+				break;
+			continue;
+		}
+		if (n != -EAGAIN || (total && !waitall) || must_not_block(&b))
+			break;
+		wait_clock_start(&w);
+		if (spin(c, &w, transport_readable))
+			continue;
+		n = readiness_wait_readable(c->r, b.deadline);
+		if (n)
+			break;
+	}
+	wait_clock_stop(&w);
+	readiness_after_recv(c->r);
+	return total ? total : n;
+}
+
+/*
+ * Lets a FIN complete before the caller's kernel socket sends its own:
+ * the peer must find the RDMA FIN already there when TCP says "closed".
+ */
+void conn_rdma_wait_writes(struct conn *c)
+{
+	struct timespec pause = { .tv_nsec = 50000 };
+	int64_t deadline = clock_ms() + 200;
+
+	while (transport_writes_in_flight(c->t) && clock_ms() < deadline &&
+	       !transport_progress(c->t))
+		nanosleep(&pause, NULL);
+}

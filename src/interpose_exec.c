@@ -1,0 +1,193 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Exported wrappers for what starts another program or leaves this one
+ * behind: the exec family, posix_spawn, system, popen and daemon.  An
+ * upgraded connection that the other program could use, or that this
+ * process is about to stop serving, moves to its kernel TCP socket first
+ * (track_exec() and friends); then libc does the rest.  glibc's own
+ * execvp and the like reach the kernel without another wrapper, so each
+ * entry point is wrapped.
+ */
+#include <errno.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "real.h"
+#include "shim.h"
+#include "track.h"
+
+extern char **environ;
+
+SHIM_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
+{
+	shim_ensure_init();
+	track_exec();
+	return real.execve(path, argv, envp);
+}
+
+SHIM_EXPORT int execv(const char *path, char *const argv[])
+{
+	shim_ensure_init();
+	track_exec();
+	return real.execv(path, argv);
+}
+
+SHIM_EXPORT int execvp(const char *file, char *const argv[])
+{
+	shim_ensure_init();
+	track_exec();
+	return real.execvp(file, argv);
+}
+
+SHIM_EXPORT int execvpe(const char *file, char *const argv[],
+			char *const envp[])
+{
+	shim_ensure_init();
+	track_exec();
+	return real.execvpe(file, argv, envp);
+}
+
+SHIM_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
+{
+	shim_ensure_init();
+	track_exec();
+	return real.fexecve(fd, argv, envp);
+}
+
+/*
+ * The execl family: its variadic arguments as an argv (and, for execle,
+ * the environment after the NULL).  NULL if they cannot be held.
+ */
+static char **collect(const char *arg0, va_list ap, char ***envp)
+{
+	size_t n = 1, cap = 16;
+	char **argv = malloc(cap * sizeof(*argv)), **grown;
+	char *arg;
+
+	if (!argv)
+		return NULL;
+	argv[0] = (char *)arg0;
+	do {
+		arg = va_arg(ap, char *);
+		if (n == cap) {
+			cap *= 2;
+			grown = realloc(argv, cap * sizeof(*argv));
+			if (!grown) {
+				free(argv);
+				return NULL;
+			}
+			argv = grown;
+		}
+		argv[n++] = arg;
+	} while (arg);
+	if (envp)
+		*envp = va_arg(ap, char **);
+	return argv;
+}
+
+SHIM_EXPORT int execl(const char *path, const char *arg, ...)
+{
+	char **argv;
+	va_list ap;
+	int ret;
+
+	va_start(ap, arg);
+	argv = collect(arg, ap, NULL);
+	va_end(ap);
+	if (!argv) {
+		errno = ENOMEM;
+		return -1;
+	}
+	ret = execv(path, argv);
+	free(argv);
+	return ret;
+}
+
+SHIM_EXPORT int execlp(const char *file, const char *arg, ...)
+{
+	char **argv;
+	va_list ap;
+	int ret;
+
+	va_start(ap, arg);
+	argv = collect(arg, ap, NULL);
+	va_end(ap);
+	if (!argv) {
+		errno = ENOMEM;
+		return -1;
+	}
+	ret = execvp(file, argv);
+	free(argv);
+	return ret;
+}
+
+SHIM_EXPORT int execle(const char *path, const char *arg, ...)
+{
+	char **argv, **envp = NULL;
+	va_list ap;
+	int ret;
+
+	va_start(ap, arg);
+	argv = collect(arg, ap, &envp);
+	va_end(ap);
+	if (!argv) {
+		errno = ENOMEM;
+		return -1;
+	}
+	ret = execve(path, argv, envp);
+	free(argv);
+	return ret;
+}
+
+SHIM_EXPORT int posix_spawn(pid_t *pid, const char *path,
+			    const posix_spawn_file_actions_t *actions,
+			    const posix_spawnattr_t *attr, char *const argv[],
+			    char *const envp[])
+{
+	shim_ensure_init();
+	track_spawn();
+	return real.posix_spawn(pid, path, actions, attr, argv, envp);
+}
+
+SHIM_EXPORT int posix_spawnp(pid_t *pid, const char *file,
+			     const posix_spawn_file_actions_t *actions,
+			     const posix_spawnattr_t *attr, char *const argv[],
+			     char *const envp[])
+{
+	shim_ensure_init();
+	track_spawn();
+	return real.posix_spawnp(pid, file, actions, attr, argv, envp);
+}
+
+SHIM_EXPORT int
+posix_spawn_file_actions_adddup2(posix_spawn_file_actions_t *actions, int fd,
+				 int new_fd)
+{
+	shim_ensure_init();
+	track_spawn_dup(fd);
+	return real.posix_spawn_file_actions_adddup2(actions, fd, new_fd);
+}
+
+SHIM_EXPORT int system(const char *command)
+{
+	shim_ensure_init();
+	track_spawn();
+	return real.system(command);
+}
+
+SHIM_EXPORT FILE *popen(const char *command, const char *type)
+{
+	shim_ensure_init();
+	track_spawn();
+	return real.popen(command, type);
+}
+
+SHIM_EXPORT int daemon(int nochdir, int noclose)
+{
+	shim_ensure_init();
+	track_daemon();
+	return real.daemon(nochdir, noclose);
+}

@@ -1,0 +1,105 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Upgraded connections shared with fork children.
+ *
+ * An upgraded connection belongs to the process that made it, its owner:
+ * only there can its queue pair be used.  A fork child inherits the fd,
+ * and over TCP it could use the connection as well as its parent.  So
+ * every upgraded connection has a slot in memory that the owner shares
+ * with its descendants (an anonymous MAP_SHARED mapping, inherited across
+ * fork).  A descendant that uses an inherited connection asks the owner,
+ * through the slot, to move it to its kernel TCP socket, and waits until
+ * the owner says that it has (or could not).  The owner learns of a
+ * request from a datagram on a socket of its own, bound to an abstract
+ * unix name that the shared memory records; nothing that a child may
+ * have closed or reused carries it.
+ *
+ * A connection that a listener accepted on the RDMA CM, and that accept()
+ * has not claimed yet, is pending: its slot says so, with the TCP source
+ * the client declared.  A prefork worker (a descendant that accepts on
+ * the inherited listener) claims it there; the connection then moves to
+ * TCP from its first byte (conn_move_unclaimed()).
+ *
+ * Contract: owner functions run in the owner only; share_request() and
+ * share_pending_claim() in any descendant.  A slot's state only moves forward
+ * (RDMA, MOVING, then TCP or FAILED), and whoever reads it sees the owner's
+ * latest word.
+ */
+#ifndef ROCESHIM_SHARE_H
+#define ROCESHIM_SHARE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <roceshim/stats.h>
+
+enum share_state {
+	SHARE_RDMA = 0,	  /* the owner carries it over RDMA */
+	SHARE_MOVING = 1, /* the owner moves it to TCP */
+	SHARE_TCP = 2,	  /* the kernel socket carries it, for everyone */
+	SHARE_FAILED = 3  /* it was reset */
+};
+
+enum share_pending {
+	SHARE_NOT_PENDING = 0,
+	SHARE_PENDING_WAIT = 1,	       /* accepted on the CM, not established */
+	SHARE_PENDING_ESTABLISHED = 2, /* waits for accept() */
+	SHARE_PENDING_FAILED = 3,      /* the client gave up: it is on TCP */
+	SHARE_PENDING_CLAIMED = 4      /* a descendant accepted it */
+};
+
+struct share_slot;
+
+/*
+ * Owner: opens the socket requests come on, once the progress thread
+ * runs; on_request is called there with the ctx of a slot that a
+ * descendant asked about.  0 or a negative errno.
+ */
+int share_start(void (*on_request)(void *ctx));
+/*
+ * Owner: a slot for a new connection, with ctx for on_request; NULL if
+ * none can be had (or share_start() did not succeed).
+ */
+struct share_slot *share_slot_new(void *ctx);
+void share_slot_free(struct share_slot *slot);
+/* Owner: publishes the slot's new state and wakes those who wait on it. */
+void share_publish(struct share_slot *slot, enum share_state state);
+
+enum share_state share_state(const struct share_slot *slot);
+
+/*
+ * Descendant: asks the owner to move the connection to TCP, and waits at
+ * most timeout_ms for it.  Returns the state it ended in: SHARE_TCP, or
+ * SHARE_FAILED when the owner could not, or could not be reached (it has
+ * exited), or took too long.
+ */
+enum share_state share_request(struct share_slot *slot, int timeout_ms);
+
+/*
+ * Owner: the slot's connection is pending for the TCP connection from
+ * source to the listener on port; share_pending_settle() records how its
+ * handshake ended, share_pending_take() claims it for the owner's own
+ * accept() (false: not established, or a descendant took it).
+ */
+void share_pending_set(struct share_slot *slot,
+		       const struct roceshim_stats_endpoint *source,
+		       uint16_t port);
+void share_pending_settle(struct share_slot *slot, enum share_pending state);
+bool share_pending_take(struct share_slot *slot);
+enum share_pending share_pending_state(const struct share_slot *slot);
+
+/*
+ * Descendant: the pending connection of the TCP connection this process
+ * accepted from src on port, if any: waits (at most timeout_ms) while its
+ * handshake is in flight, and claims it if it was established (then
+ * SHARE_PENDING_CLAIMED: the owner drops its side).  SHARE_NOT_PENDING or
+ * SHARE_PENDING_FAILED: the client is on plain TCP.
+ */
+enum share_pending
+share_pending_claim(const struct roceshim_stats_endpoint *src, uint16_t port,
+		    int timeout_ms);
+
+/* In a fork child: the slots it inherited are its owner's, not its own. */
+void share_fork_child(void);
+
+#endif /* ROCESHIM_SHARE_H */

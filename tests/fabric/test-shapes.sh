@@ -1,0 +1,67 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# Program shapes that hand a connection to another process, with
+# ROCESHIM_RDMA=1, each byte for byte (tests/fabric/shapes.py):
+#   - servers: accept-then-fork (socketserver.ForkingTCPServer), prefork
+#     workers, a handler exec'd with the socket as its stdio (fork+exec,
+#     and subprocess.Popen), against 6 concurrent clients of 200 KB each;
+#   - clients that move their connection mid-transfer, both ways: daemon(),
+#     posix_spawn of a helper that carries it, exec of itself, and
+#     SCM_RIGHTS to another process.
+# The stats say how each connection went: moved to TCP where another
+# process took it over.  (A daemon and an exec'd image have no stats of
+# their own for it: the move is counted in the process that left.)
+set -u
+PYTHON=${PYTHON:-/usr/bin/python3}
+shapes="$top_srcdir/tests/fabric/shapes.py"
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/test-shapes.XXXXXX") || exit 1
+trap 'kill $(jobs -p) 2>/dev/null; pkill -f "shapes.py server" 2>/dev/null; rm -rf "$tmp"' EXIT
+export ROCESHIM_RDMA=1
+# shellcheck source=../lib.sh
+. "$top_srcdir/tests/lib.sh"
+addr=$ROCESHIM_FABRIC_ADDR_B
+
+# start_server SHAPE: a server of that shape; its port in $port.
+start_server() {
+	"$ROCESHIM_RUN" "$PYTHON" "$shapes" server "$1" "$addr" \
+		>"$tmp/server-$1" 2>&1 &
+	port=$(peer_port "$tmp/server-$1")
+}
+
+for shape in forking prefork exec subprocess; do
+	start_server "$shape"
+	timeout 300 "$ROCESHIM_RUN" "$PYTHON" "$shapes" client "$addr" "$port" \
+		>"$tmp/client-$shape" 2>&1
+	sed "s/^/    $shape: /" "$tmp/client-$shape"
+	check_eq "${shape}_server_echoes_6_clients" ok \
+		"$(awk '$1 == "echo" {print $2}' "$tmp/client-$shape")"
+	check_eq "${shape}_client_connections_moved_by_the_server" 6 \
+		"$(grep -c '^conn tcp none moved:peer$' "$tmp/client-$shape")"
+	kill %1 2>/dev/null
+	wait 2>/dev/null
+done
+
+start_server echo
+for shape in daemon spawn exec pass; do
+	out=$tmp/$shape.daemon
+	timeout 120 "$ROCESHIM_RUN" "$PYTHON" "$shapes" "$shape" "$addr" \
+		"$port" --out "$out" >"$tmp/$shape" 2>&1
+	echo "rc $?" >>"$tmp/$shape"
+	if [ "$shape" = daemon ]; then
+		wait_for "$out" '^done' 600
+		cat "$out" >>"$tmp/$shape"
+	fi
+	sed "s/^/    $shape: /" "$tmp/$shape"
+	check_eq "${shape}_starts_on_rdma" "rdma none" \
+		"$(awk '$1 == "before" {print $2, $3}' "$tmp/$shape")"
+	for label in ${shape} ${shape}_rest; do
+		[ "$shape" = pass ] && label=${label/pass/passed}
+		check_eq "${label}_byte_exact" ok \
+			"$(awk -v k="$label" '$1 == k {print $2}' "$tmp/$shape")"
+	done
+done
+check_eq pass_sender_moved "tcp none moved:fd_passed" \
+	"$(awk '$1 == "sender" {print $2, $3, $4}' "$tmp/pass")"
+check_eq pass_receiver_exit 0 "$(awk '$1 == "receiver_exit" {print $2}' "$tmp/pass")"
+finish
