@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include "clock.h"
@@ -32,6 +33,107 @@ struct closing {
 
 static pthread_mutex_t closing_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct closing *closing_list;
+
+/*
+ * Every connection of this process, for the health check: a queue pair
+ * whose writes fail (retries exceeded on a broken path) says so in a
+ * completion that may wake nobody (Soft-RoCE raises no event for an error
+ * completion on a channel armed for solicited ones).  While writes are in
+ * flight, a timer looks at each connection once a second.
+ */
+#define HEALTH_PERIOD_S 1
+
+static struct {
+	pthread_mutex_t lock;
+	struct conn *list;
+	int timer_fd; /* -1 until the first send */
+	bool armed;   /* atomic */
+	struct progress_watcher watcher;
+} live = { .lock = PTHREAD_MUTEX_INITIALIZER, .timer_fd = -1 };
+
+static void live_add(struct conn *c)
+{
+	pthread_mutex_lock(&live.lock);
+	c->prev_live = NULL;
+	c->next_live = live.list;
+	if (live.list)
+		live.list->prev_live = c;
+	live.list = c;
+	pthread_mutex_unlock(&live.lock);
+}
+
+static void live_remove(struct conn *c)
+{
+	pthread_mutex_lock(&live.lock);
+	if (c->prev_live)
+		c->prev_live->next_live = c->next_live;
+	else if (live.list == c)
+		live.list = c->next_live;
+	if (c->next_live)
+		c->next_live->prev_live = c->prev_live;
+	c->prev_live = c->next_live = NULL;
+	pthread_mutex_unlock(&live.lock);
+}
+
+static void health_arm(bool on)
+{
+	struct itimerspec its = { .it_value.tv_sec = on ? HEALTH_PERIOD_S : 0,
+				  .it_interval.tv_sec =
+					  on ? HEALTH_PERIOD_S : 0 };
+
+	timerfd_settime(live.timer_fd, 0, &its, NULL);
+}
+
+/* The timer: a connection whose queue pair failed moves to TCP. */
+static void health_check(struct progress_watcher *w, uint32_t events)
+{
+	bool busy = false;
+	uint64_t ticks;
+	struct conn *c;
+
+	(void)w;
+	(void)events;
+	(void)!real.read(live.timer_fd, &ticks, sizeof(ticks));
+	/* Cleared first: a send after this arms the timer again. */
+	__atomic_store_n(&live.armed, false, __ATOMIC_SEQ_CST);
+	pthread_mutex_lock(&live.lock);
+	for (c = live.list; c; c = c->next_live) {
+		if (!conn_on_rdma(c) || !transport_writes_in_flight(c->t))
+			continue;
+		busy = true;
+		if (!__atomic_load_n(&c->peer_closed, __ATOMIC_ACQUIRE) &&
+		    !__atomic_load_n(&c->peer_reset, __ATOMIC_ACQUIRE) &&
+		    transport_qp_failed(c->t))
+			conn_qp_lost(c, ROCESHIM_DOWNGRADE_QP_ERROR);
+	}
+	pthread_mutex_unlock(&live.lock);
+	if (busy)
+		__atomic_store_n(&live.armed, true, __ATOMIC_SEQ_CST);
+	else
+		health_arm(false);
+}
+
+/* Writes are in flight: the health check runs until none are. */
+static void health_watch(void)
+{
+	if (__atomic_load_n(&live.armed, __ATOMIC_SEQ_CST) ||
+	    __atomic_exchange_n(&live.armed, true, __ATOMIC_SEQ_CST))
+		return;
+	pthread_mutex_lock(&live.lock);
+	if (live.timer_fd < 0) {
+		live.timer_fd = timerfd_create(CLOCK_MONOTONIC,
+					       TFD_CLOEXEC | TFD_NONBLOCK);
+		live.watcher.fn = health_check;
+		if (live.timer_fd >= 0 &&
+		    progress_add(live.timer_fd, EPOLLIN, &live.watcher)) {
+			real.close(live.timer_fd);
+			live.timer_fd = -1;
+		}
+	}
+	if (live.timer_fd >= 0)
+		health_arm(true);
+	pthread_mutex_unlock(&live.lock);
+}
 
 static void reset_if_unread(struct conn *c, int fd);
 static void on_kernel_event(struct progress_watcher *w, uint32_t events);
@@ -65,6 +167,7 @@ int conn_create(struct rdma_cm_id *id, struct transport *t,
 	c->row = -1;
 	c->kfd = -1;
 	c->kwatch.fn = on_kernel_event;
+	live_add(c);
 	*out = c;
 	return 0;
 fail:
@@ -286,6 +389,21 @@ static int backlog_out(struct conn *c, int fd, int flags)
 	}
 }
 
+/*
+ * A call failed because the queue pair did (not the peer): the connection
+ * moves to TCP, and the call goes on there.
+ */
+static bool qp_failed(struct conn *c, ssize_t n)
+{
+	if ((n != -ECONNRESET && n != -EPIPE) ||
+	    __atomic_load_n(&c->peer_closed, __ATOMIC_ACQUIRE) ||
+	    __atomic_load_n(&c->peer_reset, __ATOMIC_ACQUIRE) ||
+	    !transport_qp_failed(c->t))
+		return false;
+	conn_qp_lost(c, ROCESHIM_DOWNGRADE_QP_ERROR);
+	return path_of(c) != CONN_RDMA;
+}
+
 /* A call on a connection inherited across fork claims it first. */
 static void claim_if_inherited(struct conn *c)
 {
@@ -310,8 +428,10 @@ ssize_t conn_send(struct conn *c, int tcp_fd, const struct iovec *iov,
 				return kernel_send(tcp_fd, iov, iovcnt, flags);
 			*kernel = false;
 			n = conn_rdma_send(c, tcp_fd, iov, iovcnt, flags);
-			if (n == -EXDEV)
+			if (n == -EXDEV || qp_failed(c, n))
 				continue;
+			if (n > 0)
+				health_watch();
 			/* The peer went away: as TCP says, from the socket. */
 			if (n == -EPIPE &&
 			    (__atomic_load_n(&c->peer_closed,
@@ -348,7 +468,7 @@ ssize_t conn_recv(struct conn *c, int tcp_fd, const struct iovec *iov,
 		case CONN_RDMA:
 			*kernel = false;
 			n = conn_rdma_recv(c, tcp_fd, iov, iovcnt, flags);
-			if (n == -EXDEV)
+			if (n == -EXDEV || qp_failed(c, n))
 				continue;
 			return n;
 		case CONN_MOVING:
@@ -511,6 +631,7 @@ void conn_qp_lost(struct conn *c, enum roceshim_downgrade cause)
 
 static void conn_destroy(struct conn *c)
 {
+	live_remove(c);
 	pthread_mutex_lock(&c->lock);
 	unwatch_kernel_locked(c);
 	if (c->kfd_ours)

@@ -59,6 +59,7 @@ struct conn {
 	uint64_t backlog_to;
 	int64_t deadline_ms; /* the peer's marker must have come by then */
 	struct conn *next_moving;
+	struct conn *prev_live, *next_live; /* under the live list's lock */
 };
 
 /* Bumped before every fork: a connection older than that may be shared. */

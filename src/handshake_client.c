@@ -233,8 +233,10 @@ static enum roceshim_reason
 handshake(const struct config *cfg, int fd, struct rdma_event_channel *ch,
 	  struct rdma_cm_id *id, const struct sockaddr *addr, struct conn **out)
 {
-	struct rdma_conn_param param = { .rnr_retry_count = 7,
-					 .retry_count = 7 };
+	struct rdma_conn_param param = {
+		.rnr_retry_count = HANDSHAKE_RNR_RETRY_COUNT,
+		.retry_count = HANDSHAKE_RETRY_COUNT,
+	};
 	int64_t deadline = clock_ms() + cfg->connect_timeout_ms;
 	struct transport_config tc = handshake_transport_config(cfg);
 	struct conn_options opt;

@@ -14,6 +14,15 @@
 
 #define HANDSHAKE_QUEUE_DEPTH 128
 #define HANDSHAKE_MAX_INLINE  64
+/*
+ * Transport retries before a queue pair fails, and the connection moves
+ * to TCP.  Not 7: Soft-RoCE takes 7 to mean "retry for ever" (as the
+ * spec says of the RNR retry count only), and a broken path would then
+ * hang the connection instead of failing it over.  RNR retries are never
+ * needed (the receive queue is refilled at once) and stay unlimited.
+ */
+#define HANDSHAKE_RETRY_COUNT	  6
+#define HANDSHAKE_RNR_RETRY_COUNT 7
 
 /*
  * The CM event channel every established connection and listener uses,

@@ -63,8 +63,10 @@ bool handshake_on_connect_request(const struct config *cfg,
 {
 	struct transport_config tc = handshake_transport_config(cfg);
 	struct conn_options opt;
-	struct rdma_conn_param param = { .rnr_retry_count = 7,
-					 .retry_count = 7 };
+	struct rdma_conn_param param = {
+		.rnr_retry_count = HANDSHAKE_RNR_RETRY_COUNT,
+		.retry_count = HANDSHAKE_RETRY_COUNT,
+	};
 	struct rdma_cm_id *id = ev->id;
 	uint8_t reply[WIRE_ACCEPT_LEN];
 	struct transport_ring_info ring;

@@ -63,6 +63,7 @@ struct transport {
 	bool notify_all; /* armed for every completion, not only the peer's */
 	bool frozen; /* the connection moves to TCP: see transport_freeze() */
 	bool peer_closed; /* the peer's kernel socket is closed */
+	bool hostile;	  /* the peer broke the protocol: never move it */
 	unsigned int direct_count;
 	struct direct_run direct[DIRECT_RUNS];
 
@@ -203,6 +204,11 @@ int transport_connect(struct transport *t,
 	return 0;
 }
 
+/*
+ * The connection breaks.  Unless the peer broke the protocol or went away
+ * (transport_peer_gone()), the queue pair failed, and the connection may
+ * go on over TCP (transport_qp_failed()).
+ */
 static void fail_locked(struct transport *t, int err)
 {
 	if (!t->error)
@@ -356,6 +362,7 @@ static void handle_completion_locked(struct transport *t,
 		imm = ntohl(wc->imm_data);
 		if (stream_apply_imm(&t->s, imm)) {
 			t->counters.protocol_errors++;
+			t->hostile = true;
 			fail_locked(t, -ECONNRESET);
 		} else if (!(imm & (IMM_CREDIT | IMM_FIN))) {
 			t->counters.rx_msgs++;
@@ -742,6 +749,17 @@ int transport_staged_iov(struct transport *t, uint64_t from, uint64_t to,
 out:
 	pthread_mutex_unlock(&t->lock);
 	return ret;
+}
+
+bool transport_qp_failed(struct transport *t)
+{
+	bool failed;
+
+	pthread_mutex_lock(&t->lock);
+	progress_locked(t);
+	failed = t->error && !t->hostile && !t->peer_gone;
+	pthread_mutex_unlock(&t->lock);
+	return failed;
 }
 
 void transport_unfreeze(struct transport *t)

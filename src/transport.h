@@ -130,6 +130,12 @@ int transport_staged_iov(struct transport *t, uint64_t from, uint64_t to,
  */
 void transport_direct_retire(struct transport *t, const void *buf, size_t len);
 
+/*
+ * The queue pair failed (a completion with an error: retries exceeded, the
+ * device gone), not the peer: the connection may still go on over TCP.
+ */
+bool transport_qp_failed(struct transport *t);
+
 /* The peer's kernel socket is closed: sends go there, to fail as TCP's. */
 void transport_peer_closed(struct transport *t);
 /*

@@ -112,7 +112,11 @@ def echo_once(args):
     s = connect(args)
     if args.report:
         report(s)
+    if args.announce:
+        print("started", flush=True)
     ok = echo_through(s, args.bytes)
+    if args.report_after:
+        report(s)
     s.close()
     return 0 if ok else 1
 
@@ -424,6 +428,10 @@ def main():
     ep.add_argument("--bytes", type=int, default=100000)
     ep.add_argument("--bind")
     ep.add_argument("--report", action="store_true")
+    ep.add_argument("--announce", action="store_true",
+                    help='print "started" as the bytes start to flow')
+    ep.add_argument("--report-after", action="store_true",
+                    help="report the stats row again after the echo")
     ep.add_argument("--repeat", type=int, default=1,
                     help="connections, one after another, in this process")
     st = sub.add_parser("stream")
