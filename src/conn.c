@@ -615,13 +615,30 @@ static void on_kernel_event(struct progress_watcher *w, uint32_t events)
 
 void conn_qp_lost(struct conn *c, enum roceshim_downgrade cause)
 {
+	struct transport_readiness tr;
+	bool gone;
+
+	/* The peer's RDMA FIN may be among the completions not yet reaped. */
+	transport_progress(c->t);
+	transport_readiness(c->t, &tr);
 	pthread_mutex_lock(&c->lock);
 	__atomic_store_n(&c->qp_lost, true, __ATOMIC_RELEASE);
-	/* Its close already here, or its reset: nothing to move. */
-	if (!__atomic_load_n(&c->peer_closed, __ATOMIC_ACQUIRE) &&
-	    !__atomic_load_n(&c->peer_reset, __ATOMIC_ACQUIRE) && !c->released)
+	/*
+	 * What the kernel socket holds says more: the peer's marker (it
+	 * moved, and let its queue pair go), its close or its reset.
+	 */
+	if (path_of(c) == CONN_RDMA && !c->released)
+		conn_move_kernel_event_locked(c, EPOLLIN);
+	gone = __atomic_load_n(&c->peer_closed, __ATOMIC_ACQUIRE) ||
+	       __atomic_load_n(&c->peer_reset, __ATOMIC_ACQUIRE);
+	/*
+	 * Its close already here, or its reset: nothing to move.  Its RDMA
+	 * FIN: the peer closed, and its kernel FIN, on its way, ends this
+	 * connection as a TCP close would.
+	 */
+	if (path_of(c) == CONN_RDMA && !gone && !tr.eof && !c->released)
 		conn_move_begin_locked(c, cause);
-	else
+	else if (gone || c->released)
 		transport_peer_gone(c->t);
 	pthread_mutex_unlock(&c->lock);
 	readiness_sync(c->r);

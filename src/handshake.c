@@ -74,7 +74,8 @@ void handshake_log_no_transport(const char *what, int err)
 /* The conn of a connection id; NULL for listeners and new ids. */
 static struct conn *id_conn(struct rdma_cm_id *id)
 {
-	if (!id->context || id->context == &handshake_listener_tag)
+	if (!id->context ||
+	    *(const char *const *)id->context == &handshake_listener_tag)
 		return NULL;
 	return id->context;
 }
@@ -131,6 +132,7 @@ struct rdma_event_channel *handshake_channel(const struct config *cfg)
 		goto out;
 	progress_on_tick(conn_reap_tick);
 	progress_on_tick(handshake_pending_tick);
+	progress_on_tick(handshake_dial_tick);
 	hs.watch.w.fn = serve_channel;
 	hs.watch.cfg = cfg;
 	hs.watch.ch = rdma_create_event_channel();

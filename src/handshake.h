@@ -25,6 +25,7 @@
 #ifndef ROCESHIM_HANDSHAKE_H
 #define ROCESHIM_HANDSHAKE_H
 
+#include <stdbool.h>
 #include <sys/socket.h>
 
 #include <roceshim/stats.h>
@@ -34,27 +35,68 @@
 #include "sock.h"
 
 /*
- * The client handshake, before the real connect(): returns
- * ROCESHIM_REASON_NONE with *out set when the connection is upgraded,
- * otherwise the reason it stays on TCP.
+ * A refusal because nothing listened on the CM beside the port
+ * (*no_listener): a server without roceshim, or one that opens its
+ * listener just now (PyTorch's TCPStore starts while its clients retry).
+ * If the TCP connect then succeeds, the client asks once more with
+ * HANDSHAKE_CONNECTED: a roceshim server takes that connection over
+ * RDMA if accept() has not taken it yet (tcp_diag.h), and refuses it
+ * otherwise.
+ */
+#define HANDSHAKE_CONNECTED 1u
+
+/*
+ * The client handshake, before the real connect() (or, with
+ * HANDSHAKE_CONNECTED, after it): returns ROCESHIM_REASON_NONE with *out
+ * set when the connection is upgraded, otherwise the reason it stays on
+ * TCP.
  */
 enum roceshim_reason handshake_connect(const struct config *cfg, int fd,
 				       const struct sockaddr *addr,
-				       socklen_t len, struct conn **out);
+				       socklen_t len, unsigned int flags,
+				       struct conn **out, bool *no_listener);
 
-/* Opens the CM listener beside TCP listener fd; failure means TCP only. */
-void handshake_listen(const struct config *cfg, struct sock *sock, int fd);
+/*
+ * The client handshake in the background, for a non-blocking connect():
+ * done(arg, reason, c, no_listener) is called on the progress thread once
+ * it ends, with the upgraded connection (started) when reason is
+ * ROCESHIM_REASON_NONE.
+ * fd (the caller's own dup of the socket) must stay open until then.
+ * Returns ROCESHIM_REASON_NONE with *out set, or the reason it stopped at
+ * once (done is not called then).  handshake_dial_cancel(): the caller no
+ * longer wants it; done is still called, soon.
+ */
+struct dial;
+typedef void handshake_dial_done_fn(void *arg, enum roceshim_reason reason,
+				    struct conn *c, bool no_listener);
+enum roceshim_reason handshake_dial(const struct config *cfg, int fd,
+				    const struct sockaddr *addr, socklen_t len,
+				    unsigned int flags,
+				    handshake_dial_done_fn *done, void *arg,
+				    struct dial **out);
+void handshake_dial_cancel(struct dial *d);
+
+/*
+ * Opens the CM listener beside TCP listener fd, with at least its listen
+ * backlog; failure means TCP only.
+ */
+void handshake_listen(const struct config *cfg, struct sock *sock, int fd,
+		      int backlog);
 void handshake_unlisten(struct sock *sock);
 
 /*
  * The upgraded connection whose client declared TCP source `peer` to the
- * listener on local_port, which accept() returned as fd, or NULL (a peer
- * without roceshim, or one whose handshake did not complete).  Waits, at
- * most the connect timeout, for a handshake still in flight.  In a fork
- * child the listener's pending connections are its owner's: one there is
- * moved to TCP before its first byte, and *moved set.
+ * listener listen_id on local_port, which accept() returned as fd, or
+ * NULL (a peer without roceshim, or one whose handshake did not
+ * complete).  Waits, at most the connect timeout, for a handshake still
+ * in flight.  In the first second of a listener, a connection without
+ * one waits up to 250 ms for a client's second request (the listen race
+ * above).  In a fork child the listener's pending connections are its
+ * owner's: one there is moved to TCP before its first byte, and *moved
+ * set.
  */
 struct conn *handshake_take_pending(const struct config *cfg,
+				    struct rdma_cm_id *listen_id,
 				    const struct roceshim_stats_endpoint *peer,
 				    uint16_t local_port, int fd, bool *moved);
 

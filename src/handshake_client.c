@@ -1,18 +1,25 @@
 // SPDX-License-Identifier: MIT
 /*
- * The client side of the handshake, run by connect() before the real TCP
- * connect, and the negative cache of peers that did not answer.
+ * The client side of the handshake (a dial), run before the real TCP
+ * connect, and the negative cache of peers that did not answer.  A dial
+ * is a state machine driven by the CM's events: synchronously by
+ * handshake_connect() on a channel of its own, or by the progress thread
+ * for handshake_dial() (a non-blocking connect).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdlib.h>
+#include <sys/epoll.h>
 #include <string.h>
 
 #include "clock.h"
 #include "endpoint.h"
 #include "handshake_impl.h"
 #include "log.h"
+#include "progress.h"
 #include "real.h"
 #include "stats.h"
 #include "wire.h"
@@ -26,10 +33,18 @@ struct negative {
 	int64_t expires_ms;
 };
 
+/*
+ * Peers whose handshake timed out (negative), and peers that answered a
+ * handshake (heard): a timeout is remembered only for a peer not heard
+ * from lately.  A busy server that answers some handshakes late is slow,
+ * not silent, and the connections after it should still try.
+ */
 static struct {
 	pthread_mutex_t lock;
 	struct negative entries[NEGATIVE_CACHE_SIZE];
 	unsigned int next;
+	struct negative heard[NEGATIVE_CACHE_SIZE];
+	unsigned int next_heard;
 } neg = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 static bool same_endpoint(const struct roceshim_stats_endpoint *a,
@@ -38,18 +53,46 @@ static bool same_endpoint(const struct roceshim_stats_endpoint *a,
 	return a->port == b->port && !memcmp(a->addr, b->addr, 16);
 }
 
+static struct negative *find_locked(struct negative *v,
+				    const struct roceshim_stats_endpoint *peer);
+
 static bool negative_cached(const struct roceshim_stats_endpoint *peer)
 {
-	int64_t now = clock_ms();
-	bool hit = false;
-	unsigned int i;
+	bool hit;
 
 	pthread_mutex_lock(&neg.lock);
-	for (i = 0; i < NEGATIVE_CACHE_SIZE && !hit; i++)
-		hit = neg.entries[i].expires_ms > now &&
-		      same_endpoint(&neg.entries[i].peer, peer);
+	hit = find_locked(neg.entries, peer);
 	pthread_mutex_unlock(&neg.lock);
 	return hit;
+}
+
+/* Under neg.lock: an entry of v for peer that has not expired. */
+static struct negative *find_locked(struct negative *v,
+				    const struct roceshim_stats_endpoint *peer)
+{
+	int64_t now = clock_ms();
+	unsigned int i;
+
+	for (i = 0; i < NEGATIVE_CACHE_SIZE; i++)
+		if (v[i].expires_ms > now && same_endpoint(&v[i].peer, peer))
+			return &v[i];
+	return NULL;
+}
+
+static void heard_from(const struct config *cfg,
+		       const struct roceshim_stats_endpoint *peer)
+{
+	struct negative *e;
+
+	pthread_mutex_lock(&neg.lock);
+	e = find_locked(neg.heard, peer);
+	if (!e) {
+		e = &neg.heard[neg.next_heard];
+		neg.next_heard = (neg.next_heard + 1) % NEGATIVE_CACHE_SIZE;
+		e->peer = *peer;
+	}
+	e->expires_ms = clock_ms() + cfg->negative_cache_s * 1000ll;
+	pthread_mutex_unlock(&neg.lock);
 }
 
 static void negative_remember(const struct config *cfg,
@@ -58,101 +101,15 @@ static void negative_remember(const struct config *cfg,
 	if (!cfg->negative_cache_s)
 		return;
 	pthread_mutex_lock(&neg.lock);
+	if (find_locked(neg.heard, peer)) {
+		pthread_mutex_unlock(&neg.lock);
+		return;
+	}
 	neg.entries[neg.next].peer = *peer;
 	neg.entries[neg.next].expires_ms =
 		clock_ms() + cfg->negative_cache_s * 1000ll;
 	neg.next = (neg.next + 1) % NEGATIVE_CACHE_SIZE;
 	pthread_mutex_unlock(&neg.lock);
-}
-
-/* Waits for the next event on ch; NULL on timeout. */
-static struct rdma_cm_event *next_event(struct rdma_event_channel *ch,
-					int64_t deadline)
-{
-	struct pollfd pfd = { .fd = ch->fd, .events = POLLIN };
-	struct rdma_cm_event *ev;
-	int64_t left = deadline - clock_ms();
-
-	if (left <= 0 || real.poll(&pfd, 1, (int)left) <= 0)
-		return NULL;
-	return rdma_get_cm_event(ch, &ev) ? NULL : ev;
-}
-
-/* Waits for `want`; returns the reason the handshake stops otherwise. */
-static enum roceshim_reason expect(struct rdma_event_channel *ch,
-				   enum rdma_cm_event_type want,
-				   int64_t deadline, struct rdma_cm_event **out)
-{
-	struct rdma_cm_event *ev = next_event(ch, deadline);
-	enum roceshim_reason reason;
-
-	if (!ev) {
-		log_debug("cm: no %s in time", rdma_event_str(want));
-		return ROCESHIM_REASON_TIMEOUT;
-	}
-	if (ev->event == want) {
-		*out = ev;
-		return ROCESHIM_REASON_NONE;
-	}
-	log_debug("cm: %s (status %d) instead of %s", rdma_event_str(ev->event),
-		  ev->status, rdma_event_str(want));
-	switch (ev->event) {
-	case RDMA_CM_EVENT_ADDR_ERROR:
-	case RDMA_CM_EVENT_ROUTE_ERROR:
-		reason = ROCESHIM_REASON_NO_ROUTE;
-		break;
-	case RDMA_CM_EVENT_REJECTED:
-		reason = ROCESHIM_REASON_PEER_REJECTED;
-		break;
-	default:
-		reason = ROCESHIM_REASON_TIMEOUT;
-		break;
-	}
-	rdma_ack_cm_event(ev);
-	return reason;
-}
-
-/*
- * Resolves dst with short attempts, doubling up to the deadline.  When the
- * route needs a neighbour that is not resolved yet, rdma_cm asks for it but
- * (Linux 6.1, source bound to another port of the host) looks again only
- * when the attempt times out: one long attempt would always time out.
- */
-static enum roceshim_reason resolve_address(struct rdma_event_channel *ch,
-					    struct rdma_cm_id *id,
-					    struct sockaddr *src,
-					    const struct sockaddr *dst,
-					    int64_t deadline)
-{
-	int64_t attempt_ms = RESOLVE_FIRST_ATTEMPT_MS;
-	enum rdma_cm_event_type type;
-	struct rdma_cm_event *ev;
-	int64_t left;
-	int status;
-
-	while ((left = deadline - clock_ms()) > 0) {
-		if (attempt_ms > left)
-			attempt_ms = left;
-		if (rdma_resolve_addr(id, src, (struct sockaddr *)dst,
-				      (int)attempt_ms))
-			return ROCESHIM_REASON_NO_ROUTE;
-		ev = next_event(ch, deadline);
-		if (!ev)
-			break;
-		type = ev->event;
-		status = ev->status;
-		rdma_ack_cm_event(ev);
-		if (type == RDMA_CM_EVENT_ADDR_RESOLVED)
-			return ROCESHIM_REASON_NONE;
-		if (type != RDMA_CM_EVENT_ADDR_ERROR || status != -ETIMEDOUT) {
-			log_debug("cm: %s (status %d) resolving the address",
-				  rdma_event_str(type), status);
-			return ROCESHIM_REASON_NO_ROUTE;
-		}
-		attempt_ms *= 2;
-	}
-	log_debug("cm: address not resolved in time");
-	return ROCESHIM_REASON_TIMEOUT;
 }
 
 /* Binds an unbound TCP socket to the RDMA route's source address. */
@@ -229,128 +186,517 @@ static struct sockaddr *bound_source(int fd, struct sockaddr_storage *ss)
 	return NULL;
 }
 
-static enum roceshim_reason
-handshake(const struct config *cfg, int fd, struct rdma_event_channel *ch,
-	  struct rdma_cm_id *id, const struct sockaddr *addr, struct conn **out)
+enum dial_state {
+	DIAL_ADDR,    /* resolving the address */
+	DIAL_ROUTE,   /* resolving the route */
+	DIAL_CONNECT, /* the request is out */
+	DIAL_DONE
+};
+
+struct dial {
+	const struct config *cfg;
+	struct rdma_cm_id *id;
+	int fd; /* the TCP socket, bound to the route's source */
+	struct sockaddr_storage dst;
+	struct sockaddr_storage src; /* what the socket was bound to */
+	bool bound;
+	struct roceshim_stats_endpoint peer;
+	struct transport *t;
+	struct conn *conn;
+	enum dial_state state;
+	int64_t deadline;
+	int64_t attempt_ms;
+	enum roceshim_reason reason;
+	bool connected;	  /* its TCP connection is up: a second request */
+	bool no_listener; /* refused: nothing listened on the CM */
+	/* handshake_dial(): */
+	handshake_dial_done_fn *done;
+	void *arg;
+	bool cancelled; /* atomic */
+	bool queued;	/* waits for one of the BG_DIALS */
+	struct dial *next;
+};
+
+static void dial_finish(struct dial *d, enum roceshim_reason reason)
 {
+	d->state = DIAL_DONE;
+	d->reason = reason;
+	/* The conn owns the transport once it exists: dial_end() frees it. */
+	if (reason && !d->conn && d->t)
+		transport_destroy(d->t);
+	d->t = NULL;
+}
+
+static enum roceshim_reason resolve_attempt(struct dial *d)
+{
+	int64_t left = d->deadline - clock_ms();
+
+	if (left <= 0)
+		return ROCESHIM_REASON_TIMEOUT;
+	if (d->attempt_ms > left)
+		d->attempt_ms = left;
+	if (rdma_resolve_addr(d->id,
+			      d->bound ? (struct sockaddr *)&d->src : NULL,
+			      (struct sockaddr *)&d->dst, (int)d->attempt_ms))
+		return ROCESHIM_REASON_NO_ROUTE;
+	return ROCESHIM_REASON_NONE;
+}
+
+/*
+ * The route is resolved: the request goes out, naming the TCP source.
+ * Everything the connection needs is had first: once the server has
+ * accepted, it counts the connection as upgraded, and so must this end.
+ */
+static enum roceshim_reason send_request(struct dial *d)
+{
+	struct conn_options opt = handshake_conn_options(d->cfg);
 	struct rdma_conn_param param = {
 		.rnr_retry_count = HANDSHAKE_RNR_RETRY_COUNT,
 		.retry_count = HANDSHAKE_RETRY_COUNT,
 	};
-	int64_t deadline = clock_ms() + cfg->connect_timeout_ms;
-	struct transport_config tc = handshake_transport_config(cfg);
-	struct conn_options opt;
-	struct sockaddr_storage ss;
+	struct transport_config tc = handshake_transport_config(d->cfg);
 	uint8_t request[WIRE_HELLO_LEN];
-	struct transport_ring_info peer;
-	struct transport *t = NULL;
-	struct rdma_cm_event *ev;
-	enum roceshim_reason reason;
-	struct wire_hello hello;
+	struct sockaddr_storage ss;
 	socklen_t len = sizeof(ss);
-	int ms = cfg->connect_timeout_ms;
-	struct sockaddr_storage src;
+	struct wire_hello hello;
 	int err;
 
-	reason =
-		resolve_address(ch, id, bound_source(fd, &src), addr, deadline);
-	if (reason)
-		return reason;
-	if (rdma_resolve_route(id, ms))
-		return ROCESHIM_REASON_NO_ROUTE;
-	reason = expect(ch, RDMA_CM_EVENT_ROUTE_RESOLVED, deadline, &ev);
-	if (reason)
-		return reason;
-	rdma_ack_cm_event(ev);
-	if (bind_to_route_source(fd, id) ||
-	    real.getsockname(fd, (struct sockaddr *)&ss, &len) ||
+	if (bind_to_route_source(d->fd, d->id) ||
+	    real.getsockname(d->fd, (struct sockaddr *)&ss, &len) ||
 	    endpoint_from_sockaddr(&hello.tcp_source, (struct sockaddr *)&ss,
 				   len))
 		return ROCESHIM_REASON_RESOURCE;
-	err = transport_create(id, &tc, &t);
+	err = transport_create(d->id, &tc, &d->t);
 	if (err) {
 		handshake_log_no_transport("connection stays on TCP", err);
 		return ROCESHIM_REASON_RESOURCE;
 	}
-	transport_local_ring(t, &hello.ring);
+	if (conn_create(d->id, d->t, &opt, &d->conn)) {
+		log_info("cm: out of memory or fds; connection stays on TCP");
+		return ROCESHIM_REASON_RESOURCE;
+	}
+	transport_local_ring(d->t, &hello.ring);
+	hello.connected = d->connected;
 	wire_encode_hello(&hello, request);
 	param.private_data = request;
 	param.private_data_len = sizeof(request);
-	if (rdma_connect(id, &param)) {
-		reason = ROCESHIM_REASON_RESOURCE;
-		goto fail;
-	}
-	reason = expect(ch, RDMA_CM_EVENT_ESTABLISHED, deadline, &ev);
-	if (reason)
-		goto fail;
+	if (rdma_connect(d->id, &param))
+		return ROCESHIM_REASON_RESOURCE;
+	return ROCESHIM_REASON_NONE;
+}
+
+/* The server accepted: its ring. */
+static enum roceshim_reason established(struct dial *d,
+					struct rdma_cm_event *ev)
+{
+	struct transport_ring_info peer;
+
 	if (wire_decode_accept(ev->param.conn.private_data,
 			       ev->param.conn.private_data_len, &peer) ||
-	    transport_connect(t, &peer)) {
+	    transport_connect(d->t, &peer)) {
 		stats_malformed_input();
-		rdma_ack_cm_event(ev);
-		reason = ROCESHIM_REASON_PEER_REJECTED;
-		goto fail;
+		return ROCESHIM_REASON_PEER_REJECTED;
 	}
-	rdma_ack_cm_event(ev);
-	opt = handshake_conn_options(cfg);
-	if (conn_create(id, t, &opt, out)) {
-		reason = ROCESHIM_REASON_RESOURCE;
-		goto fail;
-	}
+	d->t = NULL; /* the conn's */
 	return ROCESHIM_REASON_NONE;
-fail:
-	transport_destroy(t);
-	return reason;
+}
+
+/* Why an unexpected event stops the dial. */
+static enum roceshim_reason unexpected(struct dial *d, struct rdma_cm_event *ev)
+{
+	log_debug("cm: %s (status %d) while dialing", rdma_event_str(ev->event),
+		  ev->status);
+	switch (ev->event) {
+	case RDMA_CM_EVENT_ADDR_ERROR:
+	case RDMA_CM_EVENT_ROUTE_ERROR:
+		return ROCESHIM_REASON_NO_ROUTE;
+	case RDMA_CM_EVENT_REJECTED:
+		d->no_listener = ev->status == HANDSHAKE_REJ_NO_LISTENER;
+		return ROCESHIM_REASON_PEER_REJECTED;
+	default:
+		return ROCESHIM_REASON_TIMEOUT;
+	}
+}
+
+/*
+ * One CM event for d.  When the route needs a neighbour that is not
+ * resolved yet, rdma_cm asks for it but (Linux 6.1, source bound to
+ * another port of the host) looks again only when the attempt times out:
+ * short attempts, doubling, up to the deadline.
+ */
+static void dial_event(struct dial *d, struct rdma_cm_event *ev)
+{
+	enum roceshim_reason reason = ROCESHIM_REASON_NONE;
+	int64_t left;
+
+	switch (d->state) {
+	case DIAL_ADDR:
+		if (ev->event == RDMA_CM_EVENT_ADDR_RESOLVED) {
+			left = d->deadline - clock_ms();
+			if (left <= 0)
+				reason = ROCESHIM_REASON_TIMEOUT;
+			else if (rdma_resolve_route(d->id, (int)left))
+				reason = ROCESHIM_REASON_NO_ROUTE;
+			d->state = DIAL_ROUTE;
+		} else if (ev->event == RDMA_CM_EVENT_ADDR_ERROR &&
+			   ev->status == -ETIMEDOUT) {
+			d->attempt_ms *= 2;
+			reason = resolve_attempt(d);
+		} else {
+			reason = unexpected(d, ev);
+		}
+		break;
+	case DIAL_ROUTE:
+		if (ev->event == RDMA_CM_EVENT_ROUTE_RESOLVED) {
+			reason = send_request(d);
+			d->state = DIAL_CONNECT;
+		} else {
+			reason = unexpected(d, ev);
+		}
+		break;
+	case DIAL_CONNECT:
+		if (ev->event == RDMA_CM_EVENT_ESTABLISHED ||
+		    ev->event == RDMA_CM_EVENT_REJECTED)
+			heard_from(d->cfg, &d->peer);
+		if (ev->event == RDMA_CM_EVENT_ESTABLISHED) {
+			reason = established(d, ev);
+			if (!reason)
+				dial_finish(d, reason);
+		} else {
+			reason = unexpected(d, ev);
+		}
+		break;
+	default:
+		break;
+	}
+	if (reason)
+		dial_finish(d, reason);
+}
+
+/*
+ * Sets d up for the peer at addr (v4-mapped peers in their IPv4 form:
+ * rdma_cm routes them only so).  Returns the reason it stops at once, if
+ * it does.
+ */
+static enum roceshim_reason dial_prepare(struct dial *d,
+					 const struct config *cfg, int fd,
+					 const struct sockaddr *addr,
+					 socklen_t len, unsigned int flags)
+{
+	struct sockaddr_in *mapped = (struct sockaddr_in *)&d->dst;
+
+	d->cfg = cfg;
+	d->fd = fd;
+	d->connected = flags & HANDSHAKE_CONNECTED;
+	d->state = DIAL_ADDR;
+	d->attempt_ms = RESOLVE_FIRST_ATTEMPT_MS;
+	if (endpoint_from_sockaddr(&d->peer, addr, len) || len > sizeof(d->dst))
+		return ROCESHIM_REASON_UNSUPPORTED;
+	memcpy(&d->dst, addr, len);
+	if (d->peer.family == AF_INET6 && endpoint_is_v4_mapped(&d->peer)) {
+		memset(&d->dst, 0, sizeof(d->dst));
+		mapped->sin_family = AF_INET;
+		mapped->sin_port = htons(d->peer.port);
+		memcpy(&mapped->sin_addr, d->peer.addr + 12, 4);
+	}
+	if (negative_cached(&d->peer))
+		return ROCESHIM_REASON_NEGATIVE_CACHE;
+	return ROCESHIM_REASON_NONE;
+}
+
+/* Starts it: the connect timeout runs from now. */
+static enum roceshim_reason
+dial_start(struct dial *d, struct rdma_event_channel *ch, void *context)
+{
+	d->deadline = clock_ms() + d->cfg->connect_timeout_ms;
+	d->bound = bound_source(d->fd, &d->src) != NULL;
+	if (rdma_create_id(ch, &d->id, context, RDMA_PS_TCP)) {
+		d->id = NULL;
+		return ROCESHIM_REASON_RESOURCE;
+	}
+	return resolve_attempt(d);
+}
+
+/*
+ * A dial that ended, its events acknowledged (an id cannot be destroyed
+ * before): a silent peer is remembered, a refusal is not.
+ */
+static void dial_end(struct dial *d)
+{
+	/* One the program gave up on says nothing of the peer. */
+	if (d->reason == ROCESHIM_REASON_TIMEOUT &&
+	    !__atomic_load_n(&d->cancelled, __ATOMIC_ACQUIRE))
+		negative_remember(d->cfg, &d->peer);
+	if (!d->reason)
+		return;
+	if (d->conn)
+		conn_discard(d->conn); /* and its id */
+	else if (d->id)
+		rdma_destroy_id(d->id);
+	d->conn = NULL;
+	d->id = NULL;
+}
+
+/* Waits for the next event on ch; NULL on timeout. */
+static struct rdma_cm_event *next_event(struct rdma_event_channel *ch,
+					int64_t deadline)
+{
+	struct pollfd pfd = { .fd = ch->fd, .events = POLLIN };
+	struct rdma_cm_event *ev;
+	int left = clock_ms_left(deadline);
+
+	if (!left || real.poll(&pfd, 1, left) <= 0)
+		return NULL;
+	return rdma_get_cm_event(ch, &ev) ? NULL : ev;
 }
 
 enum roceshim_reason handshake_connect(const struct config *cfg, int fd,
 				       const struct sockaddr *addr,
-				       socklen_t len, struct conn **out)
+				       socklen_t len, unsigned int flags,
+				       struct conn **out, bool *no_listener)
 {
 	struct rdma_event_channel *ch, *shared = handshake_channel(cfg);
-	struct roceshim_stats_endpoint peer;
+	struct dial d = { .id = NULL };
+	struct rdma_cm_event *ev;
 	enum roceshim_reason reason;
-	struct sockaddr_in mapped;
-	struct rdma_cm_id *id;
 
-	if (endpoint_from_sockaddr(&peer, addr, len))
-		return ROCESHIM_REASON_UNSUPPORTED;
-	/* rdma_cm routes a v4-mapped peer only in its IPv4 form. */
-	if (peer.family == AF_INET6 && endpoint_is_v4_mapped(&peer)) {
-		memset(&mapped, 0, sizeof(mapped));
-		mapped.sin_family = AF_INET;
-		mapped.sin_port = htons(peer.port);
-		memcpy(&mapped.sin_addr, peer.addr + 12, 4);
-		addr = (struct sockaddr *)&mapped;
-	}
 	if (!shared)
 		return ROCESHIM_REASON_UNSUPPORTED;
-	if (negative_cached(&peer))
-		return ROCESHIM_REASON_NEGATIVE_CACHE;
 	/* A channel of its own: the handshake's events are ours alone. */
 	ch = rdma_create_event_channel();
 	if (!ch)
 		return ROCESHIM_REASON_RESOURCE;
-	if (rdma_create_id(ch, &id, NULL, RDMA_PS_TCP)) {
-		rdma_destroy_event_channel(ch);
-		return ROCESHIM_REASON_RESOURCE;
-	}
-	reason = handshake(cfg, fd, ch, id, addr, out);
-	if (reason == ROCESHIM_REASON_NONE) {
-		/* From now on its events go to the progress thread. */
-		id->context = *out;
-		if (rdma_migrate_id(id, shared)) {
-			conn_discard(*out);
-			reason = ROCESHIM_REASON_RESOURCE;
-		} else {
-			conn_start(*out);
+	reason = dial_prepare(&d, cfg, fd, addr, len, flags);
+	if (!reason)
+		reason = dial_start(&d, ch, NULL);
+	if (reason)
+		dial_finish(&d, reason);
+	while (d.state != DIAL_DONE) {
+		ev = next_event(ch, d.deadline);
+		if (!ev) {
+			log_debug("cm: no answer in time");
+			dial_finish(&d, ROCESHIM_REASON_TIMEOUT);
+			break;
 		}
-	} else {
-		rdma_destroy_id(id);
+		dial_event(&d, ev);
+		rdma_ack_cm_event(ev);
 	}
+	if (!d.reason) {
+		/* From now on its events go to the progress thread. */
+		d.id->context = d.conn;
+		if (rdma_migrate_id(d.id, shared)) {
+			d.reason = ROCESHIM_REASON_RESOURCE;
+		} else {
+			conn_start(d.conn);
+			*out = d.conn;
+		}
+	}
+	dial_end(&d);
 	rdma_destroy_event_channel(ch);
-	/* A refusal costs a round trip; only a silent peer is remembered. */
-	if (reason == ROCESHIM_REASON_TIMEOUT)
-		negative_remember(cfg, &peer);
-	return reason;
+	*no_listener = d.no_listener;
+	return d.reason;
+}
+
+/* ---- dials in the background ------------------------------------------ */
+
+/*
+ * The channel of background dials, and those in flight.  At most
+ * BG_DIALS run at once, the others wait their turn (queued) before their
+ * timeout starts: a burst of connects in one event loop would otherwise
+ * share the progress thread so thinly that none finished in time.
+ */
+#define BG_DIALS 32
+
+static struct {
+	pthread_mutex_t lock;
+	struct rdma_event_channel *ch;
+	struct progress_watcher watcher;
+	struct dial *list;
+	unsigned int running;
+	bool failed;
+} bg = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+/* Under bg.lock: removes d from the list. */
+static void unlist_locked(struct dial *d)
+{
+	struct dial **pp;
+
+	for (pp = &bg.list; *pp; pp = &(*pp)->next) {
+		if (*pp == d) {
+			*pp = d->next;
+			return;
+		}
+	}
+}
+
+static void bg_end(struct dial *d);
+
+/* Under bg.lock: the queued dials whose turn has come. */
+static struct dial *next_queued_locked(void)
+{
+	struct dial *d, *next = NULL;
+
+	if (bg.running >= BG_DIALS)
+		return NULL;
+	/* The list is newest first: the oldest queued goes first. */
+	for (d = bg.list; d; d = d->next)
+		if (d->queued)
+			next = d;
+	if (next) {
+		next->queued = false;
+		bg.running++;
+	}
+	return next;
+}
+
+/* Starts the queued dials that may run now (progress thread). */
+static void start_queued(void)
+{
+	enum roceshim_reason reason;
+	struct dial *d;
+
+	for (;;) {
+		pthread_mutex_lock(&bg.lock);
+		d = next_queued_locked();
+		reason = d ? dial_start(d, bg.ch, d) : ROCESHIM_REASON_NONE;
+		pthread_mutex_unlock(&bg.lock);
+		if (!d)
+			return;
+		if (reason) {
+			dial_finish(d, reason);
+			bg_end(d);
+		}
+	}
+}
+
+/* A background dial ended: its owner learns how (progress thread). */
+static void bg_end(struct dial *d)
+{
+	struct rdma_event_channel *shared = handshake_channel(d->cfg);
+
+	pthread_mutex_lock(&bg.lock);
+	unlist_locked(d);
+	if (!d->queued)
+		bg.running--;
+	pthread_mutex_unlock(&bg.lock);
+	if (!d->reason) {
+		d->id->context = d->conn;
+		if (!shared || rdma_migrate_id(d->id, shared)) {
+			d->reason = ROCESHIM_REASON_RESOURCE;
+		} else {
+			conn_start(d->conn);
+		}
+	}
+	dial_end(d);
+	d->done(d->arg, d->reason, d->conn, d->no_listener);
+	free(d);
+	start_queued();
+}
+
+static void bg_events(struct progress_watcher *w, uint32_t events)
+{
+	struct rdma_cm_event *ev;
+	struct dial *d;
+
+	(void)w;
+	(void)events;
+	while (!rdma_get_cm_event(bg.ch, &ev)) {
+		d = ev->id->context;
+		dial_event(d, ev);
+		rdma_ack_cm_event(ev);
+		if (d->state == DIAL_DONE)
+			bg_end(d);
+	}
+}
+
+bool handshake_dial_tick(void)
+{
+	int64_t now = clock_ms();
+	struct dial *d, *late;
+	bool left;
+
+	do {
+		late = NULL;
+		pthread_mutex_lock(&bg.lock);
+		for (d = bg.list; d && !late; d = d->next)
+			if ((!d->queued && now >= d->deadline) ||
+			    __atomic_load_n(&d->cancelled, __ATOMIC_ACQUIRE))
+				late = d;
+		pthread_mutex_unlock(&bg.lock);
+		if (late) {
+			dial_finish(late, ROCESHIM_REASON_TIMEOUT);
+			bg_end(late);
+		}
+	} while (late);
+	pthread_mutex_lock(&bg.lock);
+	left = bg.list;
+	pthread_mutex_unlock(&bg.lock);
+	return left;
+}
+
+/* Under bg.lock: the background channel, opened on first use. */
+static bool bg_channel_locked(void)
+{
+	if (bg.ch || bg.failed)
+		return bg.ch;
+	bg.ch = rdma_create_event_channel();
+	bg.watcher.fn = bg_events;
+	if (!bg.ch || real.fcntl(bg.ch->fd, F_SETFL, O_NONBLOCK) ||
+	    progress_add(bg.ch->fd, EPOLLIN, &bg.watcher)) {
+		bg.failed = true;
+		if (bg.ch)
+			rdma_destroy_event_channel(bg.ch);
+		bg.ch = NULL;
+	}
+	return bg.ch;
+}
+
+enum roceshim_reason handshake_dial(const struct config *cfg, int fd,
+				    const struct sockaddr *addr, socklen_t len,
+				    unsigned int flags,
+				    handshake_dial_done_fn *done, void *arg,
+				    struct dial **out)
+{
+	enum roceshim_reason reason = ROCESHIM_REASON_UNSUPPORTED;
+	struct dial *d;
+
+	if (!handshake_channel(cfg))
+		return reason;
+	d = calloc(1, sizeof(*d));
+	if (!d)
+		return ROCESHIM_REASON_RESOURCE;
+	d->done = done;
+	d->arg = arg;
+	reason = dial_prepare(d, cfg, fd, addr, len, flags);
+	pthread_mutex_lock(&bg.lock);
+	if (!reason && !bg_channel_locked())
+		reason = ROCESHIM_REASON_UNSUPPORTED;
+	if (!reason) {
+		d->queued = bg.running >= BG_DIALS;
+		if (!d->queued) {
+			reason = dial_start(d, bg.ch, d);
+			bg.running += !reason;
+		}
+	}
+	if (!reason) {
+		d->next = bg.list;
+		bg.list = d;
+	}
+	pthread_mutex_unlock(&bg.lock);
+	if (reason) {
+		dial_finish(d, reason);
+		dial_end(d);
+		free(d);
+		return reason;
+	}
+	/* A tick finds it if it takes too long. */
+	progress_wake();
+	*out = d;
+	return ROCESHIM_REASON_NONE;
+}
+
+void handshake_dial_cancel(struct dial *d)
+{
+	__atomic_store_n(&d->cancelled, true, __ATOMIC_RELEASE);
+	progress_wake();
 }

@@ -25,6 +25,12 @@
 #define HANDSHAKE_RNR_RETRY_COUNT 7
 
 /*
+ * The CM's reject status when no listener has the service ID (the port):
+ * IB_CM_REJ_INVALID_SERVICE_ID, as rdma_cm reports it for RoCE.
+ */
+#define HANDSHAKE_REJ_NO_LISTENER 8
+
+/*
  * The CM event channel every established connection and listener uses,
  * served by the progress thread with the configuration of the call that
  * started it (the first to need it).  NULL: RDMA cannot run in this
@@ -47,13 +53,14 @@ bool handshake_on_connect_request(const struct config *cfg,
 void handshake_on_established(struct conn *c);
 void handshake_on_failed(struct conn *c);
 bool handshake_pending_tick(void);
+bool handshake_dial_tick(void);
 /* share_start()'s callback: a descendant asks about a conn. */
 void handshake_on_share_request(void *ctx);
 void handshake_server_fork_child(void);
 /*
- * Listener ids carry handshake_listener_tag as their context, and so do
- * the ids of connect requests until they are accepted; connection ids
- * carry their conn.
+ * A listener id's context starts with a pointer to handshake_listener_tag
+ * (struct listener), and so does a connect request's id until it is
+ * accepted; connection ids carry their conn.
  */
 extern char handshake_listener_tag;
 

@@ -12,21 +12,31 @@
 #include <time.h>
 
 #include "clock.h"
+#include "endpoint.h"
 #include "handshake_impl.h"
 #include "log.h"
+#include "progress.h"
 #include "policy.h"
 #include "real.h"
 #include "share.h"
 #include "stats.h"
+#include "tcp_diag.h"
 #include "wire.h"
-
-#define PENDING_TIMEOUT_MS 30000
 
 /*
  * A connection this end accepted on the CM, until accept() claims it.  It
  * counts as upgraded only once ESTABLISHED: a client that gave up first
- * (timeout) is on TCP, and so must this end be.
+ * (timeout) is on TCP, and so must this end be.  An established one waits
+ * for accept() as long as its TCP connection may be in the listener's
+ * queue: until the listener closes, or, once its client has gone too, for
+ * PENDING_GONE_MS.  One that never got established goes after
+ * PENDING_TIMEOUT_MS: its client is on TCP.  A listener holds at most
+ * PENDING_PER_BACKLOG times its backlog; the requests beyond are refused
+ * (those clients use TCP).
  */
+#define PENDING_TIMEOUT_MS  30000
+#define PENDING_GONE_MS	    600000
+#define PENDING_PER_BACKLOG 2
 enum pending_state {
 	PENDING_ACCEPTED,
 	PENDING_ESTABLISHED,
@@ -36,16 +46,44 @@ enum pending_state {
 struct pending {
 	struct roceshim_stats_endpoint source;
 	uint16_t port;
+	struct rdma_cm_id *listener;
 	struct conn *conn;
 	enum pending_state state;
-	int64_t expires_ms;
+	int64_t expires_ms; /* -1: until accept() or the listener's close */
 	struct pending *next;
 };
+
+/* A CM listener's context (handshake_impl.h). */
+struct listener {
+	const char *tag; /* &handshake_listener_tag */
+	int backlog;
+	int64_t since_ms; /* when it started to listen */
+};
+
+/*
+ * An accept() that waits for a late second request (handshake.h): the
+ * client's TCP source it took, and the listener's port.
+ */
+struct claim {
+	struct roceshim_stats_endpoint source;
+	uint16_t port;
+	struct claim *next;
+};
+
+/*
+ * A client refused for want of a CM listener asks again once its TCP
+ * connection is up, so only a connection that reached the listener just
+ * after it started to listen can be such a client's: an accept() in the
+ * first LATE_WINDOW_MS waits up to LATE_WAIT_MS for its request.
+ */
+#define LATE_WINDOW_MS 1000
+#define LATE_WAIT_MS   250
 
 static struct {
 	pthread_mutex_t lock;
 	pthread_cond_t settled;
 	struct pending *list;
+	struct claim *claims;
 } pend = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
 	.settled = PTHREAD_COND_INITIALIZER,
@@ -55,6 +93,99 @@ static bool same_endpoint(const struct roceshim_stats_endpoint *a,
 			  const struct roceshim_stats_endpoint *b)
 {
 	return a->port == b->port && !memcmp(a->addr, b->addr, 16);
+}
+
+/* The same host, an IPv4 address in either of its forms. */
+static bool same_host(const struct roceshim_stats_endpoint *a,
+		      const struct roceshim_stats_endpoint *b)
+{
+	return !memcmp(a->addr, b->addr, 16);
+}
+
+/*
+ * The request's TCP source must be the host the request came from: a
+ * client cannot claim another's TCP connection.
+ */
+static bool source_is_requester(struct rdma_cm_id *id,
+				const struct roceshim_stats_endpoint *source)
+{
+	struct roceshim_stats_endpoint cm;
+	struct sockaddr *sa = rdma_get_peer_addr(id);
+
+	return !endpoint_from_sockaddr(&cm, sa,
+				       sa->sa_family == AF_INET
+					       ? sizeof(struct sockaddr_in)
+					       : sizeof(struct sockaddr_in6)) &&
+	       same_host(&cm, source);
+}
+
+/*
+ * A second request, whose TCP connection is up: it may have the
+ * connection only while that waits in the listener's queue.  Asked once
+ * the pending is listed, so that an accept() from then on waits for the
+ * handshake, and one before it shows here as taken.
+ */
+static bool still_in_queue(struct rdma_cm_id *id,
+			   const struct roceshim_stats_endpoint *source,
+			   uint16_t local_port)
+{
+	struct roceshim_stats_endpoint local;
+	struct sockaddr *sa = rdma_get_local_addr(id);
+	int ret;
+
+	if (endpoint_from_sockaddr(&local, sa,
+				   sa->sa_family == AF_INET
+					   ? sizeof(struct sockaddr_in)
+					   : sizeof(struct sockaddr_in6)))
+		return false;
+	local.port = local_port;
+	ret = tcp_diag_unaccepted(&local, source);
+	if (ret < 0)
+		log_info("cm: cannot ask the kernel about a connection (%s); "
+			 "it stays on TCP",
+			 strerror(-ret));
+	return ret == 1;
+}
+
+/* Under pend.lock: an accept() waits for source's late request. */
+static bool claimed_locked(const struct roceshim_stats_endpoint *source,
+			   uint16_t local_port)
+{
+	const struct claim *k;
+
+	for (k = pend.claims; k; k = k->next)
+		if (k->port == local_port && same_endpoint(&k->source, source))
+			return true;
+	return false;
+}
+
+/* Takes p off the list; an accept() waiting for it goes on without. */
+static void unlist_pending(struct pending *p)
+{
+	struct pending **pp;
+
+	pthread_mutex_lock(&pend.lock);
+	for (pp = &pend.list; *pp; pp = &(*pp)->next) {
+		if (*pp == p) {
+			*pp = p->next;
+			break;
+		}
+	}
+	pthread_cond_broadcast(&pend.settled);
+	pthread_mutex_unlock(&pend.lock);
+}
+
+static bool too_many_pending(struct rdma_cm_id *listener)
+{
+	const struct listener *l = listener->context;
+	unsigned int n = 0;
+	struct pending *p;
+
+	pthread_mutex_lock(&pend.lock);
+	for (p = pend.list; p; p = p->next)
+		n += p->listener == listener;
+	pthread_mutex_unlock(&pend.lock);
+	return n >= (unsigned int)l->backlog * PENDING_PER_BACKLOG;
 }
 
 /* A client's connect request on one of our listeners; false: refused. */
@@ -75,8 +206,14 @@ bool handshake_on_connect_request(const struct config *cfg,
 	uint16_t local_port = ntohs(rdma_get_src_port(id));
 	struct conn *c = NULL;
 	struct pending *p;
+	bool late;
 	int err;
 
+	if (too_many_pending(ev->listen_id)) {
+		log_info("cm: connect request refused: the listener has as "
+			 "many handshakes waiting for accept() as it takes");
+		goto reject;
+	}
 	if (wire_decode_hello(ev->param.conn.private_data,
 			      ev->param.conn.private_data_len, &hello)) {
 		stats_malformed_input();
@@ -86,6 +223,12 @@ bool handshake_on_connect_request(const struct config *cfg,
 	/* This end's rules hold too: an excluded peer is refused here. */
 	if (policy_decide(cfg, &hello.tcp_source, local_port)) {
 		log_debug("cm: connect request refused by the rules");
+		goto reject;
+	}
+	if (!source_is_requester(id, &hello.tcp_source)) {
+		stats_malformed_input();
+		log_info("cm: connect request refused: its TCP source is "
+			 "another host");
 		goto reject;
 	}
 	err = transport_create(id, &tc, &t);
@@ -114,21 +257,36 @@ bool handshake_on_connect_request(const struct config *cfg,
 	id->context = c;
 	p->source = hello.tcp_source;
 	p->port = local_port;
+	p->listener = ev->listen_id;
 	/* A prefork worker that accepts it finds it there. */
 	share_pending_set(conn_slot(c), &hello.tcp_source, local_port);
 	p->conn = c;
 	p->expires_ms = clock_ms() + PENDING_TIMEOUT_MS;
-	/* Pending before accept: the client connects TCP only after. */
+	/*
+	 * Pending before accept: the client connects TCP only after.  A late
+	 * request that an accept() waits for is listed in the same step as
+	 * it is seen, so that the accept() finds it.
+	 */
 	pthread_mutex_lock(&pend.lock);
+	late = hello.connected && claimed_locked(&hello.tcp_source, local_port);
 	p->next = pend.list;
 	pend.list = p;
+	pthread_cond_broadcast(&pend.settled);
 	pthread_mutex_unlock(&pend.lock);
+	if (hello.connected && !late &&
+	    !still_in_queue(id, &hello.tcp_source, local_port)) {
+		log_debug("cm: second connect request refused: accept() took "
+			  "its TCP connection already");
+		unlist_pending(p);
+		free(p);
+		share_pending_settle(conn_slot(c), SHARE_PENDING_FAILED);
+		rdma_reject(id, NULL, 0);
+		conn_discard(c);
+		return true;
+	}
 	conn_start(c);
 	if (rdma_accept(id, &param)) {
-		pthread_mutex_lock(&pend.lock);
-		if (pend.list == p)
-			pend.list = p->next;
-		pthread_mutex_unlock(&pend.lock);
+		unlist_pending(p);
 		log_info("cm: rdma_accept failed: %s", strerror(errno));
 		free(p);
 		conn_discard(c);
@@ -148,8 +306,16 @@ static void settle(struct conn *c, enum pending_state state)
 
 	pthread_mutex_lock(&pend.lock);
 	for (p = pend.list; p; p = p->next) {
+		if (p->conn == c && p->state == PENDING_ESTABLISHED &&
+		    state == PENDING_FAILED) {
+			/* Its TCP connection may still be accepted. */
+			p->expires_ms = clock_ms() + PENDING_GONE_MS;
+			break;
+		}
 		if (p->conn == c && p->state == PENDING_ACCEPTED) {
 			p->state = state;
+			if (state == PENDING_ESTABLISHED)
+				p->expires_ms = -1;
 			share_pending_settle(conn_slot(c),
 					     state == PENDING_ESTABLISHED
 						     ? SHARE_PENDING_ESTABLISHED
@@ -179,7 +345,7 @@ bool handshake_pending_tick(void)
 
 	pthread_mutex_lock(&pend.lock);
 	while ((p = *pp)) {
-		if (now >= p->expires_ms) {
+		if (p->expires_ms >= 0 && now >= p->expires_ms) {
 			*pp = p->next;
 			p->next = expired;
 			expired = p;
@@ -191,30 +357,46 @@ bool handshake_pending_tick(void)
 	pthread_mutex_unlock(&pend.lock);
 	while ((p = expired)) {
 		expired = p->next;
-		log_info("cm: RDMA connection never matched by accept(); "
-			 "dropped");
+		log_info("cm: RDMA connection dropped: accept() never took "
+			 "it, or its listener closed");
 		conn_discard(p->conn);
 		free(p);
 	}
 	return left;
 }
 
-void handshake_listen(const struct config *cfg, struct sock *sock, int fd)
+/* The fewest handshakes a CM listener lets wait for the progress thread. */
+#define LISTEN_BACKLOG_MIN 128
+
+void handshake_listen(const struct config *cfg, struct sock *sock, int fd,
+		      int backlog)
 {
 	struct rdma_event_channel *ch = handshake_channel(cfg);
 	struct sockaddr_storage ss;
 	socklen_t len = sizeof(ss);
+	struct listener *l;
 	struct rdma_cm_id *id;
 
+	if (backlog < LISTEN_BACKLOG_MIN)
+		backlog = LISTEN_BACKLOG_MIN;
 	if (!ch || real.getsockname(fd, (struct sockaddr *)&ss, &len))
 		return;
-	if (rdma_create_id(ch, &id, &handshake_listener_tag, RDMA_PS_TCP))
+	l = calloc(1, sizeof(*l));
+	if (!l)
 		return;
+	l->tag = &handshake_listener_tag;
+	l->backlog = backlog;
+	l->since_ms = clock_ms();
+	if (rdma_create_id(ch, &id, l, RDMA_PS_TCP)) {
+		free(l);
+		return;
+	}
 	if (rdma_bind_addr(id, (struct sockaddr *)&ss) ||
-	    rdma_listen(id, 128)) {
+	    rdma_listen(id, backlog)) {
 		log_debug("fd %d: no RDMA listener beside it (%s)", fd,
 			  strerror(errno));
 		rdma_destroy_id(id);
+		free(l);
 		return;
 	}
 	sock->listen_id = id;
@@ -222,10 +404,27 @@ void handshake_listen(const struct config *cfg, struct sock *sock, int fd)
 
 void handshake_unlisten(struct sock *sock)
 {
-	/* In a fork child the id is the parent's: leave it alone. */
-	if (sock->listen_id && handshake_running())
-		rdma_destroy_id(sock->listen_id);
+	struct rdma_cm_id *id = sock->listen_id;
+	struct pending *p;
+	void *l;
+
 	sock->listen_id = NULL;
+	/* In a fork child the id is the parent's: leave it alone. */
+	if (!id || !handshake_running())
+		return;
+	l = id->context;
+	rdma_destroy_id(id);
+	free(l);
+	/*
+	 * The kernel resets the TCP connections in its queue: these go too,
+	 * on the progress thread, which may be serving their events now.
+	 */
+	pthread_mutex_lock(&pend.lock);
+	for (p = pend.list; p; p = p->next)
+		if (p->listener == id)
+			p->expires_ms = 0;
+	pthread_mutex_unlock(&pend.lock);
+	progress_wake();
 }
 
 static struct pending **find(const struct roceshim_stats_endpoint *peer,
@@ -234,7 +433,8 @@ static struct pending **find(const struct roceshim_stats_endpoint *peer,
 	struct pending **pp, *p;
 
 	for (pp = &pend.list; (p = *pp); pp = &p->next)
-		if (p->port == local_port && same_endpoint(&p->source, peer))
+		if (p->port == local_port && p->expires_ms != 0 &&
+		    same_endpoint(&p->source, peer))
 			return pp;
 	return NULL;
 }
@@ -293,10 +493,46 @@ void handshake_on_share_request(void *ctx)
 	}
 }
 
+/*
+ * Under pend.lock, no request from peer listed: waits, at most until
+ * deadline, for a late one.
+ */
+static void await_late_request(const struct roceshim_stats_endpoint *peer,
+			       uint16_t local_port,
+			       const struct timespec *deadline)
+{
+	struct claim k = { .source = *peer, .port = local_port }, **kp;
+
+	k.next = pend.claims;
+	pend.claims = &k;
+	while (!find(peer, local_port) &&
+	       !pthread_cond_clockwait(&pend.settled, &pend.lock,
+				       CLOCK_MONOTONIC, deadline))
+		;
+	for (kp = &pend.claims; *kp != &k; kp = &(*kp)->next)
+		;
+	*kp = k.next;
+}
+
+/* A deadline ms from now on the monotonic clock. */
+static void deadline_in(struct timespec *ts, int ms)
+{
+	clock_gettime(CLOCK_MONOTONIC, ts);
+	ts->tv_sec += ms / 1000;
+	ts->tv_nsec += (ms % 1000) * 1000000l;
+	if (ts->tv_nsec >= 1000000000l) {
+		ts->tv_sec++;
+		ts->tv_nsec -= 1000000000l;
+	}
+}
+
 struct conn *handshake_take_pending(const struct config *cfg,
+				    struct rdma_cm_id *listen_id,
 				    const struct roceshim_stats_endpoint *peer,
 				    uint16_t local_port, int fd, bool *moved)
 {
+	const struct listener *l = listen_id->context;
+	struct timespec late;
 	struct timespec deadline;
 	struct pending **pp, *p;
 	struct conn *c = NULL;
@@ -308,14 +544,12 @@ struct conn *handshake_take_pending(const struct config *cfg,
 		return NULL;
 	}
 
-	clock_gettime(CLOCK_MONOTONIC, &deadline);
-	deadline.tv_sec += cfg->connect_timeout_ms / 1000;
-	deadline.tv_nsec += (cfg->connect_timeout_ms % 1000) * 1000000l;
-	if (deadline.tv_nsec >= 1000000000l) {
-		deadline.tv_sec++;
-		deadline.tv_nsec -= 1000000000l;
-	}
+	deadline_in(&deadline, cfg->connect_timeout_ms);
+	deadline_in(&late, LATE_WAIT_MS);
 	pthread_mutex_lock(&pend.lock);
+	if (!find(peer, local_port) &&
+	    clock_ms() - l->since_ms < LATE_WINDOW_MS)
+		await_late_request(peer, local_port, &late);
 	while ((pp = find(peer, local_port)) &&
 	       (*pp)->state == PENDING_ACCEPTED &&
 	       !pthread_cond_clockwait(&pend.settled, &pend.lock,
@@ -343,4 +577,6 @@ void handshake_server_fork_child(void)
 {
 	pthread_mutex_init(&pend.lock, NULL);
 	pthread_cond_init(&pend.settled, NULL);
+	/* Waits of the parent's threads, which are not here. */
+	pend.claims = NULL;
 }

@@ -12,6 +12,7 @@
 #include <sys/ioctl.h>
 
 #include "conn.h"
+#include "connector.h"
 #include "real.h"
 #include "shim.h"
 #include "track.h"
@@ -98,10 +99,13 @@ SHIM_EXPORT int getsockopt(int fd, int level, int name, void *val,
 	/* Gloo and the TCPStore learn a non-blocking connect's fate here. */
 	sock = shim_lookup(fd);
 	if (sock) {
-		int so_error;
+		int so_error, early = connector_take_error(sock);
 
+		if (early)
+			memcpy(val, &early, sizeof(early));
 		memcpy(&so_error, val, sizeof(so_error));
-		track_connect_result(sock, fd, so_error);
+		if (!connector_pending(sock))
+			track_connect_result(sock, fd, so_error);
 		sock_put(sock);
 	}
 	return ret;

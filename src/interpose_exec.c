@@ -88,57 +88,64 @@ static char **collect(const char *arg0, va_list ap, char ***envp)
 	return argv;
 }
 
-SHIM_EXPORT int execl(const char *path, const char *arg, ...)
+/* How an execl-family call runs its collected list. */
+enum exec_kind {
+	EXEC_PLAIN, /* execl: execv */
+	EXEC_PATH,  /* execlp: execvp */
+	EXEC_ENV,   /* execle: execve, the environment after the NULL */
+};
+
+static int exec_list(const char *file, const char *arg, va_list ap,
+		     enum exec_kind kind)
 {
-	char **argv;
-	va_list ap;
+	char **envp = NULL;
+	char **argv = collect(arg, ap, kind == EXEC_ENV ? &envp : NULL);
 	int ret;
 
-	va_start(ap, arg);
-	argv = collect(arg, ap, NULL);
-	va_end(ap);
 	if (!argv) {
 		errno = ENOMEM;
 		return -1;
 	}
-	ret = execv(path, argv);
+	if (kind == EXEC_ENV)
+		ret = execve(file, argv, envp);
+	else if (kind == EXEC_PATH)
+		ret = execvp(file, argv);
+	else
+		ret = execv(file, argv);
 	free(argv);
+	return ret;
+}
+
+SHIM_EXPORT int execl(const char *path, const char *arg, ...)
+{
+	va_list ap;
+	int ret;
+
+	va_start(ap, arg);
+	ret = exec_list(path, arg, ap, EXEC_PLAIN);
+	va_end(ap);
 	return ret;
 }
 
 SHIM_EXPORT int execlp(const char *file, const char *arg, ...)
 {
-	char **argv;
 	va_list ap;
 	int ret;
 
 	va_start(ap, arg);
-	argv = collect(arg, ap, NULL);
+	ret = exec_list(file, arg, ap, EXEC_PATH);
 	va_end(ap);
-	if (!argv) {
-		errno = ENOMEM;
-		return -1;
-	}
-	ret = execvp(file, argv);
-	free(argv);
 	return ret;
 }
 
 SHIM_EXPORT int execle(const char *path, const char *arg, ...)
 {
-	char **argv, **envp = NULL;
 	va_list ap;
 	int ret;
 
 	va_start(ap, arg);
-	argv = collect(arg, ap, &envp);
+	ret = exec_list(path, arg, ap, EXEC_ENV);
 	va_end(ap);
-	if (!argv) {
-		errno = ENOMEM;
-		return -1;
-	}
-	ret = execve(path, argv, envp);
-	free(argv);
 	return ret;
 }
 

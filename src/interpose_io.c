@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "conn.h"
+#include "connector.h"
 #include "real.h"
 #include "shim.h"
 #include "track.h"
@@ -59,13 +60,22 @@ static inline struct sock *tracked(int fd)
 	return shim_lookup(fd);
 }
 
+/*
+ * Whether roceshim carries the socket's calls: an upgraded connection not
+ * yet plain, or a connect in the background.
+ */
+static inline bool carried(struct sock *sock)
+{
+	return (sock->conn && !conn_is_plain(sock->conn)) ||
+	       (sock->connector && connector_pending(sock));
+}
+
 /* tracked(fd), but an upgraded sock goes to *upgraded instead. */
 static struct sock *lookup(int fd, struct sock **upgraded)
 {
 	struct sock *sock = tracked(fd);
 
-	*upgraded =
-		sock && sock->conn && !conn_is_plain(sock->conn) ? sock : NULL;
+	*upgraded = sock && carried(sock) ? sock : NULL;
 	return *upgraded ? NULL : sock;
 }
 
@@ -81,7 +91,7 @@ tracked_recv(struct sock *sock, int fd, void *buf, size_t len, int flags,
 {
 	ssize_t ret;
 
-	if (sock->conn && !conn_is_plain(sock->conn)) {
+	if (carried(sock)) {
 		struct iovec iov = { .iov_base = buf, .iov_len = len };
 
 		return done_upgraded(sock,
@@ -98,7 +108,7 @@ tracked_send(struct sock *sock, int fd, const void *buf, size_t len, int flags,
 {
 	ssize_t ret;
 
-	if (sock->conn && !conn_is_plain(sock->conn)) {
+	if (carried(sock)) {
 		struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
 
 		return done_upgraded(sock,
@@ -353,8 +363,8 @@ static ssize_t upgraded_sendfile(struct sock *up, int out_fd, int in_fd,
 	sent = upgraded_send(up, out_fd, &iov, 1, 0);
 	if (sent > 0 && offset)
 		*offset += sent;
-	else if (sent > 0 && sent < got)
-		lseek(in_fd, sent - got, SEEK_CUR);
+	else if (!offset && sent < got)
+		lseek(in_fd, (sent > 0 ? sent : 0) - got, SEEK_CUR);
 	return sent;
 }
 

@@ -9,6 +9,7 @@
 #include <linux/close_range.h>
 
 #include "conn.h"
+#include "connector.h"
 #include "readiness.h"
 #include "real.h"
 #include "shim.h"
@@ -58,7 +59,7 @@ SHIM_EXPORT int listen(int fd, int backlog)
 	shim_ensure_init();
 	sock = shim_lookup(fd);
 	if (sock)
-		track_listen_prepare(sock, fd);
+		track_listen_prepare(sock, fd, backlog);
 	ret = real.listen(fd, backlog);
 	if (!sock)
 		return ret;
@@ -66,7 +67,7 @@ SHIM_EXPORT int listen(int fd, int backlog)
 	if (ret)
 		track_listen_failed(sock);
 	else
-		track_listen(sock, fd);
+		track_listen(sock, fd, backlog);
 	sock_put(sock);
 	errno = err;
 	return ret;
@@ -112,18 +113,20 @@ SHIM_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 
 	shim_ensure_init();
 	sock = shim_lookup(fd);
-	/* RDMA or TCP is settled before the first TCP byte. */
-	if (sock)
-		reason = track_connect_prepare(sock, fd, addr, len);
-	ret = real.connect(fd, addr, len);
-	err = errno;
 	if (!sock)
-		return ret;
-	if (ret && err == EINPROGRESS && sock->conn) {
-		err = -upgraded_finish_connect(fd, 10000);
-		ret = err ? -1 : 0;
-		if (err == ETIMEDOUT)
-			err = EINPROGRESS;
+		return real.connect(fd, addr, len);
+	/* RDMA or TCP is settled before the first TCP byte. */
+	err = -track_connect_prepare(sock, fd, addr, len, &reason);
+	if (err && err != EINPROGRESS) {
+		sock_put(sock);
+		errno = err;
+		return -1;
+	}
+	if (err) {
+		ret = -1;
+	} else {
+		ret = real.connect(fd, addr, len);
+		err = ret ? errno : 0;
 	}
 	track_connect(sock, fd, addr, len, ret, err, reason);
 	sock_put(sock);
@@ -140,7 +143,8 @@ SHIM_EXPORT int shutdown(int fd, int how)
 	sock = shim_lookup(fd);
 	if (!sock)
 		return real.shutdown(fd, how);
-	if (sock->conn && !conn_is_plain(sock->conn) &&
+	if (((sock->conn && !conn_is_plain(sock->conn)) ||
+	     connector_pending(sock)) &&
 	    (how == SHUT_RD || how == SHUT_WR || how == SHUT_RDWR)) {
 		ret = upgraded_shutdown(sock, fd, how);
 		sock_put(sock);

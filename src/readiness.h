@@ -144,6 +144,16 @@ void readiness_fd_closed(unsigned int first, unsigned int last);
  */
 void readiness_forget(struct readiness *r);
 
+/*
+ * A connect in the background (connector.h) ended: the epoll
+ * registrations made meanwhile, which waited in the registry, become the
+ * kernel socket's (r NULL) or the upgraded connection's.
+ * readiness_forget_pending(): it was cancelled (the program closed it).
+ */
+struct sock;
+void readiness_resolve_pending(struct sock *sock, struct readiness *r);
+void readiness_forget_pending(struct sock *sock);
+
 /* pthread_atfork handlers. */
 void readiness_fork_prepare(void);
 void readiness_fork_parent(void);

@@ -26,6 +26,8 @@
 
 #include "clock.h"
 #include "conn.h"
+#include "fd_table.h"
+#include "connector.h"
 #include "log.h"
 #include "readiness_impl.h"
 #include "real.h"
@@ -41,7 +43,8 @@
 struct reg {
 	int epfd;
 	int fd;
-	struct readiness *r;
+	struct readiness *r; /* NULL: pending (a background connect) */
+	struct sock *pending;
 	uint64_t data;
 	uint32_t events; /* the program's interest */
 	bool disarmed;	 /* EPOLLONESHOT, fired: nothing until a MOD */
@@ -128,21 +131,18 @@ static void remove_locked(struct reg *o)
  * Records a registration after an ADD or MOD succeeded; false: out of
  * memory.
  */
-static bool track(int epfd, int fd, struct readiness *r,
-		  const struct epoll_event *ev)
+static bool track_locked(int epfd, int fd, struct readiness *r,
+			 struct sock *pending, const struct epoll_event *ev)
 {
 	struct reg *o;
 
-	pthread_mutex_lock(&set.lock);
 	o = find_locked(epfd, fd);
 	if (!o && set.count == set.cap) {
 		unsigned int cap = set.cap ? 2 * set.cap : 16;
 		struct reg *v = realloc(set.v, cap * sizeof(*v));
 
-		if (!v) {
-			pthread_mutex_unlock(&set.lock);
+		if (!v)
 			return false;
-		}
 		set.v = v;
 		set.cap = cap;
 	}
@@ -155,11 +155,22 @@ static bool track(int epfd, int fd, struct readiness *r,
 	*o = (struct reg){ .epfd = epfd,
 			   .fd = fd,
 			   .r = r,
+			   .pending = pending,
 			   .data = ev->data.u64,
 			   .events = ev->events };
 	count_oneshot_locked(o, 1);
-	pthread_mutex_unlock(&set.lock);
 	return true;
+}
+
+static bool track(int epfd, int fd, struct readiness *r,
+		  const struct epoll_event *ev)
+{
+	bool ok;
+
+	pthread_mutex_lock(&set.lock);
+	ok = track_locked(epfd, fd, r, NULL, ev);
+	pthread_mutex_unlock(&set.lock);
+	return ok;
 }
 
 static void untrack(int epfd, int fd)
@@ -172,7 +183,8 @@ static void untrack(int epfd, int fd)
 	o = find_locked(epfd, fd);
 	if (o) {
 		/* Out of the registry, a lagging one would stay unsettled. */
-		readiness_settle(o->r);
+		if (o->r)
+			readiness_settle(o->r);
 		remove_locked(o);
 	}
 	pthread_mutex_unlock(&set.lock);
@@ -195,6 +207,10 @@ static void remove_where(struct readiness *r, int epfd)
 
 		if (r ? o->r != r : o->epfd != epfd) {
 			i++;
+			continue;
+		}
+		if (!o->r) {
+			remove_locked(o);
 			continue;
 		}
 		/*
@@ -276,7 +292,8 @@ void readiness_epoll_settle_all(void)
 
 	pthread_mutex_lock(&set.lock);
 	for (i = 0; i < set.count; i++)
-		readiness_settle(set.v[i].r);
+		if (set.v[i].r)
+			readiness_settle(set.v[i].r);
 	pthread_mutex_unlock(&set.lock);
 }
 
@@ -415,7 +432,8 @@ static bool fired(int epfd, struct epoll_event *ev)
 	for (i = 0; i < set.count; i++) {
 		struct reg *o = &set.v[i];
 
-		if (o->epfd != epfd || o->data != ev->data.u64 || o->disarmed)
+		if (o->epfd != epfd || o->data != ev->data.u64 || o->disarmed ||
+		    !o->r)
 			continue;
 		ours = true;
 		if (!readiness_alive(o->r))
@@ -513,14 +531,129 @@ static int ctl_upgraded(int epfd, int op, int fd, struct readiness *r,
 	return 0;
 }
 
+/*
+ * A socket whose connect goes on in the background has no kernel entry
+ * yet (an unconnected TCP socket would report EPOLLOUT and EPOLLHUP): its
+ * registration waits in the registry, as epoll_ctl would have made it,
+ * until readiness_resolve_pending().  -EAGAIN: it ended meanwhile.
+ */
+static int ctl_pending(int epfd, int op, int fd, struct sock *sock,
+		       struct epoll_event *ev)
+{
+	struct reg *o;
+	int ret = 0;
+
+	if (op != EPOLL_CTL_DEL && !ev)
+		return -EFAULT;
+	pthread_mutex_lock(&set.lock);
+	if (!connector_pending(sock)) {
+		ret = -EAGAIN;
+		goto out;
+	}
+	o = find_locked(epfd, fd);
+	if (op == EPOLL_CTL_ADD && o)
+		ret = -EEXIST;
+	else if (op != EPOLL_CTL_ADD && (!o || o->pending != sock))
+		ret = -ENOENT;
+	else if (op == EPOLL_CTL_DEL)
+		remove_locked(o);
+	else if (!track_locked(epfd, fd, NULL, sock, ev))
+		ret = -ENOMEM;
+out:
+	pthread_mutex_unlock(&set.lock);
+	return ret;
+}
+
+/* Takes sock's pending registrations out of the registry; returns them. */
+static struct reg *take_pending(struct sock *sock, unsigned int *count)
+{
+	struct reg *moved = NULL;
+	unsigned int i = 0, n = 0;
+
+	pthread_mutex_lock(&set.lock);
+	while (i < set.count) {
+		struct reg *o = &set.v[i];
+		struct reg *grown;
+
+		if (o->pending != sock) {
+			i++;
+			continue;
+		}
+		grown = realloc(moved, (n + 1) * sizeof(*moved));
+		if (grown) {
+			moved = grown;
+			moved[n++] = *o;
+		}
+		remove_locked(o);
+	}
+	pthread_mutex_unlock(&set.lock);
+	*count = n;
+	return moved;
+}
+
+void readiness_forget_pending(struct sock *sock)
+{
+	unsigned int n;
+
+	free(take_pending(sock, &n));
+}
+
+void readiness_resolve_pending(struct sock *sock, struct readiness *r)
+{
+	unsigned int i, n;
+	struct reg *moved = take_pending(sock, &n);
+	struct epoll_event ev;
+
+	for (i = 0; i < n; i++) {
+		ev.events = moved[i].events;
+		ev.data.u64 = moved[i].data;
+		if (r)
+			ctl_upgraded(moved[i].epfd, EPOLL_CTL_ADD, moved[i].fd,
+				     r, &ev);
+		else
+			real.epoll_ctl(moved[i].epfd, EPOLL_CTL_ADD,
+				       moved[i].fd, &ev);
+	}
+	free(moved);
+}
+
+/*
+ * A socket added to an epoll set before its connect: that registration is
+ * the kernel's, and cannot wait in the registry while a connect goes on
+ * in the background, so its connect stays plain (track_connect_prepare).
+ */
+static void note_watched_early(int fd)
+{
+	struct sock *sock = fd_table_get(fd);
+
+	if (!sock)
+		return;
+	if (!__atomic_load_n(&sock->published, __ATOMIC_ACQUIRE))
+		__atomic_store_n(&sock->watched_early, true, __ATOMIC_RELEASE);
+	sock_put(sock);
+}
+
 int readiness_epoll_ctl(const struct config *cfg, int epfd, int op, int fd,
 			struct epoll_event *ev)
 {
 	struct sock *sock = cfg->enabled ? readiness_upgraded_sock(fd) : NULL;
 	int ret;
 
-	if (!sock)
+	if (!sock) {
+		if (op == EPOLL_CTL_ADD && cfg->enabled && cfg->rdma)
+			note_watched_early(fd);
 		return real.epoll_ctl(epfd, op, fd, ev);
+	}
+	if (!sock->conn) {
+		ret = ctl_pending(epfd, op, fd, sock, ev);
+		sock_put(sock);
+		if (ret == -EAGAIN)
+			return readiness_epoll_ctl(cfg, epfd, op, fd, ev);
+		if (!ret)
+			return 0;
+		errno = -ret;
+		return -1;
+	}
 	ret = ctl_upgraded(epfd, op, fd, conn_readiness(sock->conn), ev);
 	sock_put(sock);
 	return ret;

@@ -16,6 +16,7 @@
 
 #include "clock.h"
 #include "conn.h"
+#include "connector.h"
 #include "readiness_impl.h"
 #include "real.h"
 #include "fd_table.h"
@@ -54,6 +55,8 @@ struct sock *readiness_upgraded_sock(int fd)
 	/* Inherited across fork: its owner moves it to TCP first. */
 	if (sock->conn && !conn_alive(sock->conn))
 		conn_make_plain(sock->conn, ROCESHIM_DOWNGRADE_FORK);
+	if (connector_pending(sock))
+		return sock;
 	if (!sock->conn || !conn_on_rdma(sock->conn)) {
 		sock_put(sock);
 		return NULL;
@@ -122,6 +125,17 @@ static struct readiness *readiness_of(struct sock *sock)
 	return conn_readiness(sock->conn);
 }
 
+/*
+ * Whether the kernel socket is sock's readiness now: a background connect
+ * ended, or the connection moved to TCP, during the wait.
+ */
+static bool now_plain(struct sock *sock)
+{
+	struct conn *c = __atomic_load_n(&sock->conn, __ATOMIC_ACQUIRE);
+
+	return !connector_pending(sock) && (!c || !conn_on_rdma(c));
+}
+
 /* The kernel's revents for pfd now: a connection moved to its socket. */
 static short kernel_revents(const struct pollfd *pfd)
 {
@@ -135,8 +149,8 @@ static short kernel_revents(const struct pollfd *pfd)
  * POLL_ENTRIES entries, and their results fold back into the program's
  * entry.  When only channels fired, and brought nothing the program
  * waits for, the wait goes on for what is left of its timeout.  -EXDEV:
- * a connection moved to its kernel socket and nothing is ready: wait
- * again, without substituting it.
+ * a connection moved to its kernel socket, or a background connect
+ * ended, and nothing is ready: wait again, with the fds looked up anew.
  */
 static int poll_substituted(struct pollfd *fds, nfds_t nfds,
 			    struct sock **socks, int timeout_ms,
@@ -144,21 +158,34 @@ static int poll_substituted(struct pollfd *fds, nfds_t nfds,
 			    bool ppoll)
 {
 	struct pollfd *tmp = calloc(POLL_ENTRIES * nfds + 1, sizeof(*tmp));
+	/* The readiness of each upgraded one, counted as polled. */
+	struct readiness **began = calloc(nfds + 1, sizeof(*began));
 	const struct timespec *tmo = ts;
 	struct timespec left;
 	int64_t deadline = -1;
-	nfds_t i, j = 0;
+	nfds_t i, j = 0, k;
 	int ret, ready = 0;
 	bool moved;
 
-	if (!tmp)
-		return -ENOMEM;
+	if (!tmp || !began) {
+		ret = -ENOMEM;
+		goto out;
+	}
 	for (i = 0; i < nfds; i++) {
 		if (!socks[i]) {
 			tmp[j++] = fds[i];
 			continue;
 		}
-		poll_entries(&tmp[j], &fds[i], readiness_of(socks[i]));
+		if (socks[i]->conn) {
+			began[i] = readiness_of(socks[i]);
+			poll_entries(&tmp[j], &fds[i], began[i]);
+		} else {
+			/* A background connect: nothing until it ends. */
+			for (k = 0; k < POLL_ENTRIES; k++)
+				tmp[j + k].fd = -1;
+			tmp[j].fd = connector_wait_fd(socks[i]);
+			tmp[j].events = POLLIN;
+		}
 		j += POLL_ENTRIES;
 	}
 	if (timeout_ms > 0)
@@ -175,14 +202,19 @@ static int poll_substituted(struct pollfd *fds, nfds_t nfds,
 		for (i = 0, j = 0; i < nfds; i++) {
 			if (!socks[i]) {
 				fds[i].revents = tmp[j++].revents;
-			} else if (!conn_on_rdma(socks[i]->conn)) {
+			} else if (now_plain(socks[i])) {
 				fds[i].revents = kernel_revents(&fds[i]);
 				moved = true;
 				j += POLL_ENTRIES;
+			} else if (!began[i]) {
+				/* Upgraded now: substituted when it starts
+				 * again. */
+				fds[i].revents = 0;
+				moved |= !connector_pending(socks[i]);
+				j += POLL_ENTRIES;
 			} else {
-				fds[i].revents =
-					poll_fold(&tmp[j], fds[i].events,
-						  readiness_of(socks[i]));
+				fds[i].revents = poll_fold(
+					&tmp[j], fds[i].events, began[i]);
 				j += POLL_ENTRIES;
 			}
 			if (fds[i].revents)
@@ -202,9 +234,10 @@ static int poll_substituted(struct pollfd *fds, nfds_t nfds,
 	}
 	ret = ready;
 out:
-	for (i = 0; i < nfds; i++)
-		if (socks[i])
-			readiness_poll_end(readiness_of(socks[i]));
+	for (i = 0; began && i < nfds; i++)
+		if (began[i])
+			readiness_poll_end(began[i]);
+	free(began);
 	free(tmp);
 	return ret;
 }

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "conn.h"
+#include "connector.h"
 #include "handshake.h"
 #include "log.h"
 #include "progress.h"
@@ -54,6 +55,7 @@ static void fork_parent(void)
 static void fork_child(void)
 {
 	progress_fork_child();
+	connector_fork_child();
 	handshake_fork_child();
 	share_fork_child();
 	spin_fork_child();

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "conn.h"
+#include "connector.h"
 #include "handshake.h"
 #include "sock.h"
 #include "stats.h"
@@ -44,9 +45,12 @@ struct sock *sock_new(int domain)
 	__atomic_store_n(&sock->published, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&sock->connecting, 0, __ATOMIC_RELAXED);
 	sock->conn = NULL;
+	sock->connector = NULL;
 	sock->listen_id = NULL;
 	sock->abortive = false;
 	sock->spawn_dup = false;
+	sock->dial_again = false;
+	__atomic_store_n(&sock->watched_early, false, __ATOMIC_RELAXED);
 	__atomic_store_n(&sock->row, -1, __ATOMIC_RELAXED);
 	/* Published last: a racing sock_tryget() sees a ready sock or 0. */
 	__atomic_store_n(&sock->refs, 1, __ATOMIC_RELEASE);
@@ -80,6 +84,8 @@ void sock_put(struct sock *sock)
 	row = __atomic_load_n(&sock->row, __ATOMIC_RELAXED);
 	if (row >= 0)
 		stats_row_close(row);
+	if (sock->connector)
+		connector_free(sock->connector);
 	if (sock->conn)
 		conn_release(sock->conn, sock->abortive);
 	if (sock->listen_id)

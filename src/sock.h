@@ -20,6 +20,7 @@
 #include <roceshim/stats.h>
 
 struct conn;
+struct connector;
 struct rdma_cm_id;
 
 struct sock {
@@ -28,11 +29,14 @@ struct sock {
 	int published;	/* atomic: sock_publish() ran */
 	int connecting; /* atomic: non-blocking connect in progress */
 	enum roceshim_reason connect_reason; /* that connect's decision */
-	struct conn *conn; /* the RDMA connection once upgraded; set once */
+	struct conn *conn; /* atomic: the RDMA connection once upgraded */
+	struct connector *connector;  /* atomic: a connect in the background */
 	struct rdma_cm_id *listen_id; /* the CM listener beside a listener */
 	bool abortive;		      /* closed with SO_LINGER {1, 0}: no FIN */
 	bool spawn_dup;		      /* named in a posix_spawn file action */
-	int row; /* stats row, -1 for none; atomic, set once */
+	bool dial_again;    /* a blocking connect asks again once TCP is up */
+	bool watched_early; /* atomic: in an epoll set before its connect */
+	int row;	    /* stats row, -1 for none; atomic, set once */
 	struct sock *next_free;
 };
 

@@ -268,6 +268,35 @@ void stats_row_set_state(int index, enum roceshim_row_state state)
 	row_end_update(row);
 }
 
+void stats_row_set_reason(int index, enum roceshim_reason reason)
+{
+	struct roceshim_stats_header *seg = stats_segment();
+	struct roceshim_stats_row *row;
+
+	if (!seg || index < 0)
+		return;
+	row = row_at(seg, index);
+	row_begin_update(row);
+	row->transport = reason == ROCESHIM_REASON_NONE
+				 ? ROCESHIM_TRANSPORT_RDMA
+				 : ROCESHIM_TRANSPORT_TCP;
+	row->reason = reason;
+	row_end_update(row);
+}
+
+void stats_row_set_local(int index, const struct roceshim_stats_endpoint *local)
+{
+	struct roceshim_stats_header *seg = stats_segment();
+	struct roceshim_stats_row *row;
+
+	if (!seg || index < 0)
+		return;
+	row = row_at(seg, index);
+	row_begin_update(row);
+	row->local = *local;
+	row_end_update(row);
+}
+
 void stats_downgrade(int index, enum roceshim_downgrade cause)
 {
 	struct roceshim_stats_header *seg = stats_segment();

@@ -34,6 +34,10 @@ int stats_row_open(int fd, enum roceshim_role role,
 /* Counts an active connection opened connecting, now established. */
 void stats_count_connected(enum roceshim_reason reason);
 void stats_row_set_state(int row, enum roceshim_row_state state);
+/* A connect in the background decided its transport, for reason. */
+void stats_row_set_reason(int row, enum roceshim_reason reason);
+/* Its local address, which the kernel gave it as TCP connected. */
+void stats_row_set_local(int row, const struct roceshim_stats_endpoint *local);
 /* An upgraded connection moved to TCP (row may be -1). */
 void stats_downgrade(int row, enum roceshim_downgrade cause);
 void stats_row_close(int row);

@@ -4,6 +4,7 @@
 #include <netinet/in.h>
 #include <string.h>
 
+#include "connector.h"
 #include "endpoint.h"
 #include "handshake.h"
 #include "log.h"
@@ -62,6 +63,14 @@ static void release_closed(int fd, struct sock *sock)
 	struct linger lg;
 	socklen_t len = sizeof(lg);
 
+	if (sock->connector) {
+		int other = fd_table_find(sock, fd);
+
+		if (other < 0)
+			connector_cancel(sock);
+		else
+			connector_fd_closed(sock, fd, other);
+	}
 	if (sock->conn)
 		conn_fd_closing(sock->conn, fd, fd_table_find(sock, fd));
 	if (sock->conn &&
@@ -149,25 +158,72 @@ static void log_decision(int fd, const char *what,
 			  roceshim_reason_name(reason));
 }
 
-enum roceshim_reason track_connect_prepare(struct sock *sock, int fd,
-					   const struct sockaddr *addr,
-					   socklen_t len)
+/* Whether the program made fd non-blocking. */
+static bool nonblocking(int fd)
+{
+	int fl = real.fcntl(fd, F_GETFL);
+
+	return fl >= 0 && (fl & O_NONBLOCK);
+}
+
+int track_connect_prepare(struct sock *sock, int fd,
+			  const struct sockaddr *addr, socklen_t len,
+			  enum roceshim_reason *reason)
 {
 	struct roceshim_stats_endpoint peer;
-	enum roceshim_reason reason;
 	struct conn *conn = NULL;
+	int err;
 
+	*reason = ROCESHIM_REASON_NONE;
+	/* A connect in the background: as the kernel's in progress. */
+	if (connector_pending(sock))
+		return -EALREADY;
+	err = connector_take_error(sock);
+	if (err)
+		return -err;
 	/* Only the first connect() decides; later calls poll its progress. */
-	if (__atomic_load_n(&sock->published, __ATOMIC_ACQUIRE) || sock->conn)
-		return ROCESHIM_REASON_NONE;
-	if (endpoint_from_sockaddr(&peer, addr, len))
-		return ROCESHIM_REASON_UNSUPPORTED;
-	reason = policy_decide(&shim_config, &peer, peer.port);
-	if (reason == ROCESHIM_REASON_NONE)
-		reason = handshake_connect(&shim_config, fd, addr, len, &conn);
+	if (__atomic_load_n(&sock->published, __ATOMIC_ACQUIRE) || sock->conn ||
+	    sock->connector)
+		return 0;
+	if (endpoint_from_sockaddr(&peer, addr, len)) {
+		*reason = ROCESHIM_REASON_UNSUPPORTED;
+		return 0;
+	}
+	*reason = policy_decide(&shim_config, &peer, peer.port);
+	if (*reason)
+		return 0;
+	if (nonblocking(fd)) {
+		if (__atomic_load_n(&sock->watched_early, __ATOMIC_ACQUIRE)) {
+			*reason = ROCESHIM_REASON_UNSUPPORTED;
+			return 0;
+		}
+		if (connector_start(&shim_config, sock, fd, addr, len, reason))
+			return -EINPROGRESS;
+		return 0;
+	}
+	*reason = handshake_connect(&shim_config, fd, addr, len, 0, &conn,
+				    &sock->dial_again);
 	if (conn)
 		sock->conn = conn;
-	return reason;
+	return 0;
+}
+
+/*
+ * A blocking connect refused for want of a CM listener, now connected
+ * over TCP: the second request (handshake.h).
+ */
+static void dial_again(struct sock *sock, int fd, const struct sockaddr *addr,
+		       socklen_t len, enum roceshim_reason *reason)
+{
+	struct conn *conn = NULL;
+	bool no_listener;
+
+	sock->dial_again = false;
+	if (handshake_connect(&shim_config, fd, addr, len, HANDSHAKE_CONNECTED,
+			      &conn, &no_listener))
+		return;
+	sock->conn = conn;
+	*reason = ROCESHIM_REASON_NONE;
 }
 
 void track_connect(struct sock *sock, int fd, const struct sockaddr *addr,
@@ -184,6 +240,8 @@ void track_connect(struct sock *sock, int fd, const struct sockaddr *addr,
 			track_connect_result(sock, fd, err);
 		return;
 	}
+	if (!ret && sock->dial_again)
+		dial_again(sock, fd, addr, len, &reason);
 	if (ret && err != EINPROGRESS) {
 		/* The TCP connection failed: so does the RDMA one. */
 		if (sock->conn) {
@@ -200,6 +258,11 @@ void track_connect(struct sock *sock, int fd, const struct sockaddr *addr,
 	__atomic_store_n(&sock->connecting, ret != 0, __ATOMIC_RELEASE);
 	sock_publish(sock, fd, ROCESHIM_ROLE_ACTIVE, state, reason, &local,
 		     &peer);
+	/* One in the background logs its decision when it knows it. */
+	if (sock->connector) {
+		connector_published(sock);
+		return;
+	}
 	if (sock->conn)
 		conn_attach(sock->conn, fd, sock_row(sock));
 	log_decision(fd, "connect to", &peer, reason);
@@ -222,20 +285,21 @@ void track_connect_result(struct sock *sock, int fd, int so_error)
 
 /* The CM listener beside fd, unless open already or the port is unbound. */
 static void open_cm_listener(struct sock *sock, int fd,
-			     const struct roceshim_stats_endpoint *local)
+			     const struct roceshim_stats_endpoint *local,
+			     int backlog)
 {
 	if (!sock->listen_id && local->port)
-		handshake_listen(&shim_config, sock, fd);
+		handshake_listen(&shim_config, sock, fd, backlog);
 }
 
-void track_listen_prepare(struct sock *sock, int fd)
+void track_listen_prepare(struct sock *sock, int fd, int backlog)
 {
 	struct roceshim_stats_endpoint local;
 
 	if (policy_listener(&shim_config) != ROCESHIM_REASON_NONE)
 		return;
 	local_endpoint(fd, &local);
-	open_cm_listener(sock, fd, &local);
+	open_cm_listener(sock, fd, &local, backlog);
 }
 
 void track_listen_failed(struct sock *sock)
@@ -244,7 +308,7 @@ void track_listen_failed(struct sock *sock)
 		handshake_unlisten(sock);
 }
 
-void track_listen(struct sock *sock, int fd)
+void track_listen(struct sock *sock, int fd, int backlog)
 {
 	struct roceshim_stats_endpoint local, none;
 	enum roceshim_reason reason = policy_listener(&shim_config);
@@ -252,7 +316,7 @@ void track_listen(struct sock *sock, int fd)
 	memset(&none, 0, sizeof(none));
 	local_endpoint(fd, &local);
 	if (reason == ROCESHIM_REASON_NONE) {
-		open_cm_listener(sock, fd, &local);
+		open_cm_listener(sock, fd, &local, backlog);
 		if (!sock->listen_id)
 			reason = ROCESHIM_REASON_RESOURCE;
 	}
@@ -279,8 +343,9 @@ void track_accept(struct sock *listener, int fd)
 	peer_endpoint(fd, &peer);
 	/* The client decided: a pending RDMA connection must be taken. */
 	sock->conn = listener->listen_id
-			     ? handshake_take_pending(&shim_config, &peer,
-						      local.port, fd, &moved)
+			     ? handshake_take_pending(
+				       &shim_config, listener->listen_id, &peer,
+				       local.port, fd, &moved)
 			     : NULL;
 	reason = policy_decide(&shim_config, &peer, local.port);
 	if (sock->conn || moved)

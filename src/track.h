@@ -37,12 +37,17 @@ void track_dup(int old_fd, int new_fd);
 int track_dup_result(int old_fd, int new_fd);
 
 /*
- * Before the real connect(): decides RDMA or TCP (the RDMA handshake runs
- * here) and returns the reason for track_connect().
+ * Before the real connect(): decides RDMA or TCP and puts the reason for
+ * track_connect() in *reason.  A blocking connect runs the RDMA handshake
+ * here; a non-blocking one starts it in the background (connector.h) and
+ * returns -EINPROGRESS: the caller makes no TCP connect and reports that.
+ * Another negative errno: the connect() fails with it, as the kernel's
+ * would (EALREADY while one is in the background, or the error of one
+ * that failed).  0: the real connect() goes on.
  */
-enum roceshim_reason track_connect_prepare(struct sock *sock, int fd,
-					   const struct sockaddr *addr,
-					   socklen_t len);
+int track_connect_prepare(struct sock *sock, int fd,
+			  const struct sockaddr *addr, socklen_t len,
+			  enum roceshim_reason *reason);
 void track_connect(struct sock *sock, int fd, const struct sockaddr *addr,
 		   socklen_t len, int ret, int err,
 		   enum roceshim_reason reason);
@@ -52,9 +57,9 @@ void track_connect(struct sock *sock, int fd, const struct sockaddr *addr,
  * one not yet (it would fall back).  track_listen_failed() undoes it when
  * the real listen() fails; track_listen() follows a successful one.
  */
-void track_listen_prepare(struct sock *sock, int fd);
+void track_listen_prepare(struct sock *sock, int fd, int backlog);
 void track_listen_failed(struct sock *sock);
-void track_listen(struct sock *sock, int fd);
+void track_listen(struct sock *sock, int fd, int backlog);
 void track_accept(struct sock *listener, int fd);
 
 /*

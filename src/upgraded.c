@@ -15,8 +15,14 @@
 ssize_t upgraded_send(struct sock *sock, int fd, const struct iovec *iov,
 		      int iovcnt, int flags)
 {
+	struct conn *c = __atomic_load_n(&sock->conn, __ATOMIC_ACQUIRE);
 	bool kernel;
-	ssize_t ret = conn_send(sock->conn, fd, iov, iovcnt, flags, &kernel);
+	ssize_t ret;
+
+	/* Connecting in the background: as a TCP connect in progress. */
+	if (!c)
+		return -EAGAIN;
+	ret = conn_send(c, fd, iov, iovcnt, flags, &kernel);
 
 	if (ret > 0) {
 		if (kernel)
@@ -37,8 +43,13 @@ ssize_t upgraded_send(struct sock *sock, int fd, const struct iovec *iov,
 ssize_t upgraded_recv(struct sock *sock, int fd, const struct iovec *iov,
 		      int iovcnt, int flags)
 {
+	struct conn *c = __atomic_load_n(&sock->conn, __ATOMIC_ACQUIRE);
 	bool kernel;
-	ssize_t ret = conn_recv(sock->conn, fd, iov, iovcnt, flags, &kernel);
+	ssize_t ret;
+
+	if (!c)
+		return -EAGAIN;
+	ret = conn_recv(c, fd, iov, iovcnt, flags, &kernel);
 
 	if (ret > 0 && !(flags & MSG_PEEK) && kernel)
 		stats_tcp_rx(sock_row(sock), ret);
@@ -52,25 +63,11 @@ ssize_t upgraded_recv(struct sock *sock, int fd, const struct iovec *iov,
 	return ret;
 }
 
-int upgraded_finish_connect(int fd, int timeout_ms)
-{
-	struct pollfd pfd = { .fd = fd, .events = POLLOUT };
-	socklen_t len = sizeof(int);
-	int err = 0, ret;
-
-	ret = real.poll(&pfd, 1, timeout_ms);
-	if (ret < 0)
-		return -errno;
-	if (!ret)
-		return -ETIMEDOUT;
-	if (real.getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len))
-		return -errno;
-	return -err;
-}
-
 int upgraded_shutdown(struct sock *sock, int fd, int how)
 {
-	return conn_shutdown(sock->conn, fd, how);
+	struct conn *c = __atomic_load_n(&sock->conn, __ATOMIC_ACQUIRE);
+
+	return c ? conn_shutdown(c, fd, how) : -ENOTCONN;
 }
 
 int upgraded_readable_bytes(struct sock *sock, int fd)

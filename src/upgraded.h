@@ -19,14 +19,6 @@ ssize_t upgraded_send(struct sock *sock, int fd, const struct iovec *iov,
 		      int iovcnt, int flags);
 ssize_t upgraded_recv(struct sock *sock, int fd, const struct iovec *iov,
 		      int iovcnt, int flags);
-/*
- * A non-blocking connect() of an upgraded socket returned EINPROGRESS:
- * waits (at most timeout_ms) for the TCP handshake, so that the RDMA
- * credit that makes the socket writable never precedes the TCP
- * connection (a program that sees EPOLLOUT calls getpeername next).
- * Returns 0, or the connection's error as a negative errno.
- */
-int upgraded_finish_connect(int fd, int timeout_ms);
 /* shutdown(): SHUT_WR sends FIN after the queued data. */
 int upgraded_shutdown(struct sock *sock, int fd, int how);
 /* FIONREAD. */

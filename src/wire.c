@@ -8,13 +8,16 @@
 
 /*
  * hello:  0 magic(4) 4 version(1) 5 family(1) 6 tcp port(2) 8 address(16)
- *        24 ring addr(8) 32 ring rkey(4) 36 ring size(4)
+ *        24 ring addr(8) 32 ring rkey(4) 36 ring size(4) 40 flags(1)
+ *        41 zero(7)
  * accept: 0 magic(4) 4 version(1) 5 zero(3) 8 ring addr(8) 16 rkey(4)
  *        20 ring size(4)
  * marker: 0 magic(4) 4 version(1) 5 cause(1) 6 zero(2) 8 resume(8)
  *        16 sent(8) 24 zero(8)
  * Family on the wire: 4 or 6, not the host's AF_* numbers.
  */
+
+#define WIRE_HELLO_CONNECTED 0x01
 
 static void put16(uint8_t *p, uint16_t v)
 {
@@ -81,6 +84,7 @@ void wire_encode_hello(const struct wire_hello *hello,
 	put16(buf + 6, hello->tcp_source.port);
 	memcpy(buf + 8, hello->tcp_source.addr, 16);
 	put_ring(buf + 24, &hello->ring);
+	buf[40] = hello->connected ? WIRE_HELLO_CONNECTED : 0;
 }
 
 int wire_decode_hello(const void *data, size_t len, struct wire_hello *hello)
@@ -98,8 +102,9 @@ int wire_decode_hello(const void *data, size_t len, struct wire_hello *hello)
 		return -EPROTO;
 	hello->tcp_source.port = get16(p + 6);
 	memcpy(hello->tcp_source.addr, p + 8, 16);
-	if (!hello->tcp_source.port)
+	if (!hello->tcp_source.port || (p[40] & ~WIRE_HELLO_CONNECTED))
 		return -EPROTO;
+	hello->connected = p[40] & WIRE_HELLO_CONNECTED;
 	return get_ring(p + 24, &hello->ring);
 }
 

@@ -4,7 +4,8 @@
  *
  * The client's connect request carries a hello: magic, version, the TCP
  * endpoint its kernel connection will come from (so the server can match
- * the accept() to this RDMA connection), and its receive ring.  The
+ * the accept() to this RDMA connection), its receive ring, and whether
+ * that TCP connection is up already (a second request, handshake.h).  The
  * server's accept carries its own ring.  Every field is in network byte
  * order at a fixed offset; nothing depends on either host's struct layout.
  *
@@ -21,6 +22,7 @@
 #ifndef ROCESHIM_WIRE_H
 #define ROCESHIM_WIRE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -30,15 +32,19 @@
 
 #define WIRE_MAGIC	  0x52534831u /* "RSH1" */
 #define WIRE_MARKER_MAGIC 0x52534447u /* "RSDG" */
-/* 2: both ends can move the connection to TCP (markers). */
-#define WIRE_VERSION	2
-#define WIRE_HELLO_LEN	40 /* fits RDMA_PS_TCP's 56 bytes of REQ data */
+/*
+ * 2: both ends can move the connection to TCP (markers).  3: a hello may
+ * come after its TCP connection (the connected flag).
+ */
+#define WIRE_VERSION	3
+#define WIRE_HELLO_LEN	48 /* fits RDMA_PS_TCP's 56 bytes of REQ data */
 #define WIRE_ACCEPT_LEN 24
 #define WIRE_MARKER_LEN 32
 
 struct wire_hello {
 	struct roceshim_stats_endpoint tcp_source;
 	struct transport_ring_info ring;
+	bool connected; /* the TCP connection from tcp_source is up */
 };
 
 void wire_encode_hello(const struct wire_hello *hello,

@@ -2,8 +2,15 @@
 # SPDX-License-Identifier: MIT
 """A TCP peer for the RDMA fallback, kill and churn tests.
 
-  peer.py serve ADDR [--count N] [--report]   echo server; prints "port P"
+  peer.py serve ADDR [--port P] [--count N] [--report]
+                                              echo server; prints "port P"
   peer.py echo ADDR PORT [--bytes N] [--bind A] [--report] [--repeat N]
+  peer.py retry ADDR PORT [--nonblocking] [--bytes N] [--report]
+                                              connects as PyTorch's TCPStore
+                                              client does: again every
+                                              millisecond while refused
+                                              (blocking, or non-blocking
+                                              and poll), then echoes
   peer.py stream ADDR PORT                    sends until killed
   peer.py send ADDR PORT [--bind A] [--bytes N] [--pause S]
                                               sends one byte, waits S
@@ -83,7 +90,8 @@ def echo_one(conn, do_report):
 
 def serve(args):
     ls = socket.socket()
-    ls.bind((args.addr, 0))
+    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    ls.bind((args.addr, args.port))
     ls.listen(64)
     print("port %d" % ls.getsockname()[1], flush=True)
     for _ in range(args.count):
@@ -91,6 +99,35 @@ def serve(args):
         threading.Thread(target=echo_one, args=(conn, args.report),
                          daemon=True).start()
     time.sleep(args.linger)
+
+
+def retry(args):
+    deadline = time.monotonic() + 60
+    while True:
+        s = socket.socket()
+        try:
+            if args.nonblocking:
+                s.setblocking(False)
+                err = s.connect_ex((args.addr, args.port))
+                if err == errno.EINPROGRESS:
+                    select.select([], [s], [], 30)
+                    err = s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+                if err:
+                    raise OSError(err, os.strerror(err))
+                s.setblocking(True)
+            else:
+                s.connect((args.addr, args.port))
+            break
+        except ConnectionRefusedError:
+            s.close()
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.001)
+    if args.report:
+        report(s)
+    ok = echo_through(s, args.bytes)
+    s.close()
+    return 0 if ok else 1
 
 
 def echo(args):
@@ -256,8 +293,12 @@ def churn(args):
             c.close()
     t = threading.Thread(target=server, daemon=True)
     t.start()
-    fds_before = len(os.listdir("/proc/self/fd"))
+    fds_before = None
     for i in range(args.count):
+        if i == 1:
+            # The first connection creates the per-process constants
+            # (progress thread, CM channels, health timer); count after it.
+            fds_before = len(os.listdir("/proc/self/fd"))
         s = socket.create_connection((args.addr, port))
         s.sendall(b"x" * 1000)
         got = b""
@@ -419,6 +460,7 @@ def main():
     sub = p.add_subparsers(dest="cmd", required=True)
     sp = sub.add_parser("serve")
     sp.add_argument("addr")
+    sp.add_argument("--port", type=int, default=0)
     sp.add_argument("--count", type=int, default=1)
     sp.add_argument("--linger", type=float, default=2.0)
     sp.add_argument("--report", action="store_true")
@@ -434,6 +476,12 @@ def main():
                     help="report the stats row again after the echo")
     ep.add_argument("--repeat", type=int, default=1,
                     help="connections, one after another, in this process")
+    rt = sub.add_parser("retry")
+    rt.add_argument("addr")
+    rt.add_argument("port", type=int)
+    rt.add_argument("--nonblocking", action="store_true")
+    rt.add_argument("--bytes", type=int, default=100000)
+    rt.add_argument("--report", action="store_true")
     st = sub.add_parser("stream")
     st.add_argument("addr")
     st.add_argument("port", type=int)
@@ -471,7 +519,8 @@ def main():
     we.add_argument("--count", type=int, default=200)
     we.add_argument("--wait", choices=("epoll", "poll"), default="epoll")
     args = p.parse_args()
-    return {"serve": serve, "wait-echo": wait_echo, "echo": echo, "stream": stream, "send": send,
+    return {"serve": serve, "wait-echo": wait_echo, "echo": echo,
+            "retry": retry, "stream": stream, "send": send,
             "drain": drain, "churn": churn, "fork": fork, "late": late,
             "idle": idle}[args.cmd](args) or 0
 

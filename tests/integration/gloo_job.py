@@ -343,6 +343,41 @@ def _proc_addr(hexaddr):
     return host, int(port_hex, 16)
 
 
+def check_row(args, cands, fd, loc, peer, gloo_pair):
+    """Problems with the stats row of the connection on fd (kernel's view:
+    loc, peer): its transport, and for a Gloo pair bytes both ways."""
+    problems = []
+    t = args.expect_transport
+    what = "fd %d (%s:%d <-> %s:%d)" % (fd, loc[0], loc[1], peer[0], peer[1])
+    if len(cands) != 1:
+        return ["%s: %d open rows in stats" % (what, len(cands))]
+    row = cands[0]
+    try:
+        rloc = parse_hostport(row["local"])
+        rpeer = parse_hostport(row["peer"])
+    except (KeyError, ValueError) as exc:
+        return ["%s: bad address in row %r (%s)" % (what, row, exc)]
+    if rloc != loc or rpeer != peer:
+        problems.append("%s: row says %s -> %s" % (what, row["local"],
+                                                   row["peer"]))
+    if row.get("role") not in ("active", "passive"):
+        problems.append("%s: role %r" % (what, row.get("role")))
+    if row.get("transport") != t:
+        problems.append("%s: transport %r, expected %r (fallback %r)"
+                        % (what, row.get("transport"), t,
+                           row.get("fallback")))
+    if t == "rdma" and row.get("fallback") != "none":
+        problems.append("%s: fallback %r on an rdma connection"
+                        % (what, row.get("fallback")))
+    for d in ("tx", "rx") if gloo_pair else ():
+        if not row.get("%s_%s_bytes" % (t, d), 0) > 0:
+            problems.append("%s: %s_%s_bytes is %r, expected > 0"
+                            % (what, t, d, row.get("%s_%s_bytes" % (t, d))))
+    if row.get("errors", 0):
+        log(args, "warning: %s: errors %r" % (what, row.get("errors")))
+    return problems
+
+
 def kernel_tcp_sockets(pid):
     """{fd: (local, peer, state)} for the TCP sockets that pid holds."""
     by_inode = {}
@@ -409,56 +444,34 @@ def check_stats(args, master_port):
     rows = data.get("connections", [])
 
     # What the kernel says this process holds: the Gloo pairs are the
-    # established connections that do not involve the TCPStore's port.
+    # established connections that do not involve the TCPStore's port;
+    # the store's client connections (a second one serves watchKey) are
+    # those to its port.
     kernel = kernel_tcp_sockets(os.getpid())
-    pairs = {fd: (loc, peer) for fd, (loc, peer, state) in kernel.items()
-             if state == ESTABLISHED and loc[1] != master_port and
-             peer[1] != master_port}
+    established = {fd: (loc, peer) for fd, (loc, peer, state)
+                   in kernel.items() if state == ESTABLISHED}
+    pairs = {fd: lp for fd, lp in established.items()
+             if lp[0][1] != master_port and lp[1][1] != master_port}
+    store = {fd: lp for fd, lp in established.items()
+             if lp[1][1] == master_port}
     if len(pairs) != args.world - 1:
         problems.append("kernel shows %d Gloo pair connections, expected %d: "
                         "%r" % (len(pairs), args.world - 1, pairs))
+    if not store:
+        problems.append("kernel shows no TCPStore client connection")
 
-    t = args.expect_transport
     open_rows = {}
     for row in rows:
         if row.get("state") == "open" and row.get("role") != "listener":
             open_rows.setdefault(row.get("fd"), []).append(row)
     for fd, (loc, peer) in sorted(pairs.items()):
-        cands = open_rows.get(fd, [])
-        if len(cands) != 1:
-            problems.append("fd %d (%s:%d <-> %s:%d): %d open rows in stats"
-                            % (fd, loc[0], loc[1], peer[0], peer[1],
-                               len(cands)))
-            continue
-        row = cands[0]
-        what = "fd %d" % fd
-        try:
-            rloc = parse_hostport(row["local"])
-            rpeer = parse_hostport(row["peer"])
-        except (KeyError, ValueError) as exc:
-            problems.append("%s: bad address in row %r (%s)" % (what, row,
-                                                                 exc))
-            continue
-        if rloc != loc or rpeer != peer:
-            problems.append("%s: row says %s -> %s, kernel %s:%d -> %s:%d"
-                            % (what, row["local"], row["peer"], loc[0],
-                               loc[1], peer[0], peer[1]))
-        if row.get("role") not in ("active", "passive"):
-            problems.append("%s: role %r" % (what, row.get("role")))
-        if row.get("transport") != t:
-            problems.append("%s: transport %r, expected %r (fallback %r)"
-                            % (what, row.get("transport"), t,
-                               row.get("fallback")))
-        if t == "rdma" and row.get("fallback") != "none":
-            problems.append("%s: fallback %r on an rdma connection"
-                            % (what, row.get("fallback")))
-        for d in ("tx", "rx"):
-            if not row.get("%s_%s_bytes" % (t, d), 0) > 0:
-                problems.append("%s: %s_%s_bytes is %r, expected > 0"
-                                % (what, t, d,
-                                   row.get("%s_%s_bytes" % (t, d))))
-        if row.get("errors", 0):
-            log(args, "warning: %s: errors %r" % (what, row.get("errors")))
+        problems += check_row(args, open_rows.get(fd, []), fd, loc, peer,
+                              True)
+    # The store's client may have found the store not yet listening, and
+    # retried: the connections it keeps must be on the same transport.
+    for fd, (loc, peer) in sorted(store.items()):
+        problems += check_row(args, open_rows.get(fd, []), fd, loc, peer,
+                              False)
 
     for key in ("tcp_tx_bytes", "tcp_rx_bytes", "rdma_tx_bytes",
                 "rdma_rx_bytes"):
@@ -468,6 +481,7 @@ def check_stats(args, master_port):
         elif total > glob[key]:
             problems.append("sum of rows' %s (%d) > global %d"
                             % (key, total, glob[key]))
+    t = args.expect_transport
     opened = glob.get("connections_opened", 0)
     if opened < len(pairs):
         problems.append("global.connections_opened %r < %d pair connections"

@@ -1165,20 +1165,37 @@ out:
 	close_fd(&lc.fd);
 }
 
+/*
+ * A listener (*l, at *bound) and a non-blocking client socket (*c) whose
+ * connect() to it has started: 0, or -1 with the test failed.
+ */
+static int start_nonblocking_connect(struct tctx *t, int *l, int *c,
+				     struct addr *bound)
+{
+	int r;
+
+	*l = open_listener(t, &server_addr, 0, bound);
+	if (*l < 0)
+		return -1;
+	*c = tcp_socket(t, family(&server_addr), 0, &client_addr);
+	if (*c < 0)
+		return -1;
+	ASSERT_OK(set_nonblock(*c, true));
+	r = connect(*c, sa(bound), bound->len);
+	/* Immediate success is allowed by POSIX; Linux says EINPROGRESS. */
+	ASSERT(r == 0 || errno == EINPROGRESS, "connect: %s", errname(errno));
+	return 0;
+out:
+	return -1;
+}
+
 static void nonblocking_connect_completes_via_epollout(struct tctx *t)
 {
 	struct epoll_event ev = { .events = EPOLLOUT, .data.u64 = 7 };
 	int l = -1, c = -1, s = -1, ep = -1, r, err = -1;
 	struct addr bound;
 
-	l = open_listener(t, &server_addr, 0, &bound);
-	TRY(l < 0);
-	c = tcp_socket(t, family(&server_addr), 0, &client_addr);
-	TRY(c < 0);
-	ASSERT_OK(set_nonblock(c, true));
-	r = connect(c, sa(&bound), bound.len);
-	/* Immediate success is allowed by POSIX; Linux says EINPROGRESS. */
-	ASSERT(r == 0 || errno == EINPROGRESS, "connect: %s", errname(errno));
+	TRY(start_nonblocking_connect(t, &l, &c, &bound));
 	ASSERT_OK(ep = epoll_create1(EPOLL_CLOEXEC));
 	ASSERT_OK(epoll_ctl(ep, EPOLL_CTL_ADD, c, &ev));
 	memset(&ev, 0, sizeof(ev));
@@ -1204,6 +1221,106 @@ out:
 	close_fd(&ep);
 	close_fd(&l);
 	close_fd(&c);
+	close_fd(&s);
+}
+
+/*
+ * Netty's shape: the socket is in the epoll set before connect(), and
+ * EPOLLOUT is asked for with EPOLL_CTL_MOD once connect() says
+ * EINPROGRESS.
+ */
+static void epoll_registration_before_connect_reports_epollout(struct tctx *t)
+{
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLET, .data.u64 = 9 };
+	int l = -1, c = -1, s = -1, ep = -1, r, err = -1;
+	struct addr bound;
+
+	l = open_listener(t, &server_addr, 0, &bound);
+	TRY(l < 0);
+	c = tcp_socket(t, family(&server_addr), 0, &client_addr);
+	TRY(c < 0);
+	ASSERT_OK(set_nonblock(c, true));
+	ASSERT_OK(ep = epoll_create1(EPOLL_CLOEXEC));
+	ASSERT_OK(epoll_ctl(ep, EPOLL_CTL_ADD, c, &ev));
+	r = connect(c, sa(&bound), bound.len);
+	ASSERT(r == 0 || errno == EINPROGRESS, "connect: %s", errname(errno));
+	ev.events = EPOLLIN | EPOLLOUT | EPOLLET;
+	ASSERT_OK(epoll_ctl(ep, EPOLL_CTL_MOD, c, &ev));
+	memset(&ev, 0, sizeof(ev));
+	r = epoll_wait(ep, &ev, 1, io_ms());
+	ASSERT(r == 1, "epoll_wait: want 1 event, got %d", r);
+	ASSERT(ev.data.u64 == 9, "wrong epoll data");
+	ASSERT(ev.events == EPOLLOUT, "want EPOLLOUT, got events %#x",
+	       ev.events);
+	ASSERT_OK(get_int_opt(c, SOL_SOCKET, SO_ERROR, &err));
+	ASSERT(err == 0, "SO_ERROR: %s", errname(err));
+	s = accept_within(t, l, 0);
+	TRY(s < 0);
+	TRY(roundtrip(t, c, s));
+out:
+	close_fd(&ep);
+	close_fd(&l);
+	close_fd(&c);
+	close_fd(&s);
+}
+
+/*
+ * Vectored calls on a socket whose non-blocking connect may still be in
+ * progress: EAGAIN or success, never EPIPE, SIGPIPE or ENOTCONN.
+ */
+static void vectored_calls_during_nonblocking_connect_wait(struct tctx *t)
+{
+	char out[5] = "hello", in[5];
+	struct iovec iov = { .iov_base = out, .iov_len = sizeof(out) };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+	int l = -1, c = -1, s = -1;
+	ssize_t n;
+	struct addr bound;
+
+	TRY(start_nonblocking_connect(t, &l, &c, &bound));
+	iov.iov_base = in;
+	n = recvmsg(c, &msg, 0);
+	ASSERT(n < 0 && errno == EAGAIN, "recvmsg: want EAGAIN, got %zd (%s)",
+	       n, errname(errno));
+	iov.iov_base = out;
+	n = writev(c, &iov, 1);
+	ASSERT(n == sizeof(out) || (n < 0 && errno == EAGAIN),
+	       "writev: want 5 or EAGAIN, got %zd (%s)", n, errname(errno));
+	if (n < 0) {
+		ASSERT(wait_fd(c, POLLOUT, io_ms()) == POLLOUT,
+		       "not writable after connect");
+		ASSERT_OK(n = writev(c, &iov, 1));
+		ASSERT(n == sizeof(out), "short writev: %zd", n);
+	}
+	s = accept_within(t, l, 0);
+	TRY(s < 0);
+	TRY(recv_exact(t, s, in, sizeof(in)));
+	ASSERT(!memcmp(in, out, sizeof(in)), "wrong bytes");
+out:
+	close_fd(&l);
+	close_fd(&c);
+	close_fd(&s);
+}
+
+/* The connect goes on for a dup of the socket once the first fd closes. */
+static void connect_completes_for_a_dup_of_a_closed_fd(struct tctx *t)
+{
+	int l = -1, c = -1, d = -1, s = -1, err = -1;
+	struct addr bound;
+
+	TRY(start_nonblocking_connect(t, &l, &c, &bound));
+	ASSERT_OK(d = dup(c));
+	close_fd(&c);
+	ASSERT(wait_fd(d, POLLOUT, io_ms()) == POLLOUT,
+	       "dup not writable after connect");
+	ASSERT_OK(get_int_opt(d, SOL_SOCKET, SO_ERROR, &err));
+	ASSERT(err == 0, "SO_ERROR: %s", errname(err));
+	s = accept_within(t, l, 0);
+	TRY(s < 0);
+	TRY(roundtrip(t, d, s));
+out:
+	close_fd(&l);
+	close_fd(&d);
 	close_fd(&s);
 }
 
@@ -4286,6 +4403,9 @@ static const struct test tests[] = {
 	TEST(blocking_connect_accept_with_client_bind),
 	TEST(blocking_accept_waits_for_client),
 	TEST(nonblocking_connect_completes_via_epollout),
+	TEST(epoll_registration_before_connect_reports_epollout),
+	TEST(vectored_calls_during_nonblocking_connect_wait),
+	TEST(connect_completes_for_a_dup_of_a_closed_fd),
 	TEST(connect_to_closed_port_is_refused),
 	TEST(nonblocking_connect_to_closed_port_reports_so_error),
 	TEST(connect_on_connected_socket_gives_eisconn),

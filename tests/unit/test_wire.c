@@ -29,6 +29,15 @@ static struct wire_hello sample_hello(int family)
 	return h;
 }
 
+static void assert_same_hello(const struct wire_hello *a,
+			      const struct wire_hello *b)
+{
+	assert_memory_equal(&a->tcp_source, &b->tcp_source,
+			    sizeof(a->tcp_source));
+	assert_memory_equal(&a->ring, &b->ring, sizeof(a->ring));
+	assert_int_equal(a->connected, b->connected);
+}
+
 static void hello_round_trips_for_ipv4_and_ipv6(void **state)
 {
 	int families[] = { AF_INET, AF_INET6 };
@@ -39,7 +48,20 @@ static void hello_round_trips_for_ipv4_and_ipv6(void **state)
 
 		wire_encode_hello(&in, buf);
 		assert_int_equal(wire_decode_hello(buf, sizeof(buf), &out), 0);
-		assert_memory_equal(&in, &out, sizeof(in));
+		assert_same_hello(&in, &out);
+	}
+}
+
+static void hello_says_whether_its_tcp_connection_is_up(void **state)
+{
+	struct wire_hello in = sample_hello(AF_INET), out;
+	uint8_t buf[WIRE_HELLO_LEN];
+
+	for (int connected = 0; connected < 2; connected++) {
+		in.connected = connected;
+		wire_encode_hello(&in, buf);
+		assert_int_equal(wire_decode_hello(buf, sizeof(buf), &out), 0);
+		assert_same_hello(&in, &out);
 	}
 }
 
@@ -110,6 +132,11 @@ static void ring_too_large(uint8_t *b)
 	b[36] = 0x40; /* 2^30 */
 }
 
+static void unknown_flag(uint8_t *b)
+{
+	b[40] |= 0x80;
+}
+
 static void malformed_hellos_are_refused(void **state)
 {
 	hello_refused_when(NULL, WIRE_HELLO_LEN - 1);
@@ -121,6 +148,7 @@ static void malformed_hellos_are_refused(void **state)
 	hello_refused_when(ring_not_power_of_two, WIRE_HELLO_LEN);
 	hello_refused_when(ring_too_small, WIRE_HELLO_LEN);
 	hello_refused_when(ring_too_large, WIRE_HELLO_LEN);
+	hello_refused_when(unknown_flag, WIRE_HELLO_LEN);
 }
 
 static void missing_private_data_is_refused(void **state)
@@ -261,6 +289,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(hello_round_trips_for_ipv4_and_ipv6),
+		cmocka_unit_test(hello_says_whether_its_tcp_connection_is_up),
 		cmocka_unit_test(accept_round_trips),
 		cmocka_unit_test(zero_padded_private_data_is_accepted),
 		cmocka_unit_test(malformed_hellos_are_refused),

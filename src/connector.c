@@ -1,0 +1,438 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+
+#include "conn.h"
+#include "connector.h"
+#include "endpoint.h"
+#include "handshake.h"
+#include "log.h"
+#include "progress.h"
+#include "readiness.h"
+#include "real.h"
+#include "stats.h"
+
+enum connector_state {
+	CONNECTOR_DIALING, /* the RDMA handshake */
+	CONNECTOR_TCP,	   /* the TCP connect of an upgraded one, or before
+			      asking again */
+	CONNECTOR_DONE
+};
+
+struct connector {
+	pthread_mutex_t lock;
+	const struct config *cfg;
+	struct sock *sock; /* its owner: no reference (it frees us) */
+	int fd;		   /* the program's fd */
+	int dup;	   /* ours, for the background work; -1 once done */
+	int wait_fd;	   /* eventfd, readable once it is over */
+	struct sockaddr_storage addr;
+	socklen_t len;
+	struct roceshim_stats_endpoint local; /* once TCP connects */
+	struct dial *dial;
+	struct conn *conn;
+	enum roceshim_reason reason;
+	enum connector_state state; /* atomic reads */
+	int error;		    /* a connect that failed at once */
+	bool cancelled;
+	bool orphaned;	 /* its sock is gone: the last step frees it */
+	bool dial_again; /* refused for want of a listener: ask once more */
+	bool tcp_up;	 /* its TCP connection is up */
+	bool applied;	 /* its result went to the sock and its row */
+	int applied_row; /* the row it went to */
+	struct progress_watcher watcher; /* dup, while TCP connects */
+	unsigned int generation;	 /* fork_generation when started */
+};
+
+/*
+ * Bumped in each fork child.  A connect still in the background at the
+ * fork is the parent's: the child sees its kernel socket, and never
+ * takes the lock, which a thread that is not there may hold.
+ */
+static unsigned int fork_generation;
+
+static bool foreign(const struct connector *c)
+{
+	return c->generation != fork_generation;
+}
+
+void connector_fork_child(void)
+{
+	fork_generation++;
+}
+
+static void dialed(void *arg, enum roceshim_reason reason, struct conn *c,
+		   bool no_listener);
+
+bool connector_pending(const struct sock *sock)
+{
+	struct connector *c =
+		__atomic_load_n(&sock->connector, __ATOMIC_ACQUIRE);
+
+	return c &&
+	       __atomic_load_n(&c->state, __ATOMIC_ACQUIRE) != CONNECTOR_DONE &&
+	       !foreign(c);
+}
+
+int connector_take_error(struct sock *sock)
+{
+	struct connector *c =
+		__atomic_load_n(&sock->connector, __ATOMIC_ACQUIRE);
+	int err = 0;
+
+	if (!c || foreign(c))
+		return 0;
+	pthread_mutex_lock(&c->lock);
+	if (c->state == CONNECTOR_DONE) {
+		err = c->error;
+		c->error = 0;
+	}
+	pthread_mutex_unlock(&c->lock);
+	return err;
+}
+
+int connector_wait_fd(const struct sock *sock)
+{
+	const struct connector *c = sock->connector;
+
+	return c && !foreign(c) ? c->wait_fd : -1;
+}
+
+bool connector_start(const struct config *cfg, struct sock *sock, int fd,
+		     const struct sockaddr *addr, socklen_t len,
+		     enum roceshim_reason *reason)
+{
+	struct connector *c;
+
+	if (len > sizeof(c->addr)) {
+		*reason = ROCESHIM_REASON_UNSUPPORTED;
+		return false;
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		*reason = ROCESHIM_REASON_RESOURCE;
+		return false;
+	}
+	pthread_mutex_init(&c->lock, NULL);
+	c->generation = fork_generation;
+	c->cfg = cfg;
+	c->sock = sock;
+	c->fd = fd;
+	memcpy(&c->addr, addr, len);
+	c->len = len;
+	c->wait_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	/* Ours: the program may close its fd while the work goes on. */
+	c->dup = real.fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (c->wait_fd < 0 || c->dup < 0) {
+		*reason = ROCESHIM_REASON_RESOURCE;
+		goto fail;
+	}
+	__atomic_store_n(&sock->connector, c, __ATOMIC_RELEASE);
+	pthread_mutex_lock(&c->lock);
+	*reason =
+		handshake_dial(cfg, c->dup, addr, len, 0, dialed, c, &c->dial);
+	pthread_mutex_unlock(&c->lock);
+	if (!*reason)
+		return true;
+	__atomic_store_n(&sock->connector, NULL, __ATOMIC_RELEASE);
+fail:
+	if (c->wait_fd >= 0)
+		real.close(c->wait_fd);
+	if (c->dup >= 0)
+		real.close(c->dup);
+	pthread_mutex_destroy(&c->lock);
+	free(c);
+	return false;
+}
+
+/* The decision, as track.c logs those of other connects. */
+static void log_decision(const struct connector *c, enum roceshim_reason why)
+{
+	struct roceshim_stats_endpoint peer;
+	char text[ENDPOINT_STRLEN];
+
+	if (log_level < LOG_LEVEL_DEBUG ||
+	    endpoint_from_sockaddr(&peer, (struct sockaddr *)&c->addr, c->len))
+		return;
+	endpoint_format(&peer, text, sizeof(text));
+	if (why == ROCESHIM_REASON_NONE)
+		log_debug("fd %d: connect to %s on rdma", c->fd, text);
+	else
+		log_debug("fd %d: connect to %s on tcp (%s)", c->fd, text,
+			  roceshim_reason_name(why));
+}
+
+static void destroy(struct connector *c)
+{
+	real.close(c->wait_fd);
+	pthread_mutex_destroy(&c->lock);
+	free(c);
+}
+
+/*
+ * Under c->lock, once the connect is over: its result goes to the sock,
+ * to its stats row and to its connection, once connect() has published
+ * that row (the connect may end before it does).  Whichever of the two
+ * comes second does it, or does it again with the row it now has.
+ */
+static void apply_locked(struct connector *c)
+{
+	int row;
+
+	if (c->cancelled || c->state != CONNECTOR_DONE ||
+	    !__atomic_load_n(&c->sock->published, __ATOMIC_ACQUIRE))
+		return;
+	row = sock_row(c->sock);
+	if (c->applied && c->applied_row == row)
+		return;
+	c->applied = true;
+	c->applied_row = row;
+	c->sock->connect_reason = c->reason;
+	stats_row_set_reason(row, c->reason);
+	stats_row_set_local(row, &c->local);
+	if (c->conn)
+		conn_attach(c->conn, c->fd, row);
+}
+
+void connector_published(struct sock *sock)
+{
+	struct connector *c =
+		__atomic_load_n(&sock->connector, __ATOMIC_ACQUIRE);
+
+	if (!c)
+		return;
+	pthread_mutex_lock(&c->lock);
+	apply_locked(c);
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* The local address the kernel gave the socket as it connected. */
+static void note_local(struct connector *c)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+
+	if (real.getsockname(c->dup, (struct sockaddr *)&ss, &len) ||
+	    endpoint_from_sockaddr(&c->local, (struct sockaddr *)&ss, len))
+		memset(&c->local, 0, sizeof(c->local));
+}
+
+/*
+ * Under c->lock: the connect is over, one way or the other.  true: the
+ * sock is gone, and the caller frees c once it has unlocked it.
+ */
+static bool finish_locked(struct connector *c)
+{
+	struct conn *conn = c->conn;
+
+	if (c->cancelled) {
+		if (conn)
+			conn_discard(conn);
+		conn = c->conn = NULL;
+	} else {
+		if (c->reason == ROCESHIM_REASON_NONE && !conn)
+			c->reason = ROCESHIM_REASON_RESOURCE;
+		if (conn)
+			__atomic_store_n(&c->sock->conn, conn,
+					 __ATOMIC_RELEASE);
+		log_decision(c, c->reason);
+	}
+	if (c->dup >= 0)
+		real.close(c->dup);
+	c->dup = -1;
+	/* Done first: a registration made from now on is made directly. */
+	__atomic_store_n(&c->state, CONNECTOR_DONE, __ATOMIC_RELEASE);
+	apply_locked(c);
+	if (!c->cancelled)
+		readiness_resolve_pending(c->sock,
+					  conn ? conn_readiness(conn) : NULL);
+	/* Wakes the poll()s that wait for it. */
+	(void)!real.write(c->wait_fd, &(uint64_t){ 1 }, 8);
+	return c->orphaned;
+}
+
+/*
+ * Under c->lock, its TCP connection up after a refusal for want of a CM
+ * listener: the second request (handshake.h).  false: it could not start.
+ */
+static bool dial_again_locked(struct connector *c)
+{
+	enum roceshim_reason reason;
+
+	c->dial_again = false;
+	__atomic_store_n(&c->state, CONNECTOR_DIALING, __ATOMIC_RELEASE);
+	reason = handshake_dial(c->cfg, c->dup, (struct sockaddr *)&c->addr,
+				c->len, HANDSHAKE_CONNECTED, dialed, c,
+				&c->dial);
+	if (!reason)
+		return true;
+	__atomic_store_n(&c->state, CONNECTOR_TCP, __ATOMIC_RELEASE);
+	return false;
+}
+
+/* The TCP connect is over (progress thread). */
+static void tcp_connected(struct progress_watcher *w, uint32_t events)
+{
+	struct connector *c =
+		(struct connector *)((char *)w -
+				     __builtin_offsetof(struct connector,
+							watcher));
+	struct pollfd pfd = { .fd = c->dup, .events = POLLOUT };
+	bool orphan, failed;
+
+	(void)events;
+	pthread_mutex_lock(&c->lock);
+	progress_del(c->dup);
+	/* POLLERR, not SO_ERROR, which the program must still find. */
+	failed = real.poll(&pfd, 1, 0) != 1 ||
+		 (pfd.revents & (POLLERR | POLLHUP));
+	if (failed && c->conn) {
+		conn_discard(c->conn);
+		c->conn = NULL;
+	}
+	c->tcp_up = !failed;
+	if (!failed && c->dial_again && !c->cancelled && dial_again_locked(c)) {
+		pthread_mutex_unlock(&c->lock);
+		return;
+	}
+	orphan = finish_locked(c);
+	pthread_mutex_unlock(&c->lock);
+	if (orphan)
+		destroy(c);
+}
+
+/*
+ * connect() on our dup, which shares the program's file flags: a program
+ * that made the socket blocking meanwhile must not stall the progress
+ * thread, so the flag is set around the call.
+ */
+static int connect_nonblocking(int fd, const struct sockaddr *addr,
+			       socklen_t len)
+{
+	int fl = real.fcntl(fd, F_GETFL);
+	int ret, err;
+
+	if (fl >= 0 && !(fl & O_NONBLOCK))
+		real.fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+	ret = real.connect(fd, addr, len);
+	err = errno;
+	if (fl >= 0 && !(fl & O_NONBLOCK))
+		real.fcntl(fd, F_SETFL, fl);
+	errno = err;
+	return ret;
+}
+
+/*
+ * A handshake is over (progress thread): the TCP connect goes out, unless
+ * this was the second request, made once it was up.
+ */
+static void dialed(void *arg, enum roceshim_reason reason, struct conn *conn,
+		   bool no_listener)
+{
+	struct connector *c = arg;
+	bool orphan = false;
+	int ret;
+
+	pthread_mutex_lock(&c->lock);
+	c->dial = NULL;
+	c->reason = reason;
+	c->conn = conn;
+	if (c->cancelled || c->tcp_up) {
+		orphan = finish_locked(c);
+		goto out;
+	}
+	c->dial_again = no_listener;
+	ret = connect_nonblocking(c->dup, (struct sockaddr *)&c->addr, c->len);
+	if (ret)
+		c->error = errno;
+	note_local(c);
+	if (ret && c->error != EINPROGRESS) {
+		if (conn)
+			conn_discard(conn);
+		c->conn = NULL;
+		orphan = finish_locked(c);
+		goto out;
+	}
+	c->error = 0;
+	c->tcp_up = !ret;
+	if (c->tcp_up && c->dial_again && dial_again_locked(c))
+		goto out;
+	/*
+	 * Over TCP the kernel socket connects with its own readiness from
+	 * now on; an upgraded one, or one to ask again, must have its TCP
+	 * connection first.
+	 */
+	if ((!conn && !c->dial_again) || c->tcp_up) {
+		orphan = finish_locked(c);
+		goto out;
+	}
+	__atomic_store_n(&c->state, CONNECTOR_TCP, __ATOMIC_RELEASE);
+	c->watcher.fn = tcp_connected;
+	if (progress_add(c->dup, EPOLLOUT | EPOLLONESHOT, &c->watcher)) {
+		if (conn)
+			conn_discard(conn);
+		c->conn = NULL;
+		orphan = finish_locked(c);
+	}
+out:
+	pthread_mutex_unlock(&c->lock);
+	if (orphan)
+		destroy(c);
+}
+
+void connector_cancel(struct sock *sock)
+{
+	struct connector *c =
+		__atomic_load_n(&sock->connector, __ATOMIC_ACQUIRE);
+
+	if (!c || foreign(c))
+		return;
+	pthread_mutex_lock(&c->lock);
+	c->cancelled = true;
+	readiness_forget_pending(sock);
+	if (c->dial)
+		handshake_dial_cancel(c->dial);
+	/* As closing a connecting socket does: the SYN goes no further. */
+	if (c->state == CONNECTOR_TCP && c->dup >= 0)
+		real.shutdown(c->dup, SHUT_RDWR);
+	pthread_mutex_unlock(&c->lock);
+}
+
+void connector_fd_closed(struct sock *sock, int fd, int other)
+{
+	struct connector *c =
+		__atomic_load_n(&sock->connector, __ATOMIC_ACQUIRE);
+
+	if (!c || foreign(c))
+		return;
+	pthread_mutex_lock(&c->lock);
+	if (c->fd == fd)
+		c->fd = other;
+	pthread_mutex_unlock(&c->lock);
+}
+
+void connector_free(struct connector *c)
+{
+	bool done;
+
+	/* The parent's, in a fork child: its memory is all that is left. */
+	if (foreign(c))
+		return;
+	pthread_mutex_lock(&c->lock);
+	c->cancelled = true;
+	readiness_forget_pending(c->sock);
+	done = c->state == CONNECTOR_DONE;
+	/* Still in the background: the progress thread frees it at the end. */
+	c->orphaned = !done;
+	if (c->dial)
+		handshake_dial_cancel(c->dial);
+	pthread_mutex_unlock(&c->lock);
+	if (done)
+		destroy(c);
+}

@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A non-blocking connect() that may upgrade: it returns EINPROGRESS at
+ * once, and the RDMA handshake, then the real TCP connect, go on in the
+ * background (the progress thread).  Until both are over the socket is
+ * pending: calls on it behave as on a TCP socket whose connect is in
+ * progress (another connect() gives EALREADY, sends and reads EAGAIN,
+ * SO_ERROR 0, poll and epoll report nothing), and then it is either an
+ * upgraded connection or a plain TCP socket, with the kernel's own
+ * readiness and SO_ERROR.  A refusal for want of a CM listener is asked
+ * again once the TCP connection is up (handshake.h), still pending.  A connect
+ * that fails at once (a refused port on this host) reports its error through
+ * SO_ERROR and the next connect(), as the kernel does for one that fails later.
+ *
+ * Contract: connector_start() runs in connect(); the others are thread
+ * safe.  The connector belongs to its sock, which frees it.
+ */
+#ifndef ROCESHIM_CONNECTOR_H
+#define ROCESHIM_CONNECTOR_H
+
+#include <stdbool.h>
+#include <sys/socket.h>
+
+#include <roceshim/stats.h>
+
+#include "config.h"
+#include "sock.h"
+
+struct connector;
+
+/*
+ * Starts the background connect of sock (fd, non-blocking) to addr.
+ * true: it did (the caller returns EINPROGRESS and makes no TCP connect);
+ * false: the connect goes on as a plain one, for *reason.
+ */
+bool connector_start(const struct config *cfg, struct sock *sock, int fd,
+		     const struct sockaddr *addr, socklen_t len,
+		     enum roceshim_reason *reason);
+
+/*
+ * connect() published sock's stats row: a connect already over gives it
+ * its result (otherwise the end of the connect does).
+ */
+void connector_published(struct sock *sock);
+
+/* sock's connect is still in the background. */
+bool connector_pending(const struct sock *sock);
+
+/*
+ * The error of a connect that failed at once, which SO_ERROR must report
+ * (and forget); 0 if none.
+ */
+int connector_take_error(struct sock *sock);
+
+/* The fd a poll() waits on for it: readable once it is over. */
+int connector_wait_fd(const struct sock *sock);
+
+/* The program closes the socket: the background connect stops. */
+void connector_cancel(struct sock *sock);
+
+/*
+ * The program closed fd, one of sock's fds, and other (>= 0) still names
+ * it: the connection is attached to other when the connect ends.
+ */
+void connector_fd_closed(struct sock *sock, int fd, int other);
+
+/* The sock goes: frees its connector. */
+void connector_free(struct connector *c);
+
+/*
+ * In a fork child: a connect the parent had in the background is the
+ * parent's; the child's calls see its kernel socket.
+ */
+void connector_fork_child(void);
+
+#endif /* ROCESHIM_CONNECTOR_H */

@@ -1,0 +1,114 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <linux/inet_diag.h>
+#include <linux/netlink.h>
+#include <linux/sock_diag.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "endpoint.h"
+#include "real.h"
+#include "tcp_diag.h"
+
+/* The connection's addresses as sock_diag takes them (IPv4 in word 0). */
+static int fill_id(struct inet_diag_sockid *id, uint8_t *family,
+		   const struct roceshim_stats_endpoint *local,
+		   const struct roceshim_stats_endpoint *remote)
+{
+	bool v4 = endpoint_is_v4_mapped(local) || local->family == AF_INET;
+
+	if (v4 != (endpoint_is_v4_mapped(remote) || remote->family == AF_INET))
+		return -EAFNOSUPPORT;
+	*family = v4 ? AF_INET : AF_INET6;
+	id->idiag_sport = htons(local->port);
+	id->idiag_dport = htons(remote->port);
+	if (v4) {
+		memcpy(id->idiag_src, local->addr + 12, 4);
+		memcpy(id->idiag_dst, remote->addr + 12, 4);
+	} else {
+		memcpy(id->idiag_src, local->addr, 16);
+		memcpy(id->idiag_dst, remote->addr, 16);
+	}
+	id->idiag_cookie[0] = INET_DIAG_NOCOOKIE;
+	id->idiag_cookie[1] = INET_DIAG_NOCOOKIE;
+	return 0;
+}
+
+/* The answer to one exact lookup: 1, 0 or a negative errno. */
+static int read_answer(int fd, uint32_t seq)
+{
+	union {
+		struct nlmsghdr h;
+		char buf[1024];
+	} u;
+	struct nlmsghdr *h = &u.h;
+	struct inet_diag_msg *msg;
+	struct nlmsgerr *err;
+	ssize_t n;
+
+	do {
+		n = real.recv(fd, u.buf, sizeof(u.buf), 0);
+	} while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return -errno;
+	for (; NLMSG_OK(h, (size_t)n); h = NLMSG_NEXT(h, n)) {
+		if (h->nlmsg_seq != seq)
+			continue;
+		if (h->nlmsg_type == NLMSG_ERROR) {
+			if (h->nlmsg_len < NLMSG_LENGTH(sizeof(*err)))
+				return -EPROTO;
+			err = NLMSG_DATA(h);
+			/* No such connection: not one waiting to be taken. */
+			return err->error == -ENOENT ? 0
+			       : err->error	     ? err->error
+						     : -EPROTO;
+		}
+		if (h->nlmsg_type != SOCK_DIAG_BY_FAMILY ||
+		    h->nlmsg_len < NLMSG_LENGTH(sizeof(*msg)))
+			return -EPROTO;
+		msg = NLMSG_DATA(h);
+		return msg->idiag_state == TCP_ESTABLISHED && !msg->idiag_inode;
+	}
+	return -EPROTO;
+}
+
+int tcp_diag_unaccepted(const struct roceshim_stats_endpoint *local,
+			const struct roceshim_stats_endpoint *remote)
+{
+	static uint32_t next_seq;
+	struct {
+		struct nlmsghdr h;
+		struct inet_diag_req_v2 req;
+	} q = {
+		.h = {
+			.nlmsg_len = sizeof(q),
+			.nlmsg_type = SOCK_DIAG_BY_FAMILY,
+			.nlmsg_flags = NLM_F_REQUEST,
+		},
+		.req = {
+			.sdiag_protocol = IPPROTO_TCP,
+			.idiag_states = 1u << TCP_ESTABLISHED,
+		},
+	};
+	struct sockaddr_nl kernel = { .nl_family = AF_NETLINK };
+	int fd, ret;
+
+	ret = fill_id(&q.req.id, &q.req.sdiag_family, local, remote);
+	if (ret)
+		return ret;
+	q.h.nlmsg_seq = __atomic_add_fetch(&next_seq, 1, __ATOMIC_RELAXED);
+	fd = real.socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC,
+			 NETLINK_SOCK_DIAG);
+	if (fd < 0)
+		return -errno;
+	if (real.sendto(fd, &q, sizeof(q), 0, (struct sockaddr *)&kernel,
+			sizeof(kernel)) < 0)
+		ret = -errno;
+	else
+		ret = read_answer(fd, q.h.nlmsg_seq);
+	real.close(fd);
+	return ret;
+}
