@@ -203,6 +203,7 @@ void config_defaults(struct config *cfg)
 {
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->enabled = true;
+	cfg->rdma = true;
 	cfg->log_level = LOG_LEVEL_WARN;
 	cfg->stats = true;
 	cfg->stats_rows = CONFIG_STATS_ROWS_DEFAULT;

@@ -6,7 +6,6 @@
 # to where they were.
 set -u
 PYTHON=${PYTHON:-/usr/bin/python3}
-export ROCESHIM_RDMA=1
 qps() { rdma resource show qp 2>/dev/null | grep -c 'lqpn'; }
 before=$(qps)
 "$ROCESHIM_RUN" "$PYTHON" "$top_srcdir/tests/fabric/peer.py" churn \

@@ -1,7 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
 #
-# Hostile connect requests against a roceshim listener (ROCESHIM_RDMA=1):
+# Hostile connect requests against a roceshim listener (default settings):
 # every malformed one is refused and counted (malformed_input), the server
 # survives, and a proper client is then served over RDMA as usual.
 set -u
@@ -9,7 +9,6 @@ PYTHON=${PYTHON:-/usr/bin/python3}
 peer="$top_srcdir/tests/fabric/peer.py"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/test-cm-fuzz.XXXXXX") || exit 1
 trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$tmp"' EXIT
-export ROCESHIM_RDMA=1
 # shellcheck source=../lib.sh
 . "$top_srcdir/tests/lib.sh"
 COUNT=60

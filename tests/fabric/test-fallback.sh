@@ -1,7 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
 #
-# Who talks RDMA and who falls back, with ROCESHIM_RDMA=1 where roceshim
+# Who talks RDMA and who falls back, with default settings where roceshim
 # runs: each scenario moves 100 KB through an echo and checks the bytes,
 # and each end's stats row must name the expected transport and reason.
 #   both ends under roceshim, RDMA route        -> rdma on both ends
@@ -25,7 +25,6 @@ PYTHON=${PYTHON:-/usr/bin/python3}
 peer="$top_srcdir/tests/fabric/peer.py"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/test-fallback.XXXXXX") || exit 1
 trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$tmp"' EXIT
-export ROCESHIM_RDMA=1
 # shellcheck source=../lib.sh
 . "$top_srcdir/tests/lib.sh"
 

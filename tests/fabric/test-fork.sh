@@ -1,7 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
 #
-# fork() with an upgraded connection mid-transfer (ROCESHIM_RDMA=1).  A
+# fork() with an upgraded connection mid-transfer (default settings).  A
 # child that uses the inherited connection gets every byte the parent had
 # not read yet, and can send: the owner moves the connection to TCP for
 # both of them, and the parent goes on over TCP, byte for byte.  A child
@@ -12,7 +12,6 @@ PYTHON=${PYTHON:-/usr/bin/python3}
 peer="$top_srcdir/tests/fabric/peer.py"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/test-fork.XXXXXX") || exit 1
 trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$tmp"' EXIT
-export ROCESHIM_RDMA=1
 # shellcheck source=../lib.sh
 . "$top_srcdir/tests/lib.sh"
 

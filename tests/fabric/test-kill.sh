@@ -9,7 +9,6 @@ PYTHON=${PYTHON:-/usr/bin/python3}
 peer="$top_srcdir/tests/fabric/peer.py"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/test-kill.XXXXXX") || exit 1
 trap 'kill -9 $(jobs -p) 2>/dev/null; rm -rf "$tmp"' EXIT
-export ROCESHIM_RDMA=1
 # shellcheck source=../lib.sh
 . "$top_srcdir/tests/lib.sh"
 LIMIT=15

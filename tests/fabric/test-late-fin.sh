@@ -14,7 +14,6 @@ peer="$top_srcdir/tests/fabric/peer.py"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/test-late-fin.XXXXXX") || exit 1
 trap 'kill $(jobs -p) 2>/dev/null; tc qdisc del dev vethB root 2>/dev/null;
 	rm -rf "$tmp"' EXIT
-export ROCESHIM_RDMA=1
 # shellcheck source=../lib.sh
 . "$top_srcdir/tests/lib.sh"
 bytes=100000

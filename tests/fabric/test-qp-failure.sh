@@ -3,7 +3,7 @@
 #
 # The queue pair fails in the middle of a transfer both ways while the TCP
 # connection beside it still flows: the connection moves to TCP and goes
-# on, byte for byte (ROCESHIM_RDMA=1).  No other RDMA transport does this:
+# on, byte for byte (default settings).  No other RDMA transport does this:
 # rsocket, libvma and SMC-R reset.  Two ways to break it:
 #   - RoCE's packets (UDP 4791) leaving vethB are dropped: the queue pair
 #     exhausts its retries (kernel TCP between the two local addresses
@@ -22,7 +22,6 @@ restore() {
 		rdma link add rxe1 type rxe netdev vethB
 }
 trap 'kill $(jobs -p) 2>/dev/null; restore; rm -rf "$tmp"' EXIT
-export ROCESHIM_RDMA=1
 # shellcheck source=../lib.sh
 . "$top_srcdir/tests/lib.sh"
 

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 #
 # Program shapes that hand a connection to another process, with
-# ROCESHIM_RDMA=1, each byte for byte (tests/fabric/shapes.py):
+# default settings, each byte for byte (tests/fabric/shapes.py):
 #   - servers: accept-then-fork (socketserver.ForkingTCPServer), prefork
 #     workers, a handler exec'd with the socket as its stdio (fork+exec,
 #     and subprocess.Popen), against 6 concurrent clients of 200 KB each;
@@ -17,7 +17,6 @@ PYTHON=${PYTHON:-/usr/bin/python3}
 shapes="$top_srcdir/tests/fabric/shapes.py"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/test-shapes.XXXXXX") || exit 1
 trap 'kill $(jobs -p) 2>/dev/null; pkill -f "shapes.py server" 2>/dev/null; rm -rf "$tmp"' EXIT
-export ROCESHIM_RDMA=1
 # shellcheck source=../lib.sh
 . "$top_srcdir/tests/lib.sh"
 addr=$ROCESHIM_FABRIC_ADDR_B

@@ -1,12 +1,11 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
 #
-# sockcheck between the two rxe addresses with ROCESHIM_RDMA=1: the same
+# sockcheck between the two rxe addresses with default settings: the same
 # socket semantics over upgraded connections.  The plain run and the
 # preloaded run must print the same transcript, and most connections must
 # have gone over RDMA (those to closed ports, and the IPv6 loopback ones,
 # stay on TCP with their reason).
-export ROCESHIM_RDMA=1
 SOCKCHECK_ARGS="--server-addr $ROCESHIM_FABRIC_ADDR_B --client-addr $ROCESHIM_FABRIC_ADDR_A" \
 SOCKCHECK_MIN_RDMA=50 \
 	exec /bin/bash "$top_srcdir/tests/integration/test-sockcheck.sh"

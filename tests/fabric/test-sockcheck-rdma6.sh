@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 #
 # test-sockcheck-rdma.sh over native IPv6: sockcheck between the fabric's
-# two IPv6 addresses (RoCEv2 with IPv6 GIDs) with ROCESHIM_RDMA=1.  The
+# two IPv6 addresses (RoCEv2 with IPv6 GIDs) with default settings.  The
 # plain and preloaded transcripts must be identical, and most connections
 # must have gone over RDMA.
 #
@@ -10,7 +10,6 @@
 # fabric rdma_cm cannot cross the link on IPv6 (rping -I fd99::1 -a fd99::2
 # fails too), so a client bound to fd99::1 would time out and use TCP.
 # Bound to fd99::2, its queue pair loops back on rxe1.
-export ROCESHIM_RDMA=1
 SOCKCHECK_ARGS="--server-addr $ROCESHIM_FABRIC_ADDR6_B --client-addr $ROCESHIM_FABRIC_ADDR6_B" \
 SOCKCHECK_MIN_RDMA=50 \
 	exec /bin/bash "$top_srcdir/tests/integration/test-sockcheck.sh"

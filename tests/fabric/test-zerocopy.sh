@@ -12,7 +12,7 @@
 set -u
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/test-zerocopy.XXXXXX") || exit 1
 trap 'tc qdisc del dev vethB root 2>/dev/null; rm -rf "$tmp"' EXIT
-export ROCESHIM_RDMA=1 ROCESHIM_RING_KB=2048 ROCESHIM_LOG_LEVEL=debug
+export ROCESHIM_RING_KB=2048 ROCESHIM_LOG_LEVEL=debug
 # shellcheck source=../lib.sh
 . "$top_srcdir/tests/lib.sh"
 sockcheck="$top_builddir/tests/integration/sockcheck"

@@ -244,16 +244,24 @@ static void too_many_rules_exclude_every_connection(void **state)
 	assert_excludes_everything(&cfg);
 }
 
-static void rdma_path_is_off_until_switched_on(void **state)
+static void rdma_path_is_on_unless_switched_off(void **state)
 {
 	struct config cfg;
 
 	load_with(&cfg, NULL, NULL);
+	assert_true(cfg.rdma);
+	load_with(&cfg, "ROCESHIM_RDMA", "0");
 	assert_false(cfg.rdma);
 	load_with(&cfg, "ROCESHIM_RDMA", "1");
 	assert_true(cfg.rdma);
+}
+
+static void rdma_path_keeps_default_for_malformed_value(void **state)
+{
+	struct config cfg;
+
 	load_with(&cfg, "ROCESHIM_RDMA", "sometimes");
-	assert_false(cfg.rdma);
+	assert_true(cfg.rdma);
 	assert_warned_once_about("ROCESHIM_RDMA", "sometimes");
 }
 
@@ -351,7 +359,8 @@ int main(void)
 		cmocka_unit_test(malformed_include_excludes_every_connection),
 		cmocka_unit_test(malformed_exclude_excludes_every_connection),
 		cmocka_unit_test(too_many_rules_exclude_every_connection),
-		cmocka_unit_test(rdma_path_is_off_until_switched_on),
+		cmocka_unit_test(rdma_path_is_on_unless_switched_off),
+		cmocka_unit_test(rdma_path_keeps_default_for_malformed_value),
 		cmocka_unit_test(ring_kb_takes_powers_of_two_only),
 		cmocka_unit_test(handshake_timers_are_range_checked),
 		cmocka_unit_test(spin_time_is_range_checked),
