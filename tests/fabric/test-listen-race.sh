@@ -56,8 +56,10 @@ race() {
 
 for mode in blocking nonblocking; do
 	: >"$tmp/$mode"
+	# Below the ephemeral range: a client retrying towards a port its
+	# own source port could land on would, some day, connect to itself.
 	for i in $(seq "$rounds"); do
-		race "$mode" $((42000 + i + (${#mode} - 8) * 100))
+		race "$mode" $((22000 + i + (${#mode} - 8) * 100))
 	done
 	check_eq "${mode}_races_byte_exact" "$rounds" \
 		"$(grep -c '^echo ok$' "$tmp/$mode")"
