@@ -555,6 +555,11 @@ bool conn_shared(const struct conn *c)
 	return c->fork_epoch != conn_fork_epoch;
 }
 
+bool conn_forked(void)
+{
+	return conn_fork_epoch != 0;
+}
+
 void conn_exit(struct conn *c, int fd)
 {
 	if (conn_shared(c)) {

@@ -114,6 +114,9 @@ void conn_discard(struct conn *c);
 
 /* A fork since it was made: a child may hold it too. */
 bool conn_shared(const struct conn *c);
+
+/* This process has forked (not vforked): its sockets may be shared. */
+bool conn_forked(void);
 /*
  * The process exits with it open on fd: a shared one moves to TCP, any
  * other ends as the kernel's close of it would (FIN, or a reset with

@@ -50,6 +50,7 @@ struct pending {
 	struct conn *conn;
 	enum pending_state state;
 	int64_t expires_ms; /* -1: until accept() or the listener's close */
+	bool busy; /* its request is still being decided: accept() waits */
 	struct pending *next;
 };
 
@@ -267,6 +268,7 @@ bool handshake_on_connect_request(const struct config *cfg,
 	 * request that an accept() waits for is listed in the same step as
 	 * it is seen, so that the accept() finds it.
 	 */
+	p->busy = true;
 	pthread_mutex_lock(&pend.lock);
 	late = hello.connected && claimed_locked(&hello.tcp_source, local_port);
 	p->next = pend.list;
@@ -290,7 +292,12 @@ bool handshake_on_connect_request(const struct config *cfg,
 		log_info("cm: rdma_accept failed: %s", strerror(errno));
 		free(p);
 		conn_discard(c);
+		return true;
 	}
+	pthread_mutex_lock(&pend.lock);
+	p->busy = false;
+	pthread_cond_broadcast(&pend.settled);
+	pthread_mutex_unlock(&pend.lock);
 	return true;
 reject:
 	if (t)
@@ -309,12 +316,14 @@ static void settle(struct conn *c, enum pending_state state)
 		if (p->conn == c && p->state == PENDING_ESTABLISHED &&
 		    state == PENDING_FAILED) {
 			/* Its TCP connection may still be accepted. */
-			p->expires_ms = clock_ms() + PENDING_GONE_MS;
+			if (p->expires_ms)
+				p->expires_ms = clock_ms() + PENDING_GONE_MS;
 			break;
 		}
 		if (p->conn == c && p->state == PENDING_ACCEPTED) {
 			p->state = state;
-			if (state == PENDING_ESTABLISHED)
+			/* 0: its listener closed, it is being dropped. */
+			if (state == PENDING_ESTABLISHED && p->expires_ms)
 				p->expires_ms = -1;
 			share_pending_settle(conn_slot(c),
 					     state == PENDING_ESTABLISHED
@@ -406,6 +415,7 @@ void handshake_unlisten(struct sock *sock)
 {
 	struct rdma_cm_id *id = sock->listen_id;
 	struct pending *p;
+	int64_t until;
 	void *l;
 
 	sock->listen_id = NULL;
@@ -418,11 +428,15 @@ void handshake_unlisten(struct sock *sock)
 	/*
 	 * The kernel resets the TCP connections in its queue: these go too,
 	 * on the progress thread, which may be serving their events now.
+	 * A fork child (a prefork worker) may still hold the listening
+	 * socket and accept them: after a fork they live on a while.
 	 */
+	until = conn_forked() ? clock_ms() + PENDING_TIMEOUT_MS : 0;
 	pthread_mutex_lock(&pend.lock);
 	for (p = pend.list; p; p = p->next)
-		if (p->listener == id)
-			p->expires_ms = 0;
+		if (p->listener == id &&
+		    (p->expires_ms < 0 || p->expires_ms > until))
+			p->expires_ms = until;
 	pthread_mutex_unlock(&pend.lock);
 	progress_wake();
 }
@@ -531,12 +545,11 @@ struct conn *handshake_take_pending(const struct config *cfg,
 				    const struct roceshim_stats_endpoint *peer,
 				    uint16_t local_port, int fd, bool *moved)
 {
-	const struct listener *l = listen_id->context;
-	struct timespec late;
-	struct timespec deadline;
+	const struct listener *l;
+	struct timespec deadline, late;
 	struct pending **pp, *p;
 	struct conn *c = NULL;
-	bool established = false;
+	bool established = false, timed_out = false;
 
 	*moved = false;
 	if (!handshake_running()) {
@@ -544,17 +557,29 @@ struct conn *handshake_take_pending(const struct config *cfg,
 		return NULL;
 	}
 
-	deadline_in(&deadline, cfg->connect_timeout_ms);
+	l = listen_id->context;
 	deadline_in(&late, LATE_WAIT_MS);
 	pthread_mutex_lock(&pend.lock);
 	if (!find(peer, local_port) &&
 	    clock_ms() - l->since_ms < LATE_WINDOW_MS)
 		await_late_request(peer, local_port, &late);
-	while ((pp = find(peer, local_port)) &&
-	       (*pp)->state == PENDING_ACCEPTED &&
-	       !pthread_cond_clockwait(&pend.settled, &pend.lock,
-				       CLOCK_MONOTONIC, &deadline))
-		;
+	/*
+	 * From now: a late request was listed after its client's timer
+	 * started, so this end waits at least as long as the client.
+	 */
+	deadline_in(&deadline, cfg->connect_timeout_ms);
+	for (;;) {
+		pp = find(peer, local_port);
+		if (!pp || (!(*pp)->busy &&
+			    ((*pp)->state != PENDING_ACCEPTED || timed_out)))
+			break;
+		/* Its request is being decided: that ends soon, either way. */
+		if ((*pp)->busy)
+			pthread_cond_wait(&pend.settled, &pend.lock);
+		else if (pthread_cond_clockwait(&pend.settled, &pend.lock,
+						CLOCK_MONOTONIC, &deadline))
+			timed_out = true;
+	}
 	if (pp) {
 		p = *pp;
 		*pp = p->next;
