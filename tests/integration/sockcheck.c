@@ -1189,23 +1189,39 @@ out:
 	return -1;
 }
 
+/*
+ * The one event epoll set ep reports next is EPOLLOUT with data, and c's
+ * connect succeeded: 0, or -1 with the test failed.
+ */
+static int expect_connected_via_epollout(struct tctx *t, int ep, int c,
+					 uint64_t data)
+{
+	struct epoll_event ev;
+	int r, err = -1;
+
+	memset(&ev, 0, sizeof(ev));
+	r = epoll_wait(ep, &ev, 1, io_ms());
+	ASSERT(r == 1, "epoll_wait: want 1 event, got %d", r);
+	ASSERT(ev.data.u64 == data, "wrong epoll data");
+	ASSERT(ev.events == EPOLLOUT, "want EPOLLOUT, got events %#x",
+	       ev.events);
+	ASSERT_OK(get_int_opt(c, SOL_SOCKET, SO_ERROR, &err));
+	ASSERT(err == 0, "SO_ERROR: %s", errname(err));
+	return 0;
+out:
+	return -1;
+}
+
 static void nonblocking_connect_completes_via_epollout(struct tctx *t)
 {
 	struct epoll_event ev = { .events = EPOLLOUT, .data.u64 = 7 };
-	int l = -1, c = -1, s = -1, ep = -1, r, err = -1;
+	int l = -1, c = -1, s = -1, ep = -1, r;
 	struct addr bound;
 
 	TRY(start_nonblocking_connect(t, &l, &c, &bound));
 	ASSERT_OK(ep = epoll_create1(EPOLL_CLOEXEC));
 	ASSERT_OK(epoll_ctl(ep, EPOLL_CTL_ADD, c, &ev));
-	memset(&ev, 0, sizeof(ev));
-	r = epoll_wait(ep, &ev, 1, io_ms());
-	ASSERT(r == 1, "epoll_wait: want 1 event, got %d", r);
-	ASSERT(ev.data.u64 == 7, "wrong epoll data");
-	ASSERT(ev.events == EPOLLOUT, "want EPOLLOUT, got events %#x",
-	       ev.events);
-	ASSERT_OK(get_int_opt(c, SOL_SOCKET, SO_ERROR, &err));
-	ASSERT(err == 0, "SO_ERROR: %s", errname(err));
+	TRY(expect_connected_via_epollout(t, ep, c, 7));
 	/*
 	 * The first connect() after completion reports the outcome: Linux
 	 * returns 0, BSD-derived stacks EISCONN.  After that, EISCONN.
@@ -1232,7 +1248,7 @@ out:
 static void epoll_registration_before_connect_reports_epollout(struct tctx *t)
 {
 	struct epoll_event ev = { .events = EPOLLIN | EPOLLET, .data.u64 = 9 };
-	int l = -1, c = -1, s = -1, ep = -1, r, err = -1;
+	int l = -1, c = -1, s = -1, ep = -1, r;
 	struct addr bound;
 
 	l = open_listener(t, &server_addr, 0, &bound);
@@ -1246,14 +1262,7 @@ static void epoll_registration_before_connect_reports_epollout(struct tctx *t)
 	ASSERT(r == 0 || errno == EINPROGRESS, "connect: %s", errname(errno));
 	ev.events = EPOLLIN | EPOLLOUT | EPOLLET;
 	ASSERT_OK(epoll_ctl(ep, EPOLL_CTL_MOD, c, &ev));
-	memset(&ev, 0, sizeof(ev));
-	r = epoll_wait(ep, &ev, 1, io_ms());
-	ASSERT(r == 1, "epoll_wait: want 1 event, got %d", r);
-	ASSERT(ev.data.u64 == 9, "wrong epoll data");
-	ASSERT(ev.events == EPOLLOUT, "want EPOLLOUT, got events %#x",
-	       ev.events);
-	ASSERT_OK(get_int_opt(c, SOL_SOCKET, SO_ERROR, &err));
-	ASSERT(err == 0, "SO_ERROR: %s", errname(err));
+	TRY(expect_connected_via_epollout(t, ep, c, 9));
 	s = accept_within(t, l, 0);
 	TRY(s < 0);
 	TRY(roundtrip(t, c, s));
