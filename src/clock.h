@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * CLOCK_MONOTONIC in the units that waits use, and what is left of a
- * deadline as a poll() timeout.
+ * CLOCK_MONOTONIC in the units that waits use, what is left of a
+ * deadline as a poll() timeout, and a deadline as a timespec.
  *
  * Contract: any thread, any time; no state.
  */
@@ -42,6 +42,19 @@ static inline int clock_ms_left(int64_t deadline)
 	if (left <= 0)
 		return 0;
 	return left > INT_MAX ? INT_MAX : (int)left;
+}
+
+/* A deadline ms from now on clock id, for the timed waits of pthreads. */
+static inline void clock_timespec_in(clockid_t id, int64_t ms,
+				     struct timespec *ts)
+{
+	clock_gettime(id, ts);
+	ts->tv_sec += ms / 1000;
+	ts->tv_nsec += ms % 1000 * 1000000l;
+	if (ts->tv_nsec >= 1000000000l) {
+		ts->tv_sec++;
+		ts->tv_nsec -= 1000000000l;
+	}
 }
 
 #endif /* ROCESHIM_CLOCK_H */

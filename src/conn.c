@@ -350,13 +350,7 @@ static int wait_moved(struct conn *c, int fd, int flags, int opt)
 			pthread_cond_wait(&c->moved, &c->lock);
 			continue;
 		}
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += left / 1000;
-		ts.tv_nsec += left % 1000 * 1000000l;
-		if (ts.tv_nsec >= 1000000000l) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000l;
-		}
+		clock_timespec_in(CLOCK_REALTIME, left, &ts);
 		pthread_cond_timedwait(&c->moved, &c->lock, &ts);
 	}
 	pthread_mutex_unlock(&c->lock);

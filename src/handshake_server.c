@@ -528,18 +528,6 @@ static void await_late_request(const struct roceshim_stats_endpoint *peer,
 	*kp = k.next;
 }
 
-/* A deadline ms from now on the monotonic clock. */
-static void deadline_in(struct timespec *ts, int ms)
-{
-	clock_gettime(CLOCK_MONOTONIC, ts);
-	ts->tv_sec += ms / 1000;
-	ts->tv_nsec += (ms % 1000) * 1000000l;
-	if (ts->tv_nsec >= 1000000000l) {
-		ts->tv_sec++;
-		ts->tv_nsec -= 1000000000l;
-	}
-}
-
 struct conn *handshake_take_pending(const struct config *cfg,
 				    struct rdma_cm_id *listen_id,
 				    const struct roceshim_stats_endpoint *peer,
@@ -558,7 +546,7 @@ struct conn *handshake_take_pending(const struct config *cfg,
 	}
 
 	l = listen_id->context;
-	deadline_in(&late, LATE_WAIT_MS);
+	clock_timespec_in(CLOCK_MONOTONIC, LATE_WAIT_MS, &late);
 	pthread_mutex_lock(&pend.lock);
 	if (!find(peer, local_port) &&
 	    clock_ms() - l->since_ms < LATE_WINDOW_MS)
@@ -567,7 +555,7 @@ struct conn *handshake_take_pending(const struct config *cfg,
 	 * From now: a late request was listed after its client's timer
 	 * started, so this end waits at least as long as the client.
 	 */
-	deadline_in(&deadline, cfg->connect_timeout_ms);
+	clock_timespec_in(CLOCK_MONOTONIC, cfg->connect_timeout_ms, &deadline);
 	for (;;) {
 		pp = find(peer, local_port);
 		if (!pp || (!(*pp)->busy &&

@@ -255,28 +255,35 @@ out:
 	return index;
 }
 
-void stats_row_set_state(int index, enum roceshim_row_state state)
+/* Row index of the segment, its update begun; NULL for none. */
+static struct roceshim_stats_row *row_update_begin(int index)
 {
 	struct roceshim_stats_header *seg = stats_segment();
 	struct roceshim_stats_row *row;
 
 	if (!seg || index < 0)
-		return;
+		return NULL;
 	row = row_at(seg, index);
 	row_begin_update(row);
+	return row;
+}
+
+void stats_row_set_state(int index, enum roceshim_row_state state)
+{
+	struct roceshim_stats_row *row = row_update_begin(index);
+
+	if (!row)
+		return;
 	__atomic_store_n(&row->state, state, __ATOMIC_RELAXED);
 	row_end_update(row);
 }
 
 void stats_row_set_reason(int index, enum roceshim_reason reason)
 {
-	struct roceshim_stats_header *seg = stats_segment();
-	struct roceshim_stats_row *row;
+	struct roceshim_stats_row *row = row_update_begin(index);
 
-	if (!seg || index < 0)
+	if (!row)
 		return;
-	row = row_at(seg, index);
-	row_begin_update(row);
 	row->transport = reason == ROCESHIM_REASON_NONE
 				 ? ROCESHIM_TRANSPORT_RDMA
 				 : ROCESHIM_TRANSPORT_TCP;
@@ -286,13 +293,10 @@ void stats_row_set_reason(int index, enum roceshim_reason reason)
 
 void stats_row_set_local(int index, const struct roceshim_stats_endpoint *local)
 {
-	struct roceshim_stats_header *seg = stats_segment();
-	struct roceshim_stats_row *row;
+	struct roceshim_stats_row *row = row_update_begin(index);
 
-	if (!seg || index < 0)
+	if (!row)
 		return;
-	row = row_at(seg, index);
-	row_begin_update(row);
 	row->local = *local;
 	row_end_update(row);
 }
