@@ -240,3 +240,32 @@ bool addr_rules_match(const struct addr_rules *rules,
 	}
 	return false;
 }
+
+bool addr_rules_match_any_peer(const struct addr_rules *rules,
+			       uint16_t service_port)
+{
+	unsigned int i;
+
+	for (i = 0; i < rules->count; i++) {
+		const struct addr_rule *r = &rules->rule[i];
+
+		if (service_port >= r->port_lo && service_port <= r->port_hi)
+			return true;
+	}
+	return false;
+}
+
+bool addr_rules_match_every_peer(const struct addr_rules *rules,
+				 uint16_t service_port)
+{
+	unsigned int i;
+
+	for (i = 0; i < rules->count; i++) {
+		const struct addr_rule *r = &rules->rule[i];
+
+		if (!r->prefix_bits && service_port >= r->port_lo &&
+		    service_port <= r->port_hi)
+			return true;
+	}
+	return false;
+}

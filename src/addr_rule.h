@@ -46,4 +46,14 @@ bool addr_rules_match(const struct addr_rules *rules,
 		      const struct roceshim_stats_endpoint *peer,
 		      uint16_t service_port);
 
+/*
+ * For a listener, whose peers are not known yet: whether some peer on
+ * service_port may match, and whether every peer does (a rule for all
+ * addresses: '*' or ':PORT').
+ */
+bool addr_rules_match_any_peer(const struct addr_rules *rules,
+			       uint16_t service_port);
+bool addr_rules_match_every_peer(const struct addr_rules *rules,
+				 uint16_t service_port);
+
 #endif /* ROCESHIM_ADDR_RULE_H */

@@ -148,19 +148,33 @@ static void load_log_level(const struct parser *p, int *level)
 		      s);
 }
 
+/* instead: what the warning says is used when the value is refused. */
 static void load_path(const struct parser *p, const char *name, char *out,
-		      size_t size)
+		      size_t size, const char *instead)
 {
 	const char *s = p->lookup(name);
 
 	if (!s)
 		return;
 	if (strlen(s) >= size) {
-		warnf(p, "%s='%.64s...' is longer than %zu bytes; using stderr",
-		      name, s, size - 1);
+		warnf(p, "%s='%.64s...' is longer than %zu bytes; using %s",
+		      name, s, size - 1, instead);
 		return;
 	}
 	strcpy(out, s);
+}
+
+/* An empty name would make dlopen() return the program itself. */
+static void load_library(const struct parser *p, const char *name, char *out,
+			 size_t size)
+{
+	const char *s = p->lookup(name);
+
+	if (s && !*s) {
+		warnf(p, "%s is empty; using %s", name, out);
+		return;
+	}
+	load_path(p, name, out, size, out);
 }
 
 static void exclude_everything(struct addr_rules *exclude)
@@ -212,6 +226,8 @@ void config_defaults(struct config *cfg)
 	cfg->spin_us = CONFIG_SPIN_US_DEFAULT;
 	cfg->zerocopy_kb = CONFIG_ZEROCOPY_KB_DEFAULT;
 	cfg->negative_cache_s = CONFIG_NEGATIVE_CACHE_S_DEFAULT;
+	strcpy(cfg->libibverbs, CONFIG_LIBIBVERBS_DEFAULT);
+	strcpy(cfg->librdmacm, CONFIG_LIBRDMACM_DEFAULT);
 }
 
 void config_load(struct config *cfg, config_lookup_fn lookup,
@@ -222,8 +238,8 @@ void config_load(struct config *cfg, config_lookup_fn lookup,
 	config_defaults(cfg);
 	load_bool(&p, "ROCESHIM_ENABLE", &cfg->enabled);
 	load_log_level(&p, &cfg->log_level);
-	load_path(&p, "ROCESHIM_LOG_FILE", cfg->log_file,
-		  sizeof(cfg->log_file));
+	load_path(&p, "ROCESHIM_LOG_FILE", cfg->log_file, sizeof(cfg->log_file),
+		  "stderr");
 	if (load_rules(&p, "ROCESHIM_INCLUDE", &cfg->include) |
 	    load_rules(&p, "ROCESHIM_EXCLUDE", &cfg->exclude))
 		exclude_everything(&cfg->exclude);
@@ -238,4 +254,8 @@ void config_load(struct config *cfg, config_lookup_fn lookup,
 		  &cfg->negative_cache_s);
 	load_uint(&p, "ROCESHIM_SPIN_US", 0, 1000000, &cfg->spin_us);
 	load_uint(&p, "ROCESHIM_ZEROCOPY_KB", 0, 1048576, &cfg->zerocopy_kb);
+	load_library(&p, "ROCESHIM_LIBIBVERBS", cfg->libibverbs,
+		     sizeof(cfg->libibverbs));
+	load_library(&p, "ROCESHIM_LIBRDMACM", cfg->librdmacm,
+		     sizeof(cfg->librdmacm));
 }

@@ -24,6 +24,8 @@
 #define CONFIG_NEGATIVE_CACHE_S_DEFAULT	  60
 #define CONFIG_SPIN_US_DEFAULT		  200
 #define CONFIG_ZEROCOPY_KB_DEFAULT	  256
+#define CONFIG_LIBIBVERBS_DEFAULT	  "libibverbs.so.1"
+#define CONFIG_LIBRDMACM_DEFAULT	  "librdmacm.so.1"
 
 struct config {
 	bool enabled;			/* ROCESHIM_ENABLE */
@@ -33,12 +35,14 @@ struct config {
 	struct addr_rules exclude;	/* ROCESHIM_EXCLUDE */
 	bool stats;			/* ROCESHIM_STATS */
 	bool rdma; /* ROCESHIM_RDMA: upgrade eligible connections */
-	unsigned int stats_rows;	 /* ROCESHIM_STATS_ROWS */
-	unsigned int ring_kb;		 /* ROCESHIM_RING_KB, a power of two */
-	unsigned int connect_timeout_ms; /* ROCESHIM_CONNECT_TIMEOUT_MS */
-	unsigned int negative_cache_s;	 /* ROCESHIM_NEGATIVE_CACHE_S */
-	unsigned int spin_us;		 /* ROCESHIM_SPIN_US */
-	unsigned int zerocopy_kb;	 /* ROCESHIM_ZEROCOPY_KB, 0 = off */
+	unsigned int stats_rows;	  /* ROCESHIM_STATS_ROWS */
+	unsigned int ring_kb;		  /* ROCESHIM_RING_KB, a power of two */
+	unsigned int connect_timeout_ms;  /* ROCESHIM_CONNECT_TIMEOUT_MS */
+	unsigned int negative_cache_s;	  /* ROCESHIM_NEGATIVE_CACHE_S */
+	unsigned int spin_us;		  /* ROCESHIM_SPIN_US */
+	unsigned int zerocopy_kb;	  /* ROCESHIM_ZEROCOPY_KB, 0 = off */
+	char libibverbs[CONFIG_PATH_MAX]; /* ROCESHIM_LIBIBVERBS, for dlopen */
+	char librdmacm[CONFIG_PATH_MAX];  /* ROCESHIM_LIBRDMACM, for dlopen */
 };
 
 typedef const char *(*config_lookup_fn)(const char *name);

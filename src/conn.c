@@ -16,6 +16,7 @@
 #include "clock.h"
 #include "conn_impl.h"
 #include "log.h"
+#include "rdma_stack.h"
 #include "real.h"
 #include "stats.h"
 
@@ -657,7 +658,7 @@ static void conn_destroy(struct conn *c)
 	share_slot_free(c->slot);
 	readiness_destroy(c->r);
 	transport_destroy(c->t);
-	rdma_destroy_id(c->id);
+	rdmacm.destroy_id(c->id);
 	pthread_mutex_destroy(&c->lock);
 	pthread_cond_destroy(&c->moved);
 	free(c);
@@ -666,7 +667,7 @@ static void conn_destroy(struct conn *c)
 void conn_discard(struct conn *c)
 {
 	readiness_close(c->r);
-	rdma_disconnect(c->id);
+	rdmacm.disconnect(c->id);
 	conn_destroy(c);
 }
 
@@ -732,7 +733,7 @@ bool conn_reap_tick(void)
 	while ((cl = list)) {
 		list = cl->next;
 		if (finished(cl->conn, now, cl->deadline_ms)) {
-			rdma_disconnect(cl->conn->id);
+			rdmacm.disconnect(cl->conn->id);
 			conn_destroy(cl->conn);
 			free(cl);
 			continue;

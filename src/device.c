@@ -1,27 +1,34 @@
 // SPDX-License-Identifier: MIT
-#include <infiniband/verbs.h>
 #include <pthread.h>
 
 #include "device.h"
 #include "log.h"
+#include "rdma_stack.h"
 
 static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
-static int devices;
+static const struct config *probe_cfg;
+static enum roceshim_reason status;
 
 static void probe(void)
 {
-	struct ibv_device **list = ibv_get_device_list(&devices);
+	struct ibv_device **list;
+	int devices = 0;
 
-	if (!list) {
-		devices = 0;
+	if (rdma_stack_load(probe_cfg)) {
+		status = ROCESHIM_REASON_NO_RDMA_LIBS;
 		return;
 	}
-	log_info("%d RDMA device(s) found", devices);
-	ibv_free_device_list(list);
+	list = ibv.get_device_list(&devices);
+	if (list)
+		ibv.free_device_list(list);
+	log_info("%d RDMA device(s) found", list ? devices : 0);
+	status = list && devices > 0 ? ROCESHIM_REASON_NONE
+				     : ROCESHIM_REASON_NO_DEVICE;
 }
 
-int device_count(void)
+enum roceshim_reason device_status(const struct config *cfg)
 {
+	__atomic_store_n(&probe_cfg, cfg, __ATOMIC_RELAXED);
 	pthread_once(&probe_once, probe);
-	return devices;
+	return status;
 }

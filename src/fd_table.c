@@ -8,6 +8,27 @@
 
 struct sock **fd_table_chunks[FD_TABLE_CHUNKS];
 
+/*
+ * One past the highest chunk ever allocated: walks stop there, so that a
+ * process that tracks nothing never touches the chunk array.
+ */
+static unsigned int chunks_used;
+
+static void note_chunk(unsigned int index)
+{
+	unsigned int used = __atomic_load_n(&chunks_used, __ATOMIC_RELAXED);
+
+	while (used <= index && !__atomic_compare_exchange_n(
+					&chunks_used, &used, index + 1, true,
+					__ATOMIC_RELEASE, __ATOMIC_RELAXED))
+		;
+}
+
+static unsigned int chunks_in_use(void)
+{
+	return __atomic_load_n(&chunks_used, __ATOMIC_ACQUIRE);
+}
+
 static struct sock **slot_of(int fd, bool create)
 {
 	unsigned int index = (unsigned int)fd >> FD_TABLE_CHUNK_SHIFT;
@@ -27,6 +48,7 @@ static struct sock **slot_of(int fd, bool create)
 		free(fresh); /* another thread installed it first */
 	else
 		chunk = fresh;
+	note_chunk(index);
 	return &chunk[fd & (CHUNK_SLOTS - 1)];
 }
 
@@ -79,10 +101,12 @@ struct sock *fd_table_remove(int fd)
 void fd_table_remove_range(unsigned int first, unsigned int last,
 			   void (*release)(int fd, struct sock *sock))
 {
-	unsigned int fd;
+	unsigned int fd, end = chunks_in_use() << FD_TABLE_CHUNK_SHIFT;
 
-	if (last >= FD_TABLE_MAX)
-		last = FD_TABLE_MAX - 1;
+	if (!end || first >= end)
+		return;
+	if (last >= end)
+		last = end - 1;
 	for (fd = first; fd <= last; fd++) {
 		struct sock *sock;
 
@@ -101,9 +125,9 @@ void fd_table_remove_range(unsigned int first, unsigned int last,
 
 int fd_table_find(const struct sock *sock, int except)
 {
-	unsigned int index, i;
+	unsigned int index, i, used = chunks_in_use();
 
-	for (index = 0; index < FD_TABLE_CHUNKS; index++) {
+	for (index = 0; index < used; index++) {
 		struct sock **chunk = __atomic_load_n(&fd_table_chunks[index],
 						      __ATOMIC_ACQUIRE);
 
@@ -124,9 +148,9 @@ int fd_table_find(const struct sock *sock, int except)
 void fd_table_for_each(void (*fn)(int fd, struct sock *sock, void *arg),
 		       void *arg)
 {
-	unsigned int index, i;
+	unsigned int index, i, used = chunks_in_use();
 
-	for (index = 0; index < FD_TABLE_CHUNKS; index++) {
+	for (index = 0; index < used; index++) {
 		if (!__atomic_load_n(&fd_table_chunks[index], __ATOMIC_ACQUIRE))
 			continue;
 		for (i = 0; i < CHUNK_SLOTS; i++) {

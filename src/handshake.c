@@ -12,6 +12,7 @@
 #include "handshake_impl.h"
 #include "log.h"
 #include "progress.h"
+#include "rdma_stack.h"
 #include "real.h"
 #include "share.h"
 #include "stats.h"
@@ -60,7 +61,7 @@ struct conn_options handshake_conn_options(const struct config *cfg)
 }
 
 /*
- * Pinning the two rings is what usually fails: ibv_reg_mr() gives ENOMEM
+ * Pinning the two rings is what usually fails: ibv.reg_mr() gives ENOMEM
  * past RLIMIT_MEMLOCK, which the message names.
  */
 void handshake_log_no_transport(const char *what, int err)
@@ -86,7 +87,7 @@ static void serve_channel(struct progress_watcher *w, uint32_t events)
 	struct rdma_cm_event *ev;
 
 	(void)events;
-	while (!rdma_get_cm_event(cw->ch, &ev)) {
+	while (!rdmacm.get_cm_event(cw->ch, &ev)) {
 		struct rdma_cm_id *reject_id = NULL;
 		struct conn *c = id_conn(ev->id);
 
@@ -117,9 +118,9 @@ static void serve_channel(struct progress_watcher *w, uint32_t events)
 		default:
 			break;
 		}
-		rdma_ack_cm_event(ev);
+		rdmacm.ack_cm_event(ev);
 		if (reject_id)
-			rdma_destroy_id(reject_id);
+			rdmacm.destroy_id(reject_id);
 	}
 }
 
@@ -135,7 +136,7 @@ struct rdma_event_channel *handshake_channel(const struct config *cfg)
 	progress_on_tick(handshake_dial_tick);
 	hs.watch.w.fn = serve_channel;
 	hs.watch.cfg = cfg;
-	hs.watch.ch = rdma_create_event_channel();
+	hs.watch.ch = rdmacm.create_event_channel();
 	if (!hs.watch.ch || real.fcntl(hs.watch.ch->fd, F_SETFL, O_NONBLOCK) ||
 	    !progress_start() ||
 	    progress_add(hs.watch.ch->fd, EPOLLIN, &hs.watch.w) ||

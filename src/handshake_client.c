@@ -20,6 +20,7 @@
 #include "handshake_impl.h"
 #include "log.h"
 #include "progress.h"
+#include "rdma_stack.h"
 #include "real.h"
 #include "stats.h"
 #include "wire.h"
@@ -235,9 +236,9 @@ static enum roceshim_reason resolve_attempt(struct dial *d)
 		return ROCESHIM_REASON_TIMEOUT;
 	if (d->attempt_ms > left)
 		d->attempt_ms = left;
-	if (rdma_resolve_addr(d->id,
-			      d->bound ? (struct sockaddr *)&d->src : NULL,
-			      (struct sockaddr *)&d->dst, (int)d->attempt_ms))
+	if (rdmacm.resolve_addr(d->id,
+				d->bound ? (struct sockaddr *)&d->src : NULL,
+				(struct sockaddr *)&d->dst, (int)d->attempt_ms))
 		return ROCESHIM_REASON_NO_ROUTE;
 	return ROCESHIM_REASON_NONE;
 }
@@ -280,7 +281,7 @@ static enum roceshim_reason send_request(struct dial *d)
 	wire_encode_hello(&hello, request);
 	param.private_data = request;
 	param.private_data_len = sizeof(request);
-	if (rdma_connect(d->id, &param))
+	if (rdmacm.connect(d->id, &param))
 		return ROCESHIM_REASON_RESOURCE;
 	return ROCESHIM_REASON_NONE;
 }
@@ -304,8 +305,8 @@ static enum roceshim_reason established(struct dial *d,
 /* Why an unexpected event stops the dial. */
 static enum roceshim_reason unexpected(struct dial *d, struct rdma_cm_event *ev)
 {
-	log_debug("cm: %s (status %d) while dialing", rdma_event_str(ev->event),
-		  ev->status);
+	log_debug("cm: %s (status %d) while dialing",
+		  rdmacm.event_str(ev->event), ev->status);
 	switch (ev->event) {
 	case RDMA_CM_EVENT_ADDR_ERROR:
 	case RDMA_CM_EVENT_ROUTE_ERROR:
@@ -335,7 +336,7 @@ static void dial_event(struct dial *d, struct rdma_cm_event *ev)
 			left = d->deadline - clock_ms();
 			if (left <= 0)
 				reason = ROCESHIM_REASON_TIMEOUT;
-			else if (rdma_resolve_route(d->id, (int)left))
+			else if (rdmacm.resolve_route(d->id, (int)left))
 				reason = ROCESHIM_REASON_NO_ROUTE;
 			d->state = DIAL_ROUTE;
 		} else if (ev->event == RDMA_CM_EVENT_ADDR_ERROR &&
@@ -410,7 +411,7 @@ dial_start(struct dial *d, struct rdma_event_channel *ch, void *context)
 {
 	d->deadline = clock_ms() + d->cfg->connect_timeout_ms;
 	d->bound = bound_source(d->fd, &d->src) != NULL;
-	if (rdma_create_id(ch, &d->id, context, RDMA_PS_TCP)) {
+	if (rdmacm.create_id(ch, &d->id, context, RDMA_PS_TCP)) {
 		d->id = NULL;
 		return ROCESHIM_REASON_RESOURCE;
 	}
@@ -432,7 +433,7 @@ static void dial_end(struct dial *d)
 	if (d->conn)
 		conn_discard(d->conn); /* and its id */
 	else if (d->id)
-		rdma_destroy_id(d->id);
+		rdmacm.destroy_id(d->id);
 	d->conn = NULL;
 	d->id = NULL;
 }
@@ -447,7 +448,7 @@ static struct rdma_cm_event *next_event(struct rdma_event_channel *ch,
 
 	if (!left || real.poll(&pfd, 1, left) <= 0)
 		return NULL;
-	return rdma_get_cm_event(ch, &ev) ? NULL : ev;
+	return rdmacm.get_cm_event(ch, &ev) ? NULL : ev;
 }
 
 enum roceshim_reason handshake_connect(const struct config *cfg, int fd,
@@ -463,7 +464,7 @@ enum roceshim_reason handshake_connect(const struct config *cfg, int fd,
 	if (!shared)
 		return ROCESHIM_REASON_UNSUPPORTED;
 	/* A channel of its own: the handshake's events are ours alone. */
-	ch = rdma_create_event_channel();
+	ch = rdmacm.create_event_channel();
 	if (!ch)
 		return ROCESHIM_REASON_RESOURCE;
 	reason = dial_prepare(&d, cfg, fd, addr, len, flags);
@@ -479,12 +480,12 @@ enum roceshim_reason handshake_connect(const struct config *cfg, int fd,
 			break;
 		}
 		dial_event(&d, ev);
-		rdma_ack_cm_event(ev);
+		rdmacm.ack_cm_event(ev);
 	}
 	if (!d.reason) {
 		/* From now on its events go to the progress thread. */
 		d.id->context = d.conn;
-		if (rdma_migrate_id(d.id, shared)) {
+		if (rdmacm.migrate_id(d.id, shared)) {
 			d.reason = ROCESHIM_REASON_RESOURCE;
 		} else {
 			conn_start(d.conn);
@@ -492,7 +493,7 @@ enum roceshim_reason handshake_connect(const struct config *cfg, int fd,
 		}
 	}
 	dial_end(&d);
-	rdma_destroy_event_channel(ch);
+	rdmacm.destroy_event_channel(ch);
 	*no_listener = d.no_listener;
 	return d.reason;
 }
@@ -581,7 +582,7 @@ static void bg_end(struct dial *d)
 	pthread_mutex_unlock(&bg.lock);
 	if (!d->reason) {
 		d->id->context = d->conn;
-		if (!shared || rdma_migrate_id(d->id, shared)) {
+		if (!shared || rdmacm.migrate_id(d->id, shared)) {
 			d->reason = ROCESHIM_REASON_RESOURCE;
 		} else {
 			conn_start(d->conn);
@@ -600,10 +601,10 @@ static void bg_events(struct progress_watcher *w, uint32_t events)
 
 	(void)w;
 	(void)events;
-	while (!rdma_get_cm_event(bg.ch, &ev)) {
+	while (!rdmacm.get_cm_event(bg.ch, &ev)) {
 		d = ev->id->context;
 		dial_event(d, ev);
-		rdma_ack_cm_event(ev);
+		rdmacm.ack_cm_event(ev);
 		if (d->state == DIAL_DONE)
 			bg_end(d);
 	}
@@ -639,13 +640,13 @@ static bool bg_channel_locked(void)
 {
 	if (bg.ch || bg.failed)
 		return bg.ch;
-	bg.ch = rdma_create_event_channel();
+	bg.ch = rdmacm.create_event_channel();
 	bg.watcher.fn = bg_events;
 	if (!bg.ch || real.fcntl(bg.ch->fd, F_SETFL, O_NONBLOCK) ||
 	    progress_add(bg.ch->fd, EPOLLIN, &bg.watcher)) {
 		bg.failed = true;
 		if (bg.ch)
-			rdma_destroy_event_channel(bg.ch);
+			rdmacm.destroy_event_channel(bg.ch);
 		bg.ch = NULL;
 	}
 	return bg.ch;

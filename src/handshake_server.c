@@ -15,8 +15,9 @@
 #include "endpoint.h"
 #include "handshake_impl.h"
 #include "log.h"
-#include "progress.h"
 #include "policy.h"
+#include "progress.h"
+#include "rdma_stack.h"
 #include "real.h"
 #include "share.h"
 #include "stats.h"
@@ -204,7 +205,7 @@ bool handshake_on_connect_request(const struct config *cfg,
 	struct transport_ring_info ring;
 	struct transport *t = NULL;
 	struct wire_hello hello;
-	uint16_t local_port = ntohs(rdma_get_src_port(id));
+	uint16_t local_port = ntohs(rdmacm.get_src_port(id));
 	struct conn *c = NULL;
 	struct pending *p;
 	bool late;
@@ -282,12 +283,12 @@ bool handshake_on_connect_request(const struct config *cfg,
 		unlist_pending(p);
 		free(p);
 		share_pending_settle(conn_slot(c), SHARE_PENDING_FAILED);
-		rdma_reject(id, NULL, 0);
+		rdmacm.reject(id, NULL, 0);
 		conn_discard(c);
 		return true;
 	}
 	conn_start(c);
-	if (rdma_accept(id, &param)) {
+	if (rdmacm.accept(id, &param)) {
 		unlist_pending(p);
 		log_info("cm: rdma_accept failed: %s", strerror(errno));
 		free(p);
@@ -302,7 +303,7 @@ bool handshake_on_connect_request(const struct config *cfg,
 reject:
 	if (t)
 		transport_destroy(t);
-	rdma_reject(id, NULL, 0);
+	rdmacm.reject(id, NULL, 0);
 	return false;
 }
 
@@ -396,15 +397,15 @@ void handshake_listen(const struct config *cfg, struct sock *sock, int fd,
 	l->tag = &handshake_listener_tag;
 	l->backlog = backlog;
 	l->since_ms = clock_ms();
-	if (rdma_create_id(ch, &id, l, RDMA_PS_TCP)) {
+	if (rdmacm.create_id(ch, &id, l, RDMA_PS_TCP)) {
 		free(l);
 		return;
 	}
-	if (rdma_bind_addr(id, (struct sockaddr *)&ss) ||
-	    rdma_listen(id, backlog)) {
+	if (rdmacm.bind_addr(id, (struct sockaddr *)&ss) ||
+	    rdmacm.listen(id, backlog)) {
 		log_debug("fd %d: no RDMA listener beside it (%s)", fd,
 			  strerror(errno));
-		rdma_destroy_id(id);
+		rdmacm.destroy_id(id);
 		free(l);
 		return;
 	}
@@ -423,7 +424,7 @@ void handshake_unlisten(struct sock *sock)
 	if (!id || !handshake_running())
 		return;
 	l = id->context;
-	rdma_destroy_id(id);
+	rdmacm.destroy_id(id);
 	free(l);
 	/*
 	 * The kernel resets the TCP connections in its queue: these go too,

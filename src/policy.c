@@ -2,6 +2,14 @@
 #include "device.h"
 #include "policy.h"
 
+static enum roceshim_reason rdma_available(const struct config *cfg)
+{
+	/* Checked first: with the path off, the RDMA stack is never loaded. */
+	if (!cfg->rdma)
+		return ROCESHIM_REASON_DISABLED;
+	return device_status(cfg);
+}
+
 enum roceshim_reason policy_decide(const struct config *cfg,
 				   const struct roceshim_stats_endpoint *peer,
 				   uint16_t service_port)
@@ -11,14 +19,15 @@ enum roceshim_reason policy_decide(const struct config *cfg,
 		return ROCESHIM_REASON_EXCLUDED;
 	if (addr_rules_match(&cfg->exclude, peer, service_port))
 		return ROCESHIM_REASON_EXCLUDED;
-	return policy_listener(cfg);
+	return rdma_available(cfg);
 }
 
-enum roceshim_reason policy_listener(const struct config *cfg)
+enum roceshim_reason policy_listener(const struct config *cfg, uint16_t port)
 {
-	if (!device_count())
-		return ROCESHIM_REASON_NO_DEVICE;
-	if (!cfg->rdma)
-		return ROCESHIM_REASON_DISABLED;
-	return ROCESHIM_REASON_NONE;
+	if (cfg->include.count &&
+	    !addr_rules_match_any_peer(&cfg->include, port))
+		return ROCESHIM_REASON_EXCLUDED;
+	if (addr_rules_match_every_peer(&cfg->exclude, port))
+		return ROCESHIM_REASON_EXCLUDED;
+	return rdma_available(cfg);
 }

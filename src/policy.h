@@ -21,9 +21,12 @@ enum roceshim_reason policy_decide(const struct config *cfg,
 				   uint16_t service_port);
 
 /*
- * Why a listener cannot accept RDMA connections (no device, or the RDMA
- * path is off: ROCESHIM_RDMA), or NONE if it can.
+ * Why a listener on port cannot accept RDMA connections (the rules exclude
+ * every peer on that port; the RDMA path is off: ROCESHIM_RDMA; the RDMA
+ * libraries are missing; no device), or NONE if it can.  Both calls load
+ * the RDMA stack only when the rules admit the connection and the path
+ * is on.
  */
-enum roceshim_reason policy_listener(const struct config *cfg);
+enum roceshim_reason policy_listener(const struct config *cfg, uint16_t port);
 
 #endif /* ROCESHIM_POLICY_H */

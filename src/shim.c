@@ -1,6 +1,5 @@
 // SPDX-License-Identifier: MIT
 #include <pthread.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -65,18 +64,6 @@ static void fork_child(void)
 	log_open(shim_config.log_level, shim_config.log_file);
 }
 
-/* The CPUs this process may run on: its affinity mask, not the machine. */
-static unsigned int usable_cpus(void)
-{
-	cpu_set_t set;
-	long online;
-
-	if (!sched_getaffinity(0, sizeof(set), &set) && CPU_COUNT(&set) > 0)
-		return (unsigned int)CPU_COUNT(&set);
-	online = sysconf(_SC_NPROCESSORS_ONLN);
-	return online > 0 ? (unsigned int)online : 1;
-}
-
 static void at_exit(void)
 {
 	track_exit();
@@ -92,7 +79,6 @@ static void init_once_fn(void)
 	log_open(shim_config.log_level, shim_config.log_file);
 	stats_configure(shim_config.enabled && shim_config.stats,
 			shim_config.stats_rows);
-	spin_slots_init(usable_cpus());
 	pthread_atfork(fork_prepare, fork_parent, fork_child);
 	atexit(at_exit);
 	log_info("enabled=%d stats=%d include=%u exclude=%u rules",

@@ -1,10 +1,13 @@
 // SPDX-License-Identifier: MIT
+#include <sched.h>
+#include <unistd.h>
+
 #include "spin.h"
 
 /* The weight of the newest wait in the average: 1/2^AVG_SHIFT. */
 #define AVG_SHIFT 3
 
-static unsigned int slots = 1;
+static unsigned int slots;    /* atomic: 0 until sized */
 static unsigned int spinning; /* atomic: slots taken */
 
 void spin_policy_init(struct spin_policy *p, unsigned int cap_us)
@@ -52,11 +55,28 @@ void spin_slots_init(unsigned int cpus)
 	__atomic_store_n(&slots, cpus > 2 ? cpus - 1 : 1, __ATOMIC_RELAXED);
 }
 
+/* The CPUs this process may run on: its affinity mask, not the machine. */
+static unsigned int usable_cpus(void)
+{
+	cpu_set_t set;
+	long online;
+
+	if (!sched_getaffinity(0, sizeof(set), &set) && CPU_COUNT(&set) > 0)
+		return (unsigned int)CPU_COUNT(&set);
+	online = sysconf(_SC_NPROCESSORS_ONLN);
+	return online > 0 ? (unsigned int)online : 1;
+}
+
 bool spin_slot_take(void)
 {
 	unsigned int limit = __atomic_load_n(&slots, __ATOMIC_RELAXED);
 	unsigned int taken = __atomic_load_n(&spinning, __ATOMIC_RELAXED);
 
+	/* Sized on first use: a process that never polls asks nothing. */
+	if (!limit) {
+		spin_slots_init(usable_cpus());
+		limit = __atomic_load_n(&slots, __ATOMIC_RELAXED);
+	}
 	do {
 		if (taken >= limit)
 			return false;

@@ -50,7 +50,10 @@ bool spin_time_wait(struct spin_policy *p);
 /* A wait ended after waited_us, with the thing it waited for. */
 void spin_wait_ended(struct spin_policy *p, uint64_t waited_us);
 
-/* Sizes the spin slots for a process that may run on cpus CPUs. */
+/*
+ * Sizes the spin slots for a process that may run on cpus CPUs.  Without
+ * it, the first spin_slot_take() sizes them from the process's affinity.
+ */
 void spin_slots_init(unsigned int cpus);
 /* true: the caller may poll, and must call spin_slot_give() after. */
 bool spin_slot_take(void);

@@ -52,13 +52,8 @@ static void segment_name(char *buf, size_t size, pid_t pid)
 
 void stats_configure(bool enabled, unsigned int rows)
 {
-	char name[64];
-
 	st.enabled = enabled;
 	st.row_count = rows;
-	/* A segment with our pid was left by the image we exec'ed from. */
-	segment_name(name, sizeof(name), getpid());
-	shm_unlink(name);
 }
 
 /* Maps a fresh segment for this pid; a leftover of the same name is stale. */
@@ -436,6 +431,24 @@ void stats_fork_child(void)
 		st.seg = copy;
 		st.unpublished = copy != NULL;
 		st.failed = !copy;
+	}
+	pthread_mutex_unlock(&st.lock);
+}
+
+void stats_exec_prepare(void)
+{
+	char name[64];
+
+	/*
+	 * The new image would inherit our pid, and with it our segment's name.
+	 * If the exec fails, the mapping is still ours: the next row opened
+	 * publishes it again.
+	 */
+	pthread_mutex_lock(&st.lock);
+	if (st.seg && !st.unpublished) {
+		segment_name(name, sizeof(name), getpid());
+		shm_unlink(name);
+		st.unpublished = true;
 	}
 	pthread_mutex_unlock(&st.lock);
 }

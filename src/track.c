@@ -296,9 +296,9 @@ void track_listen_prepare(struct sock *sock, int fd, int backlog)
 {
 	struct roceshim_stats_endpoint local;
 
-	if (policy_listener(&shim_config) != ROCESHIM_REASON_NONE)
-		return;
 	local_endpoint(fd, &local);
+	if (policy_listener(&shim_config, local.port) != ROCESHIM_REASON_NONE)
+		return;
 	open_cm_listener(sock, fd, &local, backlog);
 }
 
@@ -311,10 +311,11 @@ void track_listen_failed(struct sock *sock)
 void track_listen(struct sock *sock, int fd, int backlog)
 {
 	struct roceshim_stats_endpoint local, none;
-	enum roceshim_reason reason = policy_listener(&shim_config);
+	enum roceshim_reason reason;
 
 	memset(&none, 0, sizeof(none));
 	local_endpoint(fd, &local);
+	reason = policy_listener(&shim_config, local.port);
 	if (reason == ROCESHIM_REASON_NONE) {
 		open_cm_listener(sock, fd, &local, backlog);
 		if (!sock->listen_id)
@@ -419,6 +420,7 @@ void track_exec(void)
 
 	if (shim_config.enabled)
 		fd_table_for_each(leave, &how);
+	stats_exec_prepare();
 }
 
 void track_spawn(void)

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "rdma_stack.h"
 #include "real.h"
 #include "ring.h"
 #include "stream.h"
@@ -105,19 +106,19 @@ static int create_queues(struct transport *t)
 	uint32_t i;
 	int ret;
 
-	t->channel = ibv_create_comp_channel(t->id->verbs);
+	t->channel = ibv.create_comp_channel(t->id->verbs);
 	if (!t->channel)
 		return -errno;
 	/* Non-blocking: waiters poll it, and two may race for one event. */
 	if (real.fcntl(t->channel->fd, F_SETFL,
 		       real.fcntl(t->channel->fd, F_GETFL) | O_NONBLOCK))
 		return -errno;
-	t->cq = ibv_create_cq(t->id->verbs, 2 * t->depth + 1, t, t->channel, 0);
+	t->cq = ibv.create_cq(t->id->verbs, 2 * t->depth + 1, t, t->channel, 0);
 	if (!t->cq)
 		return -errno;
 	attr.send_cq = t->cq;
 	attr.recv_cq = t->cq;
-	if (rdma_create_qp(t->id, t->pd, &attr))
+	if (rdmacm.create_qp(t->id, t->pd, &attr))
 		return -errno;
 	/* The provider may grant less inline room than asked for. */
 	t->max_inline = attr.cap.max_inline_data;
@@ -135,11 +136,11 @@ static int register_rings(struct transport *t)
 	t->tx_ring = ring_alloc(t->ring_size);
 	if (!t->rx_ring || !t->tx_ring)
 		return -ENOMEM;
-	t->rx_mr = ibv_reg_mr(t->pd, t->rx_ring, t->ring_size,
+	t->rx_mr = ibv.reg_mr(t->pd, t->rx_ring, t->ring_size,
 			      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
 	if (!t->rx_mr)
 		return -errno;
-	t->tx_mr = ibv_reg_mr(t->pd, t->tx_ring, t->ring_size,
+	t->tx_mr = ibv.reg_mr(t->pd, t->tx_ring, t->ring_size,
 			      IBV_ACCESS_LOCAL_WRITE);
 	if (!t->tx_mr)
 		return -errno;
@@ -166,7 +167,7 @@ int transport_create(struct rdma_cm_id *id, const struct transport_config *cfg,
 	stream_init(&t->s, cfg->ring_bytes);
 	t->depth = cfg->queue_depth;
 	t->max_inline = cfg->max_inline;
-	t->pd = ibv_alloc_pd(id->verbs);
+	t->pd = ibv.alloc_pd(id->verbs);
 	if (!t->pd) {
 		ret = -errno;
 		goto fail;
@@ -350,7 +351,7 @@ static void handle_completion_locked(struct transport *t,
 		if (!t->error && wc->status != IBV_WC_WR_FLUSH_ERR)
 			log_info(
 				"rdma: queue pair failed: %s (vendor error %u)",
-				ibv_wc_status_str(wc->status), wc->vendor_err);
+				ibv.wc_status_str(wc->status), wc->vendor_err);
 		fail_locked(t, -ECONNRESET);
 		return;
 	}
@@ -480,12 +481,12 @@ struct ibv_mr *transport_register(struct transport *t, const void *buf,
 				  size_t len)
 {
 	/* The writes only read it: no write access, so no copy-on-write. */
-	return ibv_reg_mr(t->pd, (void *)buf, len, 0);
+	return ibv.reg_mr(t->pd, (void *)buf, len, 0);
 }
 
 void transport_deregister(struct ibv_mr *mr)
 {
-	ibv_dereg_mr(mr);
+	ibv.dereg_mr(mr);
 }
 
 /*
@@ -866,9 +867,9 @@ void transport_take_event(struct transport *t)
 	struct ibv_cq *cq;
 	void *ctx;
 
-	if (ibv_get_cq_event(t->channel, &cq, &ctx))
+	if (ibv.get_cq_event(t->channel, &cq, &ctx))
 		return;
-	ibv_ack_cq_events(cq, 1);
+	ibv.ack_cq_events(cq, 1);
 	pthread_mutex_lock(&t->lock);
 	t->armed = false;
 	pthread_mutex_unlock(&t->lock);
@@ -959,17 +960,17 @@ void transport_destroy(struct transport *t)
 	if (!t)
 		return;
 	if (t->id->qp)
-		rdma_destroy_qp(t->id);
+		rdmacm.destroy_qp(t->id);
 	if (t->cq)
-		ibv_destroy_cq(t->cq);
+		ibv.destroy_cq(t->cq);
 	if (t->channel)
-		ibv_destroy_comp_channel(t->channel);
+		ibv.destroy_comp_channel(t->channel);
 	if (t->rx_mr)
-		ibv_dereg_mr(t->rx_mr);
+		ibv.dereg_mr(t->rx_mr);
 	if (t->tx_mr)
-		ibv_dereg_mr(t->tx_mr);
+		ibv.dereg_mr(t->tx_mr);
 	if (t->pd)
-		ibv_dealloc_pd(t->pd);
+		ibv.dealloc_pd(t->pd);
 	free(t->rx_ring);
 	free(t->tx_ring);
 	pthread_mutex_destroy(&t->lock);

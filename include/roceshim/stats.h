@@ -46,6 +46,7 @@ enum roceshim_reason {
 	ROCESHIM_REASON_RESOURCE = 8,	    /* QP, CQ, MR or memory failure */
 	ROCESHIM_REASON_UNSUPPORTED = 9,    /* RDMA path not available here */
 	ROCESHIM_REASON_PEER_TCP = 10,	    /* the peer did not offer RDMA */
+	ROCESHIM_REASON_NO_RDMA_LIBS = 11,  /* libibverbs/librdmacm unusable */
 	ROCESHIM_REASON_COUNT = 16	    /* array size, room to grow */
 };
 
@@ -161,6 +162,7 @@ static inline const char *roceshim_reason_name(unsigned int reason)
 		[ROCESHIM_REASON_RESOURCE] = "resource",
 		[ROCESHIM_REASON_UNSUPPORTED] = "unsupported",
 		[ROCESHIM_REASON_PEER_TCP] = "peer_tcp",
+		[ROCESHIM_REASON_NO_RDMA_LIBS] = "no_rdma_libs",
 	};
 
 	if (reason >= sizeof(names) / sizeof(names[0]) || !names[reason])

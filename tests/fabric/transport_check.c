@@ -21,6 +21,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "config.h"
+#include "rdma_stack.h"
 #include "real.h"
 #include "transport.h"
 #include "wire.h"
@@ -530,6 +532,7 @@ int main(int argc, char **argv)
 		.cond = PTHREAD_COND_INITIALIZER,
 	};
 	pthread_t server_thread;
+	struct config cfg;
 	int ret;
 
 	if (argc < 3) {
@@ -538,6 +541,11 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	real_init();
+	config_defaults(&cfg);
+	if (rdma_stack_load(&cfg)) {
+		fprintf(stderr, "cannot load libibverbs and librdmacm\n");
+		return 1;
+	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	sa.addr = argv[1];
 	sa.port = argc > 3 ? atoi(argv[3]) : 18600;

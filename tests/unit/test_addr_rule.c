@@ -122,6 +122,35 @@ static void wildcard_matches_everything(void **state)
 	assert_true(addr_rules_match(&r, &b, 65535));
 }
 
+static void
+listener_port_may_match_a_peer_only_in_a_rule_port_range(void **state)
+{
+	struct addr_rules r = parse_ok("10.0.0.0/8:29500-29599");
+
+	assert_true(addr_rules_match_any_peer(&r, 29500));
+	assert_true(addr_rules_match_any_peer(&r, 29599));
+	assert_false(addr_rules_match_any_peer(&r, 80));
+}
+
+static void only_an_all_address_rule_matches_every_peer_of_a_port(void **state)
+{
+	struct addr_rules some = parse_ok("10.0.0.0/8,[fd00::]/8:80");
+	struct addr_rules all = parse_ok("*:80,:443");
+
+	assert_false(addr_rules_match_every_peer(&some, 80));
+	assert_true(addr_rules_match_every_peer(&all, 80));
+	assert_true(addr_rules_match_every_peer(&all, 443));
+	assert_false(addr_rules_match_every_peer(&all, 8080));
+}
+
+static void no_rules_match_no_peer_of_a_listener(void **state)
+{
+	struct addr_rules r = parse_ok("");
+
+	assert_false(addr_rules_match_any_peer(&r, 1));
+	assert_false(addr_rules_match_every_peer(&r, 1));
+}
+
 static void empty_text_is_no_rules(void **state)
 {
 	struct addr_rules r = parse_ok("");
@@ -201,6 +230,11 @@ int main(void)
 		cmocka_unit_test(bracketed_ipv6_takes_prefix_and_port),
 		cmocka_unit_test(bare_ipv6_without_port_is_accepted),
 		cmocka_unit_test(wildcard_matches_everything),
+		cmocka_unit_test(
+			listener_port_may_match_a_peer_only_in_a_rule_port_range),
+		cmocka_unit_test(
+			only_an_all_address_rule_matches_every_peer_of_a_port),
+		cmocka_unit_test(no_rules_match_no_peer_of_a_listener),
 		cmocka_unit_test(empty_text_is_no_rules),
 		cmocka_unit_test(malformed_rules_are_rejected_and_named),
 		cmocka_unit_test(offending_rule_is_reported),

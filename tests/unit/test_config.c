@@ -188,6 +188,46 @@ static void overlong_log_file_warns_and_keeps_stderr(void **state)
 	assert_non_null(strstr(last_warning, "ROCESHIM_LOG_FILE"));
 }
 
+static void rdma_libraries_default_to_their_sonames(void **state)
+{
+	struct config cfg;
+
+	load_with(&cfg, NULL, NULL);
+	assert_string_equal(cfg.libibverbs, "libibverbs.so.1");
+	assert_string_equal(cfg.librdmacm, "librdmacm.so.1");
+}
+
+static void rdma_library_names_are_taken_verbatim(void **state)
+{
+	struct config cfg;
+
+	load_with(&cfg, "ROCESHIM_LIBRDMACM", "/opt/rdma/lib/librdmacm.so.1");
+	assert_string_equal(cfg.librdmacm, "/opt/rdma/lib/librdmacm.so.1");
+	assert_string_equal(cfg.libibverbs, "libibverbs.so.1");
+	assert_int_equal(warnings, 0);
+}
+
+static void empty_rdma_library_name_warns_and_keeps_the_soname(void **state)
+{
+	struct config cfg;
+
+	load_with(&cfg, "ROCESHIM_LIBIBVERBS", "");
+	assert_string_equal(cfg.libibverbs, "libibverbs.so.1");
+	assert_warned_once_about("ROCESHIM_LIBIBVERBS", "libibverbs.so.1");
+}
+
+static void overlong_rdma_library_name_warns_and_keeps_the_soname(void **state)
+{
+	char path[CONFIG_PATH_MAX + 10];
+	struct config cfg;
+
+	memset(path, 'a', sizeof(path) - 1);
+	path[sizeof(path) - 1] = '\0';
+	load_with(&cfg, "ROCESHIM_LIBRDMACM", path);
+	assert_string_equal(cfg.librdmacm, "librdmacm.so.1");
+	assert_warned_once_about("ROCESHIM_LIBRDMACM", "librdmacm.so.1");
+}
+
 static void include_and_exclude_rules_are_parsed(void **state)
 {
 	struct config cfg;
@@ -355,6 +395,12 @@ int main(void)
 			malformed_stats_rows_warns_once_and_keeps_default),
 		cmocka_unit_test(log_file_is_taken_verbatim),
 		cmocka_unit_test(overlong_log_file_warns_and_keeps_stderr),
+		cmocka_unit_test(rdma_libraries_default_to_their_sonames),
+		cmocka_unit_test(rdma_library_names_are_taken_verbatim),
+		cmocka_unit_test(
+			empty_rdma_library_name_warns_and_keeps_the_soname),
+		cmocka_unit_test(
+			overlong_rdma_library_name_warns_and_keeps_the_soname),
 		cmocka_unit_test(include_and_exclude_rules_are_parsed),
 		cmocka_unit_test(malformed_include_excludes_every_connection),
 		cmocka_unit_test(malformed_exclude_excludes_every_connection),
