@@ -19,6 +19,8 @@ static struct {
 	bool enabled;
 	bool failed; /* creation failed once: do not retry per connection */
 	bool unpublished; /* seg is a fork child's anonymous copy */
+	/* A fork child's view of its parent's segment, not yet copied. */
+	struct roceshim_stats_header *inherited; /* atomic */
 	unsigned int row_count;
 	unsigned int cursor; /* where the search for a row to reuse starts */
 	struct roceshim_stats_header *seg; /* atomic */
@@ -138,8 +140,35 @@ static void segment_publish_locked(void)
 	__atomic_store_n(&st.seg, seg, __ATOMIC_RELEASE);
 }
 
+/*
+ * A fork child counts into a private copy of its parent's segment, made
+ * on its first count: most children exec or exit at once and never need
+ * it.  Writing through the parent's mapping would corrupt its stats.
+ */
+static void segment_adopt_locked(void)
+{
+	struct roceshim_stats_header *parent = st.inherited;
+	void *copy;
+
+	if (!parent)
+		return;
+	__atomic_store_n(&st.inherited, NULL, __ATOMIC_RELAXED);
+	copy = mmap(NULL, st.size, PROT_READ | PROT_WRITE,
+		    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (copy != MAP_FAILED) {
+		memcpy(copy, parent, st.size);
+		header_stamp(copy);
+	}
+	munmap(parent, st.size);
+	st.unpublished = copy != MAP_FAILED;
+	st.failed = copy == MAP_FAILED;
+	__atomic_store_n(&st.seg, st.unpublished ? copy : NULL,
+			 __ATOMIC_RELEASE);
+}
+
 static struct roceshim_stats_header *segment_get_locked(void)
 {
+	segment_adopt_locked();
 	if (st.unpublished)
 		segment_publish_locked();
 	if (!st.seg && st.enabled && !st.failed) {
@@ -153,7 +182,17 @@ static struct roceshim_stats_header *segment_get_locked(void)
 
 struct roceshim_stats_header *stats_segment(void)
 {
-	return __atomic_load_n(&st.seg, __ATOMIC_ACQUIRE);
+	struct roceshim_stats_header *seg;
+
+	seg = __atomic_load_n(&st.seg, __ATOMIC_ACQUIRE);
+	if (__builtin_expect(!seg, 0) &&
+	    __atomic_load_n(&st.inherited, __ATOMIC_ACQUIRE)) {
+		pthread_mutex_lock(&st.lock);
+		segment_adopt_locked();
+		seg = st.seg;
+		pthread_mutex_unlock(&st.lock);
+	}
+	return seg;
 }
 
 static void count_connection(struct roceshim_stats_global *g,
@@ -317,6 +356,7 @@ void stats_row_close(int index)
 {
 	/* Under the lock: the row becomes reusable by row_find_locked(). */
 	pthread_mutex_lock(&st.lock);
+	segment_adopt_locked();
 	stats_row_set_state(index, ROCESHIM_ROW_CLOSED);
 	pthread_mutex_unlock(&st.lock);
 }
@@ -409,28 +449,14 @@ void stats_fork_parent(void)
 
 void stats_fork_child(void)
 {
-	struct roceshim_stats_header *parent = st.seg;
-	void *copy;
-
 	/*
-	 * Writing through the parent's mapping would corrupt its stats.  The
-	 * child counts into a private copy and publishes a segment of its own
-	 * only when it opens a connection: most children exec at once, and a
-	 * segment named after them would outlive the exec.
+	 * The copy waits for the child's first count (segment_adopt_locked).
+	 * A parent's anonymous copy is shared with the child just the same.
 	 */
-	if (parent) {
-		copy = mmap(NULL, st.size, PROT_READ | PROT_WRITE,
-			    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-		if (copy == MAP_FAILED) {
-			copy = NULL;
-		} else {
-			memcpy(copy, parent, st.size);
-			header_stamp(copy);
-		}
-		munmap(parent, st.size);
-		st.seg = copy;
-		st.unpublished = copy != NULL;
-		st.failed = !copy;
+	if (st.seg) {
+		__atomic_store_n(&st.inherited, st.seg, __ATOMIC_RELAXED);
+		__atomic_store_n(&st.seg, NULL, __ATOMIC_RELAXED);
+		st.unpublished = false;
 	}
 	pthread_mutex_unlock(&st.lock);
 }

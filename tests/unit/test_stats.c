@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -196,6 +197,66 @@ static void failed_connect_counts_no_fallback(void **state)
 	assert_int_equal(g->fallbacks[ROCESHIM_REASON_NO_DEVICE], no_device);
 }
 
+/*
+ * Runs child() in a real fork child, the fork handlers called around it
+ * as pthread_atfork would; returns the child's exit status.
+ */
+static int in_fork_child(int (*child)(int row), int r)
+{
+	int status;
+	pid_t pid;
+
+	stats_fork_prepare();
+	pid = fork();
+	if (pid == 0) {
+		stats_fork_child();
+		_exit(child(r));
+	}
+	stats_fork_parent();
+	assert_true(pid > 0);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	return WEXITSTATUS(status);
+}
+
+static struct roceshim_stats_header *parent_segment;
+
+static int count_in_child(int r)
+{
+	stats_tcp_tx(r, 1000);
+	if (!stats_segment() || stats_segment() == parent_segment)
+		return 1; /* counted into the parent's mapping */
+	if (row(r)->counters.tcp_tx_bytes != 1100)
+		return 2; /* lost the parent's rows */
+	return stats_segment()->pid == getpid() ? 0 : 3;
+}
+
+static void fork_child_counts_into_its_own_copy(void **state)
+{
+	int r = open_conn(11);
+
+	stats_tcp_tx(r, 100);
+	parent_segment = stats_segment();
+	assert_int_equal(in_fork_child(count_in_child, r), 0);
+	assert_int_equal(row(r)->counters.tcp_tx_bytes, 100);
+	stats_row_close(r);
+}
+
+static int close_in_child(int r)
+{
+	stats_row_close(r);
+	return row(r)->state == ROCESHIM_ROW_CLOSED ? 0 : 1;
+}
+
+static void fork_child_closing_a_row_leaves_the_parents_open(void **state)
+{
+	int r = open_conn(12);
+
+	assert_int_equal(in_fork_child(close_in_child, r), 0);
+	assert_int_equal(row(r)->state, ROCESHIM_ROW_OPEN);
+	stats_row_close(r);
+}
+
 static void shutdown_removes_the_name(void **state)
 {
 	stats_shutdown();
@@ -214,6 +275,9 @@ int main(void)
 		cmocka_unit_test(connections_are_counted_by_reason),
 		cmocka_unit_test(connecting_connection_counts_once_connected),
 		cmocka_unit_test(failed_connect_counts_no_fallback),
+		cmocka_unit_test(fork_child_counts_into_its_own_copy),
+		cmocka_unit_test(
+			fork_child_closing_a_row_leaves_the_parents_open),
 		cmocka_unit_test(shutdown_removes_the_name),
 	};
 
