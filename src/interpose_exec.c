@@ -57,35 +57,39 @@ SHIM_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 	return real.fexecve(fd, argv, envp);
 }
 
-/*
- * The execl family: its variadic arguments as an argv (and, for execle,
- * the environment after the NULL).  NULL if they cannot be held.
- */
-static char **collect(const char *arg0, va_list ap, char ***envp)
-{
-	size_t n = 1, cap = 16;
-	char **argv = malloc(cap * sizeof(*argv)), **grown;
-	char *arg;
+/* Lists up to this long are held on the stack: see exec_list(). */
+#define EXEC_LIST_ON_STACK 64
 
-	if (!argv)
-		return NULL;
+/*
+ * The execl family: its variadic arguments as an argv of count entries
+ * (the NULL included), in argv; for execle, the environment after the
+ * NULL in *envp.
+ */
+static void collect(const char *arg0, va_list ap, char **argv, size_t count,
+		    char ***envp)
+{
+	size_t n;
+
 	argv[0] = (char *)arg0;
-	do {
-		arg = va_arg(ap, char *);
-		if (n == cap) {
-			cap *= 2;
-			grown = realloc(argv, cap * sizeof(*argv));
-			if (!grown) {
-				free(argv);
-				return NULL;
-			}
-			argv = grown;
-		}
-		argv[n++] = arg;
-	} while (arg);
+	for (n = 1; n < count; n++)
+		argv[n] = va_arg(ap, char *);
 	if (envp)
 		*envp = va_arg(ap, char **);
-	return argv;
+}
+
+/* How many entries collect() stores: the arguments and their NULL. */
+static size_t list_length(const char *arg0, va_list ap)
+{
+	va_list walk;
+	size_t n = 1;
+
+	if (!arg0)
+		return 1;
+	va_copy(walk, ap);
+	while (va_arg(walk, char *))
+		n++;
+	va_end(walk);
+	return n + 1;
 }
 
 /* How an execl-family call runs its collected list. */
@@ -95,24 +99,36 @@ enum exec_kind {
 	EXEC_ENV,   /* execle: execve, the environment after the NULL */
 };
 
+/*
+ * A vfork child may call these before it execs, so a usual list is held
+ * on the stack, as glibc does: malloc there would share the parent's
+ * heap.
+ */
 static int exec_list(const char *file, const char *arg, va_list ap,
 		     enum exec_kind kind)
 {
+	char *on_stack[EXEC_LIST_ON_STACK];
+	size_t count = list_length(arg, ap);
 	char **envp = NULL;
-	char **argv = collect(arg, ap, kind == EXEC_ENV ? &envp : NULL);
+	char **argv = on_stack;
 	int ret;
 
-	if (!argv) {
-		errno = ENOMEM;
-		return -1;
+	if (count > EXEC_LIST_ON_STACK) {
+		argv = malloc(count * sizeof(*argv));
+		if (!argv) {
+			errno = ENOMEM;
+			return -1;
+		}
 	}
+	collect(arg, ap, argv, count, kind == EXEC_ENV ? &envp : NULL);
 	if (kind == EXEC_ENV)
 		ret = execve(file, argv, envp);
 	else if (kind == EXEC_PATH)
 		ret = execvp(file, argv);
 	else
 		ret = execv(file, argv);
-	free(argv);
+	if (argv != on_stack)
+		free(argv);
 	return ret;
 }
 

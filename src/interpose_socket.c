@@ -22,7 +22,7 @@ SHIM_EXPORT int socket(int domain, int type, int protocol)
 
 	shim_ensure_init();
 	fd = real.socket(domain, type, protocol);
-	if (fd < 0 || !shim_config.enabled)
+	if (fd < 0 || !shim_tracking())
 		return fd;
 	err = errno;
 	track_socket(fd, domain, type, protocol);
@@ -36,7 +36,7 @@ SHIM_EXPORT int socketpair(int domain, int type, int protocol, int sv[2])
 
 	shim_ensure_init();
 	ret = real.socketpair(domain, type, protocol, sv);
-	if (ret || !shim_config.enabled)
+	if (ret || !shim_tracking())
 		return ret;
 	err = errno;
 	track_other(sv[0]);
@@ -78,7 +78,7 @@ static int after_accept(int listen_fd, int fd)
 	struct sock *listener;
 	int err;
 
-	if (fd < 0 || !shim_config.enabled)
+	if (fd < 0 || !shim_tracking())
 		return fd;
 	err = errno;
 	listener = shim_lookup(listen_fd);
@@ -169,7 +169,7 @@ SHIM_EXPORT int close(int fd)
 {
 	shim_ensure_init();
 	/* Forget fd first: once closed, its number may be reused at once. */
-	if (shim_config.enabled)
+	if (shim_tracking())
 		track_close(fd);
 	return real.close(fd);
 }
@@ -181,8 +181,7 @@ SHIM_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
 		errno = ENOSYS;
 		return -1;
 	}
-	if (shim_config.enabled && first <= last &&
-	    !(flags & CLOSE_RANGE_CLOEXEC))
+	if (shim_tracking() && first <= last && !(flags & CLOSE_RANGE_CLOEXEC))
 		track_close_range(first, last);
 	return real.close_range(first, last, flags);
 }
@@ -190,7 +189,7 @@ SHIM_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
 SHIM_EXPORT void closefrom(int lowfd)
 {
 	shim_ensure_init();
-	if (shim_config.enabled && lowfd >= 0)
+	if (shim_tracking() && lowfd >= 0)
 		track_close_range(lowfd, UINT_MAX);
 	if (real.closefrom)
 		real.closefrom(lowfd);
@@ -220,7 +219,7 @@ SHIM_EXPORT int epoll_create(int size)
 
 	shim_ensure_init();
 	fd = real.epoll_create(size);
-	if (fd >= 0 && shim_config.enabled) {
+	if (fd >= 0 && shim_tracking()) {
 		track_other(fd);
 		readiness_set_opened(fd);
 	}
@@ -233,7 +232,7 @@ SHIM_EXPORT int epoll_create1(int flags)
 
 	shim_ensure_init();
 	fd = real.epoll_create1(flags);
-	if (fd >= 0 && shim_config.enabled) {
+	if (fd >= 0 && shim_tracking()) {
 		track_other(fd);
 		readiness_set_opened(fd);
 	}

@@ -59,6 +59,7 @@ static void real_resolve(void)
 	RESOLVE(dup2);
 	RESOLVE(dup3);
 	RESOLVE(fork);
+	RESOLVE(vfork);
 	RESOLVE(execve);
 	RESOLVE(execv);
 	RESOLVE(execvp);

@@ -75,6 +75,7 @@ struct real_libc {
 	int (*dup2)(int, int);
 	int (*dup3)(int, int, int);
 	pid_t (*fork)(void);
+	pid_t (*vfork)(void);
 	int (*execve)(const char *, char *const[], char *const[]);
 	int (*execv)(const char *, char *const[]);
 	int (*execvp)(const char *, char *const[]);

@@ -66,6 +66,9 @@ static void fork_child(void)
 
 static void at_exit(void)
 {
+	/* A vfork child that calls exit() must not end its parent's work. */
+	if (shim_in_vfork_child())
+		return;
 	track_exit();
 	stats_shutdown();
 }
@@ -99,16 +102,76 @@ __attribute__((constructor)) static void shim_constructor(void)
 
 /*
  * vfork shares the parent's memory until exec: a child that closes or dups
- * sockets before exec would rewrite the parent's fd table.  fork gives the
- * child its own copy, and POSIX allows vfork to be fork.
+ * sockets before exec would rewrite the parent's fd table, and one that
+ * dups an upgraded connection onto its stdin would hand the exec'd program
+ * a kernel socket whose bytes go over RDMA.  So a vfork is a real one only
+ * while no socket in the process has RDMA state (then the child's calls
+ * bypass roceshim: shim_in_vfork_child()); otherwise it is a fork, as
+ * POSIX allows, which gives the child its own copy.  A process with
+ * gigabytes mapped (a training job running a subprocess) pays for that
+ * copy only while it has upgraded connections.
  */
-SHIM_EXPORT pid_t vfork(void)
+static pid_t vfork_as_fork(void)
 {
 	pid_t pid;
 
-	shim_ensure_init();
 	in_vfork = true;
 	pid = real.fork();
 	in_vfork = false;
 	return pid;
 }
+
+/* The pid of this thread's process while it may have a vfork child. */
+static __thread pid_t vfork_parent;
+
+bool shim_in_vfork_child(void)
+{
+	pid_t parent = vfork_parent;
+
+	if (__builtin_expect(!parent, 1))
+		return false;
+	if (getpid() != parent)
+		return true;
+	/* The parent runs again: its child has exec'd or exited. */
+	vfork_parent = 0;
+	return false;
+}
+
+#if defined(__x86_64__)
+typedef pid_t (*vfork_fn)(void);
+
+/* Called by the vfork entry below: the function it jumps to. */
+__attribute__((visibility("hidden"))) vfork_fn shim_vfork_target(void);
+
+vfork_fn shim_vfork_target(void)
+{
+	shim_ensure_init();
+	if (!real.vfork || (shim_config.enabled && !track_vfork_safe()))
+		return vfork_as_fork;
+	if (shim_config.enabled)
+		vfork_parent = getpid();
+	return real.vfork;
+}
+
+/*
+ * The child returns from vfork into its parent's stack, so no frame of
+ * ours may be live across the call: the entry asks shim_vfork_target()
+ * which vfork to run, then jumps to it, and it returns to our caller.
+ */
+__asm__(".text\n"
+	".globl vfork\n"
+	".type vfork, @function\n"
+	"vfork:\n"
+	"	endbr64\n"
+	"	sub $8, %rsp\n"
+	"	call shim_vfork_target\n"
+	"	add $8, %rsp\n"
+	"	jmp *%rax\n"
+	".size vfork, .-vfork\n");
+#else
+SHIM_EXPORT pid_t vfork(void)
+{
+	shim_ensure_init();
+	return vfork_as_fork();
+}
+#endif

@@ -23,6 +23,18 @@ extern bool shim_ready;
 
 void shim_init(void);
 
+/*
+ * true on the thread of a vfork child that has not exec'd yet: it shares
+ * its parent's memory, so roceshim must leave its calls alone.
+ */
+bool shim_in_vfork_child(void);
+
+/* Whether roceshim tracks this call's sockets: on, and not a vfork child. */
+static inline bool shim_tracking(void)
+{
+	return shim_config.enabled && !shim_in_vfork_child();
+}
+
 static inline void shim_ensure_init(void)
 {
 	if (__builtin_expect(!__atomic_load_n(&shim_ready, __ATOMIC_ACQUIRE),
@@ -32,7 +44,7 @@ static inline void shim_ensure_init(void)
 
 static inline struct sock *shim_lookup(int fd)
 {
-	if (!shim_config.enabled)
+	if (!shim_tracking())
 		return NULL;
 	return fd_table_get(fd);
 }

@@ -114,7 +114,7 @@ int track_dup_result(int old_fd, int new_fd)
 {
 	int err;
 
-	if (new_fd < 0 || !shim_config.enabled)
+	if (new_fd < 0 || !shim_tracking())
 		return new_fd;
 	err = errno;
 	track_dup(old_fd, new_fd);
@@ -418,9 +418,30 @@ void track_exec(void)
 {
 	struct leaving how = { .cause = ROCESHIM_DOWNGRADE_EXEC };
 
-	if (shim_config.enabled)
-		fd_table_for_each(leave, &how);
+	/* A vfork child has nothing of its own (shim_vfork_target()). */
+	if (!shim_tracking())
+		return;
+	fd_table_for_each(leave, &how);
 	stats_exec_prepare();
+}
+
+static void note_rdma_state(int fd, struct sock *sock, void *arg)
+{
+	bool *found = arg;
+
+	(void)fd;
+	if (__atomic_load_n(&sock->conn, __ATOMIC_ACQUIRE) ||
+	    __atomic_load_n(&sock->connector, __ATOMIC_ACQUIRE) ||
+	    sock->listen_id)
+		*found = true;
+}
+
+bool track_vfork_safe(void)
+{
+	bool found = false;
+
+	fd_table_for_each(note_rdma_state, &found);
+	return !found;
 }
 
 void track_spawn(void)
@@ -428,7 +449,7 @@ void track_spawn(void)
 	struct leaving how = { .cause = ROCESHIM_DOWNGRADE_EXEC,
 			       .spawn_dups = true };
 
-	if (shim_config.enabled)
+	if (shim_tracking())
 		fd_table_for_each(leave, &how);
 }
 
@@ -436,7 +457,7 @@ void track_daemon(void)
 {
 	struct leaving how = { .cause = ROCESHIM_DOWNGRADE_FORK, .all = true };
 
-	if (shim_config.enabled)
+	if (shim_tracking())
 		fd_table_for_each(leave, &how);
 }
 
@@ -461,7 +482,7 @@ static void end(int fd, struct sock *sock, void *arg)
 
 void track_exit(void)
 {
-	if (shim_config.enabled)
+	if (shim_tracking())
 		fd_table_for_each(end, NULL);
 }
 
@@ -473,7 +494,7 @@ void track_fds_passed(const struct msghdr *msg)
 	unsigned int i, n;
 	int fd;
 
-	if (!shim_config.enabled || !msg->msg_control)
+	if (!shim_tracking() || !msg->msg_control)
 		return;
 	for (cm = CMSG_FIRSTHDR(msg); cm;
 	     cm = CMSG_NXTHDR((struct msghdr *)msg, cm)) {

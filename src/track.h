@@ -88,6 +88,12 @@ void track_exec(void);
 void track_spawn(void);
 void track_spawn_dup(int fd);
 void track_daemon(void);
+/*
+ * Whether a real vfork is safe: no socket of the process has RDMA state
+ * (a connection, a connect in the background, a CM listener) that the
+ * child could hand to the program it execs.
+ */
+bool track_vfork_safe(void);
 void track_fds_passed(const struct msghdr *msg);
 void track_exit(void);
 

@@ -68,6 +68,6 @@ check_eq library_without_verbs_is_one_warning 1 \
 	"$(grep -c 'has no ibv_' "$tmp/libibverbs_without_verbs.err")"
 check_eq refused_connect_without_libraries_is_econnrefused \
 	"refused: ECONNREFUSED" \
-	"$(ROCESHIM_LIBIBVERBS=/nonexistent probe refused | head -1)"
+	"$(ROCESHIM_LIBIBVERBS=/nonexistent probe refused | sed -n 1p)"
 
 finish

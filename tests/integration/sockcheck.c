@@ -4082,6 +4082,78 @@ out:
 	close_fd(&s);
 }
 
+/* The inetd shape from a vfork child: cat with fd as its stdin and stdout. */
+static pid_t __attribute__((noinline)) vfork_cat_on(int fd)
+{
+	pid_t pid = vfork();
+
+	if (pid == 0) {
+		if (dup2(fd, 0) < 0 || dup2(fd, 1) < 0)
+			_exit(126);
+		execl("/bin/cat", "cat", (char *)NULL);
+		_exit(127);
+	}
+	return pid;
+}
+
+static void vfork_child_execs_a_handler_on_the_socket(struct tctx *t)
+{
+	const size_t len = 32 << 10;
+	int c = -1, s = -1, status;
+	uint64_t h;
+	pid_t pid;
+
+	TRY(make_pair(t, &c, &s, 0));
+	fflush(NULL);
+	pid = vfork_cat_on(s);
+	ASSERT_OK(pid);
+	close_fd(&s);
+	TRY(send_pattern(t, c, 27, len));
+	ASSERT_OK(shutdown(c, SHUT_WR));
+	TRY(recv_pattern(t, c, 27, len, &h));
+	note_digest(t, "echoed by cat", len, h);
+	TRY(expect_eof(t, c));
+	TRY(wait_child(t, pid, &status));
+	ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0, "cat status %#x",
+	       status);
+out:
+	close_fd(&c);
+	close_fd(&s);
+}
+
+/* A vfork child that closes both ends, as close_fds does, then exits. */
+static pid_t __attribute__((noinline)) vfork_close_and_exit(int a, int b)
+{
+	pid_t pid = vfork();
+
+	if (pid == 0) {
+		close(a);
+		close(b);
+		_exit(0);
+	}
+	return pid;
+}
+
+static void vfork_child_closing_sockets_leaves_them_open(struct tctx *t)
+{
+	int c = -1, s = -1, status;
+	pid_t pid;
+
+	TRY(make_pair(t, &c, &s, 0));
+	fflush(NULL);
+	pid = vfork_close_and_exit(c, s);
+	ASSERT_OK(pid);
+	TRY(wait_child(t, pid, &status));
+	ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	       "child status %#x", status);
+	TRY(roundtrip(t, c, s));
+	close_fd(&c);
+	TRY(expect_eof(t, s));
+out:
+	close_fd(&c);
+	close_fd(&s);
+}
+
 /* ------------------------------------------------------------------ */
 /* Tests: threads                                                      */
 /* ------------------------------------------------------------------ */
@@ -4503,6 +4575,8 @@ static const struct test tests[] = {
 	TEST(fork_child_writes_inherited_socket),
 	TEST(fork_child_opens_own_connection),
 	TEST(vfork_child_exit_leaves_sockets_intact),
+	TEST(vfork_child_execs_a_handler_on_the_socket),
+	TEST(vfork_child_closing_sockets_leaves_them_open),
 	/* threads */
 	SLOW_TEST(concurrent_streams_on_distinct_connections, 15),
 	/* sockets the shim must leave alone */

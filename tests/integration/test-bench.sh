@@ -45,6 +45,25 @@ grep -Eq "^\| tcp stream \| 64 KiB \| MB/s \| $number .* \| $number .* \| $numbe
 	"$work/out.md" || fail "no timed stream row with a ratio"
 [ "$(grep -c '^tcp ' "$work/out.csv")" = 2 ] || fail "CSV: not two rows"
 
+# bench/preload-cost, one pair of short runs: every row timed, with a
+# cost.  It checks itself that the preloaded runs mapped the library.
+# An ASan library cannot be preloaded without its runtime: not here.
+if [ -z "${SANITIZER_LIBASAN:-}" ]; then
+	python3 "$srcdir/bench/preload-cost" --lib "$ROCESHIM_LIB" --reps 1 \
+		--forks 20 --churn 50 --workloads start-true,fork-1,churn,idle \
+		>"$work/cost.md" 2>"$work/cost.err" || {
+		cat "$work/cost.err" "$work/cost.md"
+		fail "preload-cost exited non-zero"
+	}
+	cat "$work/cost.md"
+	for w in start-true fork-1 churn; do
+		grep -Eq "^\| $w \| [^|]+ \| $number \| $number \| $number× \|" \
+			"$work/cost.md" || fail "preload-cost: no $w row with a cost"
+	done
+	grep -Eq "^\| idle \| KiB RSS \| $number \| $number \|" \
+		"$work/cost.md" || fail "preload-cost: no idle row"
+fi
+
 if [ "${callgrind[0]}" = --skip-callgrind ]; then
 	echo "PASS (instruction counts not checked: valgrind cannot run here)"
 	exit 0

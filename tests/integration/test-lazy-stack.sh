@@ -75,6 +75,6 @@ PY
 		"$(probe fork | paste -sd'|')"
 fi
 check_eq refused_connect_is_econnrefused "refused: ECONNREFUSED" \
-	"$(probe refused | head -1)"
+	"$(probe refused | sed -n 1p)"
 
 finish

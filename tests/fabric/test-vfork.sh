@@ -1,0 +1,33 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# A vfork in a process with upgraded connections is a fork (its child could
+# hand an upgraded socket to the program it execs): Python's subprocess,
+# given an upgraded connection as the stdio of cat, echoes it byte for
+# byte over TCP after the fork downgrade, and the parent's sockets work
+# after the child is gone.
+set -u
+PYTHON=${PYTHON:-/usr/bin/python3}
+probe="$top_srcdir/tests/integration/vfork_probe.py"
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/test-vfork.XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+# shellcheck source=../lib.sh
+. "$top_srcdir/tests/lib.sh"
+
+command -v strace >/dev/null || {
+	echo "SKIP: strace not installed (apt-get install strace)"
+	exit 77
+}
+out=$(PROBE_ADDR=$ROCESHIM_FABRIC_ADDR_B ROCESHIM_LOG_LEVEL=info \
+	"$ROCESHIM_RUN" strace -f -qq -e trace=vfork,fork,clone,clone3 \
+	-o "$tmp/trace" "$PYTHON" "$probe" 2>"$tmp/err")
+check_eq subprocess_on_an_upgraded_connection_echoes_exactly "echo ok" \
+	"$(grep '^echo' <<<"$out")"
+check_eq parent_sockets_survive_the_child "after ok" \
+	"$(grep '^after' <<<"$out")"
+check vfork_with_upgraded_connections_is_a_fork \
+	grep -q 'clone(.*SIGCHLD' "$tmp/trace"
+check no_real_vfork bash -c "! grep -q 'vfork()' '$tmp/trace'"
+check the_shared_connection_moved_to_tcp_for_the_fork \
+	grep -q 'moved to TCP (fork)' "$tmp/err"
+finish
