@@ -47,6 +47,15 @@ bool endpoint_is_v4_mapped(const struct roceshim_stats_endpoint *ep)
 	return !memcmp(ep->addr, v4_mapped_prefix, sizeof(v4_mapped_prefix));
 }
 
+bool endpoint_is_wildcard(const struct roceshim_stats_endpoint *ep)
+{
+	static const uint8_t zero[16];
+
+	if (endpoint_is_v4_mapped(ep))
+		return !memcmp(ep->addr + 12, zero, 4);
+	return !memcmp(ep->addr, zero, sizeof(zero));
+}
+
 void endpoint_format(const struct roceshim_stats_endpoint *ep, char *buf,
 		     size_t size)
 {

@@ -23,6 +23,9 @@ int endpoint_from_sockaddr(struct roceshim_stats_endpoint *ep,
 /* True for an AF_INET6 endpoint that holds a v4-mapped address. */
 bool endpoint_is_v4_mapped(const struct roceshim_stats_endpoint *ep);
 
+/* True for 0.0.0.0 and ::, in either form: any local address. */
+bool endpoint_is_wildcard(const struct roceshim_stats_endpoint *ep);
+
 /* "1.2.3.4:80" or "[::1]:80"; always NUL-terminated. */
 void endpoint_format(const struct roceshim_stats_endpoint *ep, char *buf,
 		     size_t size);

@@ -47,6 +47,7 @@ struct sock *sock_new(int domain)
 	sock->conn = NULL;
 	sock->connector = NULL;
 	sock->listen_id = NULL;
+	sock->bound_known = false;
 	sock->abortive = false;
 	sock->spawn_dup = false;
 	sock->dial_again = false;

@@ -37,6 +37,12 @@ struct sock {
 	bool dial_again;    /* a blocking connect asks again once TCP is up */
 	bool watched_early; /* atomic: in an epoll set before its connect */
 	int row;	    /* stats row, -1 for none; atomic, set once */
+	/*
+	 * A listener bound to one address: the local end of every connection
+	 * it accepts, known without asking the kernel.
+	 */
+	struct roceshim_stats_endpoint bound;
+	bool bound_known; /* atomic: bound is set */
 	struct sock *next_free;
 };
 

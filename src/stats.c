@@ -23,6 +23,7 @@ static struct {
 	struct roceshim_stats_header *inherited; /* atomic */
 	unsigned int row_count;
 	unsigned int cursor; /* where the search for a row to reuse starts */
+	unsigned int fresh;  /* rows from here on have never been used */
 	struct roceshim_stats_header *seg; /* atomic */
 	size_t size;
 } st = { .lock = PTHREAD_MUTEX_INITIALIZER };
@@ -117,6 +118,7 @@ static struct roceshim_stats_header *segment_create_locked(void)
 	seg->header_size = sizeof(*seg);
 	seg->row_size = sizeof(struct roceshim_stats_row);
 	seg->row_count = st.row_count;
+	st.fresh = 0;
 	header_stamp(seg);
 	/* Readers trust nothing before the magic appears. */
 	__atomic_store_n(&seg->magic, ROCESHIM_STATS_MAGIC, __ATOMIC_RELEASE);
@@ -221,10 +223,15 @@ static int row_find_locked(struct roceshim_stats_header *seg)
 {
 	unsigned int i, n = seg->row_count;
 
-	for (i = 0; i < n; i++) {
-		if (row_at(seg, i)->state == ROCESHIM_ROW_FREE)
-			return i;
-	}
+	/*
+	 * Free rows are taken in order and never come back: each used row is
+	 * passed over once, not at every open.
+	 */
+	while (st.fresh < n &&
+	       row_at(seg, st.fresh)->state != ROCESHIM_ROW_FREE)
+		st.fresh++;
+	if (st.fresh < n)
+		return (int)st.fresh++;
 	for (i = 0; i < n; i++) {
 		unsigned int r = (st.cursor + i) % n;
 

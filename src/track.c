@@ -315,6 +315,10 @@ void track_listen(struct sock *sock, int fd, int backlog)
 
 	memset(&none, 0, sizeof(none));
 	local_endpoint(fd, &local);
+	if (local.family && !endpoint_is_wildcard(&local)) {
+		sock->bound = local;
+		__atomic_store_n(&sock->bound_known, true, __ATOMIC_RELEASE);
+	}
 	reason = policy_listener(&shim_config, local.port);
 	if (reason == ROCESHIM_REASON_NONE) {
 		open_cm_listener(sock, fd, &local, backlog);
@@ -340,7 +344,10 @@ void track_accept(struct sock *listener, int fd)
 	}
 	if (fd_table_install(fd, sock))
 		goto out;
-	local_endpoint(fd, &local);
+	if (__atomic_load_n(&listener->bound_known, __ATOMIC_ACQUIRE))
+		local = listener->bound;
+	else
+		local_endpoint(fd, &local);
 	peer_endpoint(fd, &peer);
 	/* The client decided: a pending RDMA connection must be taken. */
 	sock->conn = listener->listen_id

@@ -57,6 +57,10 @@ assert len(conns) == 2, conns
 for c in conns:
     assert c["transport"] == "tcp" and c["fallback"] == "no_device", c
     assert c["tcp_tx_bytes"] == 100000 and c["tcp_rx_bytes"] == 100000, c
+by_role = {c["role"]: c for c in s["connections"]}
+lst, act, pas = by_role["listener"], by_role["active"], by_role["passive"]
+assert pas["local"] == lst["local"] == act["peer"], (lst, act, pas)
+assert pas["peer"] == act["local"], (act, pas)
 g = s["global"]
 assert g["connections_opened"] == 2 and g["listeners"] == 1, g
 assert g["tcp_tx_bytes"] >= 200000 and g["fallbacks"]["no_device"] == 2, g
