@@ -2,6 +2,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdbool.h>
 
 #include "log.h"
 #include "rdma_stack.h"
@@ -12,6 +13,7 @@ struct rdmacm_api rdmacm;
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 static const struct config *load_cfg;
 static int load_result;
+static bool loaded; /* atomic: load() succeeded */
 
 struct symbol {
 	const char *name;
@@ -103,6 +105,7 @@ static void load(void)
 	if (load_result)
 		return;
 	log_info("RDMA stack loaded (%s, %s)", cfg->libibverbs, cfg->librdmacm);
+	__atomic_store_n(&loaded, true, __ATOMIC_RELEASE);
 }
 
 int rdma_stack_load(const struct config *cfg)
@@ -110,4 +113,9 @@ int rdma_stack_load(const struct config *cfg)
 	__atomic_store_n(&load_cfg, cfg, __ATOMIC_RELAXED);
 	pthread_once(&load_once, load);
 	return load_result;
+}
+
+bool rdma_stack_loaded(void)
+{
+	return __atomic_load_n(&loaded, __ATOMIC_ACQUIRE);
 }

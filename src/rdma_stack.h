@@ -19,6 +19,8 @@
 #ifndef ROCESHIM_RDMA_STACK_H
 #define ROCESHIM_RDMA_STACK_H
 
+#include <stdbool.h>
+
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 
@@ -71,5 +73,11 @@ extern struct rdmacm_api rdmacm;
  * only the first call's cfg is used.
  */
 int rdma_stack_load(const struct config *cfg);
+
+/*
+ * Whether the stack has been loaded in this process: until it is, no
+ * connection can be on RDMA, and the walks that look for one are skipped.
+ */
+bool rdma_stack_loaded(void);
 
 #endif /* ROCESHIM_RDMA_STACK_H */

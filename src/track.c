@@ -9,6 +9,7 @@
 #include "handshake.h"
 #include "log.h"
 #include "policy.h"
+#include "rdma_stack.h"
 #include "readiness.h"
 #include "real.h"
 #include "shim.h"
@@ -421,6 +422,12 @@ static void leave(int fd, struct sock *sock, void *arg)
 	conn_make_plain(c, how->cause);
 }
 
+/* Whether a walk for upgraded connections can find one. */
+static bool may_have_rdma(void)
+{
+	return shim_tracking() && rdma_stack_loaded();
+}
+
 void track_exec(void)
 {
 	struct leaving how = { .cause = ROCESHIM_DOWNGRADE_EXEC };
@@ -428,7 +435,8 @@ void track_exec(void)
 	/* A vfork child has nothing of its own (shim_vfork_target()). */
 	if (!shim_tracking())
 		return;
-	fd_table_for_each(leave, &how);
+	if (may_have_rdma())
+		fd_table_for_each(leave, &how);
 	stats_exec_prepare();
 }
 
@@ -447,7 +455,8 @@ bool track_vfork_safe(void)
 {
 	bool found = false;
 
-	fd_table_for_each(note_rdma_state, &found);
+	if (may_have_rdma())
+		fd_table_for_each(note_rdma_state, &found);
 	return !found;
 }
 
@@ -456,7 +465,7 @@ void track_spawn(void)
 	struct leaving how = { .cause = ROCESHIM_DOWNGRADE_EXEC,
 			       .spawn_dups = true };
 
-	if (shim_tracking())
+	if (may_have_rdma())
 		fd_table_for_each(leave, &how);
 }
 
@@ -464,7 +473,7 @@ void track_daemon(void)
 {
 	struct leaving how = { .cause = ROCESHIM_DOWNGRADE_FORK, .all = true };
 
-	if (shim_tracking())
+	if (may_have_rdma())
 		fd_table_for_each(leave, &how);
 }
 
@@ -489,7 +498,7 @@ static void end(int fd, struct sock *sock, void *arg)
 
 void track_exit(void)
 {
-	if (shim_tracking())
+	if (may_have_rdma())
 		fd_table_for_each(end, NULL);
 }
 
