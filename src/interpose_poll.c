@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * Exported wrappers for readiness: poll, select and epoll.  Everything
- * they do for upgraded connections is in the readiness module.
+ * they do for upgraded connections is in the readiness module; a vfork
+ * child's calls go straight to libc, since its memory is its parent's.
  */
 #include <errno.h>
 
@@ -17,6 +18,8 @@ void __chk_fail(void) __attribute__((noreturn));
 SHIM_EXPORT int poll(struct pollfd *fds, nfds_t nfds, int timeout)
 {
 	shim_ensure_init();
+	if (shim_in_vfork_child())
+		return real.poll(fds, nfds, timeout);
 	return readiness_poll(&shim_config, fds, nfds, timeout, NULL, NULL,
 			      false);
 }
@@ -25,6 +28,8 @@ SHIM_EXPORT int ppoll(struct pollfd *fds, nfds_t nfds,
 		      const struct timespec *tmo, const sigset_t *sigmask)
 {
 	shim_ensure_init();
+	if (shim_in_vfork_child())
+		return real.ppoll(fds, nfds, tmo, sigmask);
 	return readiness_poll(&shim_config, fds, nfds, 0, tmo, sigmask, true);
 }
 
@@ -49,6 +54,8 @@ SHIM_EXPORT int select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex,
 		       struct timeval *timeout)
 {
 	shim_ensure_init();
+	if (shim_in_vfork_child())
+		return real.select(nfds, rd, wr, ex, timeout);
 	return readiness_select(&shim_config, nfds, rd, wr, ex, timeout, NULL,
 				NULL, false);
 }
@@ -57,6 +64,8 @@ SHIM_EXPORT int pselect(int nfds, fd_set *rd, fd_set *wr, fd_set *ex,
 			const struct timespec *timeout, const sigset_t *sigmask)
 {
 	shim_ensure_init();
+	if (shim_in_vfork_child())
+		return real.pselect(nfds, rd, wr, ex, timeout, sigmask);
 	return readiness_select(&shim_config, nfds, rd, wr, ex, NULL, timeout,
 				sigmask, true);
 }
@@ -64,6 +73,8 @@ SHIM_EXPORT int pselect(int nfds, fd_set *rd, fd_set *wr, fd_set *ex,
 SHIM_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 {
 	shim_ensure_init();
+	if (shim_in_vfork_child())
+		return real.epoll_ctl(epfd, op, fd, ev);
 	return readiness_epoll_ctl(&shim_config, epfd, op, fd, ev);
 }
 
@@ -71,6 +82,8 @@ SHIM_EXPORT int epoll_wait(int epfd, struct epoll_event *events, int maxevents,
 			   int timeout)
 {
 	shim_ensure_init();
+	if (shim_in_vfork_child())
+		return real.epoll_wait(epfd, events, maxevents, timeout);
 	return readiness_epoll_wait(&shim_config, epfd, events, maxevents,
 				    timeout, NULL, NULL, READINESS_EPOLL_WAIT);
 }
@@ -79,6 +92,9 @@ SHIM_EXPORT int epoll_pwait(int epfd, struct epoll_event *events, int maxevents,
 			    int timeout, const sigset_t *sigmask)
 {
 	shim_ensure_init();
+	if (shim_in_vfork_child())
+		return real.epoll_pwait(epfd, events, maxevents, timeout,
+					sigmask);
 	return readiness_epoll_wait(&shim_config, epfd, events, maxevents,
 				    timeout, NULL, sigmask,
 				    READINESS_EPOLL_PWAIT);
@@ -93,6 +109,9 @@ SHIM_EXPORT int epoll_pwait2(int epfd, struct epoll_event *events,
 		errno = ENOSYS;
 		return -1;
 	}
+	if (shim_in_vfork_child())
+		return real.epoll_pwait2(epfd, events, maxevents, timeout,
+					 sigmask);
 	return readiness_epoll_wait(&shim_config, epfd, events, maxevents, 0,
 				    timeout, sigmask, READINESS_EPOLL_PWAIT2);
 }

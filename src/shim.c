@@ -53,6 +53,8 @@ static void fork_parent(void)
 
 static void fork_child(void)
 {
+	/* A vfork child of the parent's is none of this child's. */
+	shim_vfork_parent = 0;
 	progress_fork_child();
 	connector_fork_child();
 	handshake_fork_child();
@@ -121,19 +123,14 @@ static pid_t vfork_as_fork(void)
 	return pid;
 }
 
-/* The pid of this thread's process while it may have a vfork child. */
-static __thread pid_t vfork_parent;
+__thread pid_t shim_vfork_parent;
 
-bool shim_in_vfork_child(void)
+bool shim_vfork_child_slow(void)
 {
-	pid_t parent = vfork_parent;
-
-	if (__builtin_expect(!parent, 1))
-		return false;
-	if (getpid() != parent)
+	if (getpid() != shim_vfork_parent)
 		return true;
 	/* The parent runs again: its child has exec'd or exited. */
-	vfork_parent = 0;
+	shim_vfork_parent = 0;
 	return false;
 }
 
@@ -146,10 +143,13 @@ __attribute__((visibility("hidden"))) vfork_fn shim_vfork_target(void);
 vfork_fn shim_vfork_target(void)
 {
 	shim_ensure_init();
+	/* A vfork child's own vfork: its parent's mark stands for both. */
+	if (shim_in_vfork_child())
+		return real.vfork ? real.vfork : vfork_as_fork;
 	if (!real.vfork || (shim_config.enabled && !track_vfork_safe()))
 		return vfork_as_fork;
 	if (shim_config.enabled)
-		vfork_parent = getpid();
+		shim_vfork_parent = getpid();
 	return real.vfork;
 }
 

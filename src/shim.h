@@ -12,6 +12,7 @@
 #define ROCESHIM_SHIM_H
 
 #include <stdbool.h>
+#include <sys/types.h>
 
 #include "config.h"
 #include "fd_table.h"
@@ -24,10 +25,25 @@ extern bool shim_ready;
 void shim_init(void);
 
 /*
+ * Set on a thread that made a real vfork (its process's pid) until a call
+ * on it finds the child gone; initial-exec, so that the test below is one
+ * load on every wrapped call.
+ */
+extern __thread pid_t shim_vfork_parent
+	__attribute__((tls_model("initial-exec")));
+
+bool shim_vfork_child_slow(void);
+
+/*
  * true on the thread of a vfork child that has not exec'd yet: it shares
  * its parent's memory, so roceshim must leave its calls alone.
  */
-bool shim_in_vfork_child(void);
+static inline bool shim_in_vfork_child(void)
+{
+	if (__builtin_expect(!shim_vfork_parent, 1))
+		return false;
+	return shim_vfork_child_slow();
+}
 
 /* Whether roceshim tracks this call's sockets: on, and not a vfork child. */
 static inline bool shim_tracking(void)
