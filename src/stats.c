@@ -19,8 +19,8 @@ static struct {
 	bool enabled;
 	bool failed; /* creation failed once: do not retry per connection */
 	bool unpublished; /* seg is a fork child's anonymous copy */
-	/* A fork child's view of its parent's segment, not yet copied. */
-	struct roceshim_stats_header *inherited; /* atomic */
+	/* The copy a fork child will count into, made before the fork. */
+	struct roceshim_stats_header *snapshot;
 	unsigned int row_count;
 	unsigned int cursor; /* where the search for a row to reuse starts */
 	unsigned int fresh;  /* rows from here on have never been used */
@@ -48,15 +48,36 @@ static uint64_t unix_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* The prefix, then the pid in decimal: no stdio, as it runs at start-up. */
 static void segment_name(char *buf, size_t size, pid_t pid)
 {
-	snprintf(buf, size, "%s%d", ROCESHIM_STATS_SHM_PREFIX, (int)pid);
+	char digits[16];
+	size_t n = 0, len = strlen(ROCESHIM_STATS_SHM_PREFIX);
+	unsigned int v = (unsigned int)pid;
+
+	do {
+		digits[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v && n < sizeof(digits));
+	if (len + n + 1 > size) {
+		buf[0] = '\0';
+		return;
+	}
+	memcpy(buf, ROCESHIM_STATS_SHM_PREFIX, len);
+	while (n)
+		buf[len++] = digits[--n];
+	buf[len] = '\0';
 }
 
 void stats_configure(bool enabled, unsigned int rows)
 {
+	char name[64];
+
 	st.enabled = enabled;
 	st.row_count = rows;
+	/* A segment with our pid was left by the image we exec'ed from. */
+	segment_name(name, sizeof(name), getpid());
+	shm_unlink(name);
 }
 
 /* Maps a fresh segment for this pid; a leftover of the same name is stale. */
@@ -139,38 +160,12 @@ static void segment_publish_locked(void)
 	if (!seg)
 		return;
 	memcpy(seg, st.seg, st.size);
+	header_stamp(seg);
 	__atomic_store_n(&st.seg, seg, __ATOMIC_RELEASE);
-}
-
-/*
- * A fork child counts into a private copy of its parent's segment, made
- * on its first count: most children exec or exit at once and never need
- * it.  Writing through the parent's mapping would corrupt its stats.
- */
-static void segment_adopt_locked(void)
-{
-	struct roceshim_stats_header *parent = st.inherited;
-	void *copy;
-
-	if (!parent)
-		return;
-	__atomic_store_n(&st.inherited, NULL, __ATOMIC_RELAXED);
-	copy = mmap(NULL, st.size, PROT_READ | PROT_WRITE,
-		    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (copy != MAP_FAILED) {
-		memcpy(copy, parent, st.size);
-		header_stamp(copy);
-	}
-	munmap(parent, st.size);
-	st.unpublished = copy != MAP_FAILED;
-	st.failed = copy == MAP_FAILED;
-	__atomic_store_n(&st.seg, st.unpublished ? copy : NULL,
-			 __ATOMIC_RELEASE);
 }
 
 static struct roceshim_stats_header *segment_get_locked(void)
 {
-	segment_adopt_locked();
 	if (st.unpublished)
 		segment_publish_locked();
 	if (!st.seg && st.enabled && !st.failed) {
@@ -184,17 +179,7 @@ static struct roceshim_stats_header *segment_get_locked(void)
 
 struct roceshim_stats_header *stats_segment(void)
 {
-	struct roceshim_stats_header *seg;
-
-	seg = __atomic_load_n(&st.seg, __ATOMIC_ACQUIRE);
-	if (__builtin_expect(!seg, 0) &&
-	    __atomic_load_n(&st.inherited, __ATOMIC_ACQUIRE)) {
-		pthread_mutex_lock(&st.lock);
-		segment_adopt_locked();
-		seg = st.seg;
-		pthread_mutex_unlock(&st.lock);
-	}
-	return seg;
+	return __atomic_load_n(&st.seg, __ATOMIC_ACQUIRE);
 }
 
 static void count_connection(struct roceshim_stats_global *g,
@@ -363,7 +348,6 @@ void stats_row_close(int index)
 {
 	/* Under the lock: the row becomes reusable by row_find_locked(). */
 	pthread_mutex_lock(&st.lock);
-	segment_adopt_locked();
 	stats_row_set_state(index, ROCESHIM_ROW_CLOSED);
 	pthread_mutex_unlock(&st.lock);
 }
@@ -444,45 +428,77 @@ void stats_credit_stall(int index)
 		counter_add(&row_at(seg, index)->counters.credit_stalls, 1);
 }
 
+/*
+ * A fork child's copy: the header and the rows in use.  Closed rows are
+ * the parent's history, and they and the never-used rows stay the copy's
+ * untouched zero pages, so that a fork costs a few pages, not the whole
+ * segment.
+ */
+static void copy_rows_in_use(struct roceshim_stats_header *to,
+			     const struct roceshim_stats_header *from)
+{
+	const struct roceshim_stats_row *rows = (const void *)(from + 1);
+	unsigned int i,
+		used = st.fresh < from->row_count ? st.fresh : from->row_count;
+	struct roceshim_stats_row *copy;
+
+	memcpy(to, from, sizeof(*to));
+	for (i = 0; i < used; i++) {
+		if (rows[i].state == ROCESHIM_ROW_FREE ||
+		    rows[i].state == ROCESHIM_ROW_CLOSED)
+			continue;
+		copy = row_at(to, (int)i);
+		*copy = rows[i];
+		/* A row caught mid-update by a thread the fork leaves behind.
+		 */
+		if (copy->seq & 1)
+			copy->seq++;
+	}
+}
+
+/*
+ * Writing through the parent's mapping would corrupt its stats, so the
+ * child counts into a private copy.  It is made here, before the fork,
+ * so that it holds the rows as they are at the fork (the parent goes on
+ * changing its segment at once); the child keeps it and publishes a
+ * segment of its own only when it opens a connection: most children
+ * exec at once, and a segment named after them would outlive the exec.
+ */
 void stats_fork_prepare(void)
 {
+	void *copy;
+
 	pthread_mutex_lock(&st.lock);
+	st.snapshot = NULL;
+	if (!st.seg)
+		return;
+	copy = mmap(NULL, st.size, PROT_READ | PROT_WRITE,
+		    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (copy == MAP_FAILED)
+		return;
+	copy_rows_in_use(copy, st.seg);
+	st.snapshot = copy;
 }
 
 void stats_fork_parent(void)
 {
+	if (st.snapshot)
+		munmap(st.snapshot, st.size);
+	st.snapshot = NULL;
 	pthread_mutex_unlock(&st.lock);
 }
 
 void stats_fork_child(void)
 {
-	/*
-	 * The copy waits for the child's first count (segment_adopt_locked).
-	 * A parent's anonymous copy is shared with the child just the same.
-	 */
 	if (st.seg) {
-		__atomic_store_n(&st.inherited, st.seg, __ATOMIC_RELAXED);
-		__atomic_store_n(&st.seg, NULL, __ATOMIC_RELAXED);
-		st.unpublished = false;
+		munmap(st.seg, st.size);
+		st.seg = st.snapshot;
+		st.unpublished = st.snapshot != NULL;
+		st.failed = !st.snapshot;
+		/* The rows left out are free in the copy. */
+		st.fresh = 0;
 	}
-	pthread_mutex_unlock(&st.lock);
-}
-
-void stats_exec_prepare(void)
-{
-	char name[64];
-
-	/*
-	 * The new image would inherit our pid, and with it our segment's name.
-	 * If the exec fails, the mapping is still ours: the next row opened
-	 * publishes it again.
-	 */
-	pthread_mutex_lock(&st.lock);
-	if (st.seg && !st.unpublished) {
-		segment_name(name, sizeof(name), getpid());
-		shm_unlink(name);
-		st.unpublished = true;
-	}
+	st.snapshot = NULL;
 	pthread_mutex_unlock(&st.lock);
 }
 

@@ -18,7 +18,7 @@
 
 #include <roceshim/stats.h>
 
-/* Sets up nothing: the segment appears with the first row opened. */
+/* Maps nothing: the segment appears with the first row opened. */
 void stats_configure(bool enabled, unsigned int rows);
 
 /*
@@ -61,8 +61,6 @@ void stats_fork_prepare(void);
 void stats_fork_parent(void);
 /* The child publishes its own segment, starting from the parent's rows. */
 void stats_fork_child(void);
-/* Before an exec: the name goes, since the new image keeps the pid. */
-void stats_exec_prepare(void);
 /* Unmaps and removes the segment (at exit). */
 void stats_shutdown(void);
 

@@ -143,6 +143,20 @@ static void peer_endpoint(int fd, struct roceshim_stats_endpoint *ep)
 		memset(ep, 0, sizeof(*ep));
 }
 
+/*
+ * A transparent (TPROXY) listener accepts connections for addresses that
+ * are not its own (IPV6_TRANSPARENT sets the same flag).
+ */
+static bool transparent(int fd)
+{
+	socklen_t len = sizeof(int);
+	int on = 1;
+
+	if (real.getsockopt(fd, SOL_IP, IP_TRANSPARENT, &on, &len))
+		return true;
+	return on != 0;
+}
+
 static void log_decision(int fd, const char *what,
 			 const struct roceshim_stats_endpoint *peer,
 			 enum roceshim_reason reason)
@@ -316,7 +330,7 @@ void track_listen(struct sock *sock, int fd, int backlog)
 
 	memset(&none, 0, sizeof(none));
 	local_endpoint(fd, &local);
-	if (local.family && !endpoint_is_wildcard(&local)) {
+	if (local.family && !endpoint_is_wildcard(&local) && !transparent(fd)) {
 		sock->bound = local;
 		__atomic_store_n(&sock->bound_known, true, __ATOMIC_RELEASE);
 	}
@@ -432,12 +446,8 @@ void track_exec(void)
 {
 	struct leaving how = { .cause = ROCESHIM_DOWNGRADE_EXEC };
 
-	/* A vfork child has nothing of its own (shim_vfork_target()). */
-	if (!shim_tracking())
-		return;
 	if (may_have_rdma())
 		fd_table_for_each(leave, &how);
-	stats_exec_prepare();
 }
 
 static void note_rdma_state(int fd, struct sock *sock, void *arg)

@@ -199,22 +199,32 @@ static void failed_connect_counts_no_fallback(void **state)
 
 /*
  * Runs child() in a real fork child, the fork handlers called around it
- * as pthread_atfork would; returns the child's exit status.
+ * as pthread_atfork would, after the parent has run parent() (may be
+ * NULL); returns the child's exit status.
  */
-static int in_fork_child(int (*child)(int row), int r)
+static int in_fork_child(int (*child)(int row), void (*parent)(int row), int r)
 {
-	int status;
+	int status, go[2];
+	char byte = 0;
 	pid_t pid;
 
+	assert_int_equal(pipe(go), 0);
 	stats_fork_prepare();
 	pid = fork();
 	if (pid == 0) {
 		stats_fork_child();
+		if (read(go[0], &byte, 1) != 1)
+			_exit(100);
 		_exit(child(r));
 	}
 	stats_fork_parent();
 	assert_true(pid > 0);
+	if (parent)
+		parent(r);
+	assert_int_equal(write(go[1], &byte, 1), 1);
 	assert_int_equal(waitpid(pid, &status, 0), pid);
+	close(go[0]);
+	close(go[1]);
 	assert_true(WIFEXITED(status));
 	return WEXITSTATUS(status);
 }
@@ -223,12 +233,18 @@ static struct roceshim_stats_header *parent_segment;
 
 static int count_in_child(int r)
 {
+	int own;
+
 	stats_tcp_tx(r, 1000);
 	if (!stats_segment() || stats_segment() == parent_segment)
 		return 1; /* counted into the parent's mapping */
 	if (row(r)->counters.tcp_tx_bytes != 1100)
 		return 2; /* lost the parent's rows */
-	return stats_segment()->pid == getpid() ? 0 : 3;
+	/* Its first row publishes the copy, under its own pid. */
+	own = open_conn(13);
+	if (own < 0 || own == r || !segment_name_exists())
+		return 3;
+	return stats_segment()->pid == getpid() ? 0 : 4;
 }
 
 static void fork_child_counts_into_its_own_copy(void **state)
@@ -237,7 +253,7 @@ static void fork_child_counts_into_its_own_copy(void **state)
 
 	stats_tcp_tx(r, 100);
 	parent_segment = stats_segment();
-	assert_int_equal(in_fork_child(count_in_child, r), 0);
+	assert_int_equal(in_fork_child(count_in_child, NULL, r), 0);
 	assert_int_equal(row(r)->counters.tcp_tx_bytes, 100);
 	stats_row_close(r);
 }
@@ -252,9 +268,50 @@ static void fork_child_closing_a_row_leaves_the_parents_open(void **state)
 {
 	int r = open_conn(12);
 
-	assert_int_equal(in_fork_child(close_in_child, r), 0);
+	assert_int_equal(in_fork_child(close_in_child, NULL, r), 0);
 	assert_int_equal(row(r)->state, ROCESHIM_ROW_OPEN);
 	stats_row_close(r);
+}
+
+static int still_open(int r)
+{
+	stats_tcp_tx(r, 1);
+	return row(r)->state == ROCESHIM_ROW_OPEN ? 0 : 1;
+}
+
+static void close_row(int r)
+{
+	stats_row_close(r);
+}
+
+static void fork_child_keeps_the_rows_as_they_were_at_the_fork(void **state)
+{
+	int r = open_conn(14);
+
+	assert_int_equal(in_fork_child(still_open, close_row, r), 0);
+	assert_int_equal(row(r)->state, ROCESHIM_ROW_CLOSED);
+}
+
+static int rows_opened_later_are_absent(int r)
+{
+	int i;
+
+	for (i = 0; i < ROWS; i++) {
+		if (row(i)->state != ROCESHIM_ROW_FREE && row(i)->fd == 15)
+			return 1;
+	}
+	return 0;
+}
+
+static void open_row(int r)
+{
+	stats_row_close(open_conn(15));
+}
+
+static void fork_child_sees_no_row_its_parent_opened_later(void **state)
+{
+	assert_int_equal(
+		in_fork_child(rows_opened_later_are_absent, open_row, -1), 0);
 }
 
 static void shutdown_removes_the_name(void **state)
@@ -278,6 +335,10 @@ int main(void)
 		cmocka_unit_test(fork_child_counts_into_its_own_copy),
 		cmocka_unit_test(
 			fork_child_closing_a_row_leaves_the_parents_open),
+		cmocka_unit_test(
+			fork_child_keeps_the_rows_as_they_were_at_the_fork),
+		cmocka_unit_test(
+			fork_child_sees_no_row_its_parent_opened_later),
 		cmocka_unit_test(shutdown_removes_the_name),
 	};
 
