@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include <dirent.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <string.h>
@@ -58,7 +59,11 @@ static void probe(void)
 
 enum roceshim_reason device_status(const struct config *cfg)
 {
+	/* The probe's calls must not show in the program's errno. */
+	int err = errno;
+
 	__atomic_store_n(&probe_cfg, cfg, __ATOMIC_RELAXED);
 	pthread_once(&probe_once, probe);
+	errno = err;
 	return status;
 }

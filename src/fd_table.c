@@ -36,6 +36,12 @@ static struct sock **slot_of(int fd, bool create)
 
 	if (fd < 0 || index >= FD_TABLE_CHUNKS)
 		return NULL;
+	/*
+	 * Noted before anything is installed in the chunk, by every thread
+	 * that installs: a walk that misses it misses only what comes later.
+	 */
+	if (create)
+		note_chunk(index);
 	chunk = __atomic_load_n(&fd_table_chunks[index], __ATOMIC_ACQUIRE);
 	if (chunk || !create)
 		return chunk ? &chunk[fd & (CHUNK_SLOTS - 1)] : NULL;
@@ -48,7 +54,6 @@ static struct sock **slot_of(int fd, bool create)
 		free(fresh); /* another thread installed it first */
 	else
 		chunk = fresh;
-	note_chunk(index);
 	return &chunk[fd & (CHUNK_SLOTS - 1)];
 }
 

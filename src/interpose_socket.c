@@ -53,13 +53,15 @@ SHIM_EXPORT int bind(int fd, const struct sockaddr *addr, socklen_t len)
 
 SHIM_EXPORT int listen(int fd, int backlog)
 {
+	int ret, err, entry = errno;
 	struct sock *sock;
-	int ret, err;
 
 	shim_ensure_init();
 	sock = shim_lookup(fd);
 	if (sock)
 		track_listen_prepare(sock, fd, backlog);
+	/* A listen that succeeds leaves errno as the program had it. */
+	errno = entry;
 	ret = real.listen(fd, backlog);
 	if (!sock)
 		return ret;
@@ -108,8 +110,8 @@ SHIM_EXPORT int accept4(int fd, struct sockaddr *addr, socklen_t *len,
 SHIM_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 {
 	enum roceshim_reason reason = ROCESHIM_REASON_NONE;
+	int ret, err, entry = errno;
 	struct sock *sock;
-	int ret, err;
 
 	shim_ensure_init();
 	sock = shim_lookup(fd);
@@ -130,7 +132,8 @@ SHIM_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 	}
 	track_connect(sock, fd, addr, len, ret, err, reason);
 	sock_put(sock);
-	errno = err;
+	/* A connect that succeeds leaves errno as the program had it. */
+	errno = err ? err : entry;
 	return ret;
 }
 

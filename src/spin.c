@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: MIT
+#include <errno.h>
 #include <sched.h>
 #include <unistd.h>
 
@@ -61,7 +62,9 @@ static unsigned int usable_cpus(void)
 	cpu_set_t set;
 	long online;
 
-	if (!sched_getaffinity(0, sizeof(set), &set) && CPU_COUNT(&set) > 0)
+	/* The main thread's: the thread asking may be pinned to one CPU. */
+	if (!sched_getaffinity(getpid(), sizeof(set), &set) &&
+	    CPU_COUNT(&set) > 0)
 		return (unsigned int)CPU_COUNT(&set);
 	online = sysconf(_SC_NPROCESSORS_ONLN);
 	return online > 0 ? (unsigned int)online : 1;
@@ -74,7 +77,10 @@ bool spin_slot_take(void)
 
 	/* Sized on first use: a process that never polls asks nothing. */
 	if (!limit) {
+		int err = errno;
+
 		spin_slots_init(usable_cpus());
+		errno = err;
 		limit = __atomic_load_n(&slots, __ATOMIC_RELAXED);
 	}
 	do {

@@ -1333,6 +1333,40 @@ out:
 	close_fd(&s);
 }
 
+/* Each call succeeds: errno must still hold what the program put there. */
+#define ASSERT_ERRNO_KEPT(call)                                               \
+	do {                                                                  \
+		errno = EDOM;                                                 \
+		ASSERT_OK(call);                                              \
+		ASSERT(errno == EDOM, "%s succeeded but set errno %s", #call, \
+		       errname(errno));                                       \
+	} while (0)
+
+static void successful_calls_leave_errno_alone(struct tctx *t)
+{
+	struct addr a = server_addr, bound;
+	int l = -1, c = -1, s = -1;
+	char byte = 'x';
+
+	addr_set_port(&a, 0);
+	ASSERT_ERRNO_KEPT(l = socket(family(&a), SOCK_STREAM, 0));
+	ASSERT_ERRNO_KEPT(bind(l, sa(&a), a.len));
+	ASSERT_ERRNO_KEPT(listen(l, 16));
+	ASSERT_OK(local_addr(l, &bound));
+	ASSERT_ERRNO_KEPT(c = socket(family(&bound), SOCK_STREAM, 0));
+	ASSERT_ERRNO_KEPT(connect(c, sa(&bound), bound.len));
+	ASSERT_ERRNO_KEPT(s = accept(l, NULL, NULL));
+	ASSERT_ERRNO_KEPT(send(c, &byte, 1, 0));
+	ASSERT_ERRNO_KEPT(recv(s, &byte, 1, 0));
+	ASSERT_ERRNO_KEPT(shutdown(c, SHUT_WR));
+	ASSERT_ERRNO_KEPT(close(c));
+	c = -1;
+out:
+	close_fd(&l);
+	close_fd(&c);
+	close_fd(&s);
+}
+
 static void connect_to_closed_port_is_refused(struct tctx *t)
 {
 	int hole = -1, c = -1;
@@ -4487,6 +4521,7 @@ static const struct test tests[] = {
 	TEST(epoll_registration_before_connect_reports_epollout),
 	TEST(vectored_calls_during_nonblocking_connect_wait),
 	TEST(connect_completes_for_a_dup_of_a_closed_fd),
+	TEST(successful_calls_leave_errno_alone),
 	TEST(connect_to_closed_port_is_refused),
 	TEST(nonblocking_connect_to_closed_port_reports_so_error),
 	TEST(connect_on_connected_socket_gives_eisconn),
