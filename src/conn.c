@@ -753,12 +753,7 @@ bool conn_reap_tick(void)
 	return true;
 }
 
-void conn_fork_prepare(bool vfork)
+void conn_fork_prepare(void)
 {
-	/*
-	 * A vfork child execs or exits, and an exec takes what it keeps to
-	 * TCP first (track_exec()): it shares nothing afterwards.
-	 */
-	if (!vfork)
-		conn_fork_epoch++;
+	conn_fork_epoch++;
 }

@@ -115,7 +115,7 @@ void conn_discard(struct conn *c);
 /* A fork since it was made: a child may hold it too. */
 bool conn_shared(const struct conn *c);
 
-/* This process has forked (not vforked): its sockets may be shared. */
+/* This process has forked: its sockets may be shared. */
 bool conn_forked(void);
 /*
  * The process exits with it open on fd: a shared one moves to TCP, any
@@ -136,7 +136,11 @@ void conn_on_share_request(struct conn *c);
  */
 int conn_move_unclaimed(int fd, int timeout_ms);
 
-/* Before every fork (not vfork): connections made before may be shared. */
-void conn_fork_prepare(bool vfork);
+/*
+ * Before every fork, a vfork carried out as one included (its parent runs
+ * on, and may close what the child is about to exec with): connections
+ * made before may be shared.
+ */
+void conn_fork_prepare(void);
 
 #endif /* ROCESHIM_CONN_H */

@@ -33,12 +33,9 @@ static const char *lookup_env(const char *name)
 	return secure_getenv(name);
 }
 
-/* Set by vfork() around its fork, on its thread. */
-static __thread bool in_vfork;
-
 static void fork_prepare(void)
 {
-	conn_fork_prepare(in_vfork);
+	conn_fork_prepare();
 	stats_fork_prepare();
 	sock_pool_lock();
 	readiness_fork_prepare();
@@ -109,19 +106,12 @@ __attribute__((constructor)) static void shim_constructor(void)
  * a kernel socket whose bytes go over RDMA.  So a vfork is a real one only
  * while no socket in the process has RDMA state (then the child's calls
  * bypass roceshim: shim_in_vfork_child()); otherwise it is a fork, as
- * POSIX allows, which gives the child its own copy.  A process with
- * gigabytes mapped (a training job running a subprocess) pays for that
- * copy only while it has upgraded connections.
+ * POSIX allows, and counts as one (conn_fork_prepare()): the parent runs
+ * on and may close what the child is about to exec with, so the
+ * connections are shared until the child's exec moves what it keeps.  A
+ * process with gigabytes mapped (a training job running a subprocess)
+ * pays for the copy only while it has upgraded connections.
  */
-static pid_t vfork_as_fork(void)
-{
-	pid_t pid;
-
-	in_vfork = true;
-	pid = real.fork();
-	in_vfork = false;
-	return pid;
-}
 
 __thread pid_t shim_vfork_parent;
 
@@ -145,9 +135,9 @@ vfork_fn shim_vfork_target(void)
 	shim_ensure_init();
 	/* A vfork child's own vfork: its parent's mark stands for both. */
 	if (shim_in_vfork_child())
-		return real.vfork ? real.vfork : vfork_as_fork;
+		return real.vfork ? real.vfork : real.fork;
 	if (!real.vfork || (shim_config.enabled && !track_vfork_safe()))
-		return vfork_as_fork;
+		return real.fork;
 	if (shim_config.enabled)
 		shim_vfork_parent = getpid();
 	return real.vfork;
@@ -172,6 +162,6 @@ __asm__(".text\n"
 SHIM_EXPORT pid_t vfork(void)
 {
 	shim_ensure_init();
-	return vfork_as_fork();
+	return real.fork();
 }
 #endif

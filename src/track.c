@@ -427,7 +427,13 @@ static void leave(int fd, struct sock *sock, void *arg)
 
 	if (!c || (conn_alive(c) && !conn_on_rdma(c)))
 		return;
-	if (!how->all && conn_alive(c) && !conn_shared(c) &&
+	/*
+	 * The new image keeps the fds without FD_CLOEXEC (and posix_spawn's
+	 * dups): a fork child that execs leaves the rest to their owner.  An
+	 * owner that shares a connection with its fork children goes away
+	 * with its exec, so that connection moves whatever its flags.
+	 */
+	if (!how->all && !(conn_alive(c) && conn_shared(c)) &&
 	    !(how->spawn_dups && sock->spawn_dup)) {
 		fl = real.fcntl(fd, F_GETFD);
 		if (fl >= 0 && (fl & FD_CLOEXEC))

@@ -5,7 +5,8 @@
 # hand an upgraded socket to the program it execs): Python's subprocess,
 # given an upgraded connection as the stdio of cat, echoes it byte for
 # byte over TCP after the fork downgrade, and the parent's sockets work
-# after the child is gone.
+# after the child is gone.  A subprocess that keeps none of the upgraded
+# connections (FD_CLOEXEC) leaves them on RDMA.
 set -u
 PYTHON=${PYTHON:-/usr/bin/python3}
 probe="$top_srcdir/tests/integration/vfork_probe.py"
@@ -30,4 +31,31 @@ check vfork_with_upgraded_connections_is_a_fork \
 check no_real_vfork bash -c "! grep -q 'vfork()' '$tmp/trace'"
 check the_shared_connection_moved_to_tcp_for_the_fork \
 	grep -q 'moved to TCP (fork)' "$tmp/err"
+cat >"$tmp/keep.py" <<'PY'
+import json, os, socket, subprocess, sys, threading
+lst = socket.socket()
+lst.bind((os.environ["PROBE_ADDR"], 0))
+lst.listen()
+cli = socket.create_connection(lst.getsockname())
+srv, _ = lst.accept()
+subprocess.run(["true"], close_fds=False, check=True)
+payload = os.urandom(1 << 20)
+sender = threading.Thread(target=cli.sendall, args=(payload,))
+sender.start()
+got = b""
+while len(got) < len(payload):
+    got += srv.recv(1 << 16)
+sender.join()
+print("kept", "ok" if got == payload else "differs")
+stat = json.loads(os.popen("%s --json %d" % (sys.argv[1], os.getpid())).read())
+ends = [c for c in stat["connections"] if c["role"] != "listener"]
+print("transports", " ".join(sorted(c["transport"] + "/" + c["downgrade"]
+                                    for c in ends)))
+PY
+out=$(PROBE_ADDR=$ROCESHIM_FABRIC_ADDR_B "$ROCESHIM_RUN" "$PYTHON" \
+	"$tmp/keep.py" "$ROCESHIM_STAT" 2>&1)
+check_eq connections_the_subprocess_does_not_keep_are_intact "kept ok" \
+	"$(grep '^kept' <<<"$out")"
+check_eq connections_the_subprocess_does_not_keep_stay_on_rdma \
+	"transports rdma/none rdma/none" "$(grep '^transports' <<<"$out")"
 finish

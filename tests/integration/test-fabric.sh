@@ -24,7 +24,7 @@ trap 'rm -f "$out"' EXIT
 
 run_suite() {
 	"$top_srcdir/fabric/roceshim-fabric" run \
-		--timeout "${ROCESHIM_FABRIC_SUITE_TIMEOUT:-1800}" \
+		--timeout "${ROCESHIM_FABRIC_SUITE_TIMEOUT:-3600}" \
 		-- /bin/bash "$top_srcdir/tests/fabric/suite.sh" 2>&1 |
 		tee "$out"
 	return "${PIPESTATUS[0]}"
