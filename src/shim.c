@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -113,6 +115,36 @@ __attribute__((constructor)) static void shim_constructor(void)
  * pays for the copy only while it has upgraded connections.
  */
 
+/*
+ * A vfork carried out as fork keeps vfork's order: the parent waits until
+ * the child has exec'd or exited (its end of a close-on-exec pipe is
+ * closed), so that the child's exec has moved what it keeps to TCP before
+ * the parent goes on with, or closes, the same connections.
+ */
+static pid_t vfork_as_fork(void)
+{
+	int gate[2], err = errno;
+	pid_t pid;
+	char byte;
+
+	if (pipe2(gate, O_CLOEXEC))
+		return real.fork();
+	pid = real.fork();
+	if (pid == 0) {
+		real.close(gate[0]);
+		errno = err;
+		return 0;
+	}
+	real.close(gate[1]);
+	if (pid > 0) {
+		while (real.read(gate[0], &byte, 1) < 0 && errno == EINTR)
+			;
+	}
+	real.close(gate[0]);
+	errno = pid < 0 ? errno : err;
+	return pid;
+}
+
 __thread pid_t shim_vfork_parent;
 
 bool shim_vfork_child_slow(void)
@@ -135,9 +167,9 @@ vfork_fn shim_vfork_target(void)
 	shim_ensure_init();
 	/* A vfork child's own vfork: its parent's mark stands for both. */
 	if (shim_in_vfork_child())
-		return real.vfork ? real.vfork : real.fork;
+		return real.vfork ? real.vfork : vfork_as_fork;
 	if (!real.vfork || (shim_config.enabled && !track_vfork_safe()))
-		return real.fork;
+		return vfork_as_fork;
 	if (shim_config.enabled)
 		shim_vfork_parent = getpid();
 	return real.vfork;
@@ -162,6 +194,6 @@ __asm__(".text\n"
 SHIM_EXPORT pid_t vfork(void)
 {
 	shim_ensure_init();
-	return real.fork();
+	return vfork_as_fork();
 }
 #endif
