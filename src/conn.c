@@ -538,6 +538,14 @@ int conn_readable_bytes(struct conn *c, int fd)
 	return n > INT_MAX ? INT_MAX : (int)n;
 }
 
+void conn_limit_send(struct conn *c, int bytes)
+{
+	if (bytes <= 0)
+		return;
+	transport_limit_send(c->t, (uint32_t)bytes);
+	readiness_sync(c->r);
+}
+
 bool conn_on_rdma(const struct conn *c)
 {
 	enum conn_path path = path_of(c);

@@ -78,6 +78,8 @@ ssize_t conn_recv(struct conn *c, int tcp_fd, const struct iovec *iov,
 int conn_shutdown(struct conn *c, int fd, int how);
 /* FIONREAD. */
 int conn_readable_bytes(struct conn *c, int fd);
+/* SO_SNDBUF: the kernel's value for the socket (transport.h). */
+void conn_limit_send(struct conn *c, int bytes);
 
 /* Its bytes go over RDMA, or are about to go over TCP (the move). */
 bool conn_on_rdma(const struct conn *c);

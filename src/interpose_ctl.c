@@ -81,8 +81,20 @@ SHIM_EXPORT int ioctl(int fd, unsigned long request, ...)
 SHIM_EXPORT int setsockopt(int fd, int level, int name, const void *val,
 			   socklen_t len)
 {
+	struct sock *sock;
+	int ret;
+
 	shim_ensure_init();
-	return real.setsockopt(fd, level, name, val, len);
+	ret = real.setsockopt(fd, level, name, val, len);
+	if (ret || level != SOL_SOCKET ||
+	    (name != SO_SNDBUF && name != SO_SNDBUFFORCE))
+		return ret;
+	sock = shim_lookup(fd);
+	if (sock) {
+		track_sndbuf(sock, fd);
+		sock_put(sock);
+	}
+	return ret;
 }
 
 SHIM_EXPORT int getsockopt(int fd, int level, int name, void *val,

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include "device.h"
+#include "fd_room.h"
 #include "policy.h"
 
 static enum roceshim_reason rdma_available(const struct config *cfg)
@@ -7,6 +8,8 @@ static enum roceshim_reason rdma_available(const struct config *cfg)
 	/* Checked first: with the path off, the RDMA stack is never loaded. */
 	if (!cfg->rdma)
 		return ROCESHIM_REASON_DISABLED;
+	if (!fd_room())
+		return ROCESHIM_REASON_RESOURCE;
 	return device_status(cfg);
 }
 

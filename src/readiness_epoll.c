@@ -422,7 +422,8 @@ static bool fired(int epfd, struct epoll_event *ev)
 	unsigned int i;
 
 	/* Only these need the registry. */
-	if (!channel && !__atomic_load_n(&set.oneshots, __ATOMIC_ACQUIRE) &&
+	if (!channel && !(ev->events & EPOLLERR) &&
+	    !__atomic_load_n(&set.oneshots, __ATOMIC_ACQUIRE) &&
 	    !__atomic_load_n(&set.rdhups, __ATOMIC_ACQUIRE))
 		return true;
 	if (!__atomic_load_n(&set.count, __ATOMIC_ACQUIRE))
@@ -440,6 +441,14 @@ static bool fired(int epfd, struct epoll_event *ev)
 			continue;
 		if (channel)
 			ev->events |= serve_channel(o);
+		/*
+		 * Only the kernel socket's entry reports EPOLLERR: a reset,
+		 * which TCP reports readable (the error), writable and hung up.
+		 */
+		if (ev->events & EPOLLERR)
+			ev->events |=
+				o->events & (EPOLLIN | EPOLLRDNORM | EPOLLOUT |
+					     EPOLLWRNORM | EPOLLRDHUP);
 		/* The transport's EOF: EPOLLRDHUP (and EPOLLHUP) with it. */
 		if ((o->events & EPOLLRDHUP) && (ev->events & EPOLLIN)) {
 			transport_readiness(readiness_transport(o->r), &t);

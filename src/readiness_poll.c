@@ -104,6 +104,10 @@ static short poll_fold(const struct pollfd *tmp, short ev, struct readiness *r)
 	if (tmp[POLL_OUT_FD].revents & POLLOUT)
 		revents |= ev & POLL_OUT_EVENTS;
 	revents |= tmp[POLL_SOCKET].revents & (POLLHUP | POLLERR);
+	/* A reset: readable (the error), writable and hung up, as TCP's. */
+	if (tmp[POLL_SOCKET].revents & POLLERR)
+		revents |= ev &
+			   (POLLIN | POLLRDNORM | POLL_OUT_EVENTS | POLLRDHUP);
 	if (tmp[POLL_CHANNEL].revents & POLLIN) {
 		readiness_serve(r, false, &t);
 		if (t.readable)

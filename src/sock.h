@@ -36,7 +36,8 @@ struct sock {
 	bool spawn_dup;		      /* named in a posix_spawn file action */
 	bool dial_again;    /* a blocking connect asks again once TCP is up */
 	bool watched_early; /* atomic: in an epoll set before its connect */
-	int row;	    /* stats row, -1 for none; atomic, set once */
+	int sndbuf; /* atomic: SO_SNDBUF as the kernel has it; 0: not set */
+	int row;    /* stats row, -1 for none; atomic, set once */
 	/*
 	 * A listener bound to one address: the local end of every connection
 	 * it accepts, known without asking the kernel.

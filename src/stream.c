@@ -9,11 +9,23 @@ void stream_init(struct stream *s, uint32_t ring_size)
 {
 	memset(s, 0, sizeof(*s));
 	s->ring_size = ring_size;
+	s->tx_limit = ring_size;
+}
+
+void stream_limit_send(struct stream *s, uint32_t bytes)
+{
+	uint32_t least = s->ring_size / 4;
+
+	if (bytes < least)
+		bytes = least;
+	s->tx_limit = bytes < s->ring_size ? bytes : s->ring_size;
 }
 
 uint32_t stream_send_window(const struct stream *s, size_t len)
 {
-	uint64_t credit = ring_free(s->tx_staged, s->tx_released, s->ring_size);
+	uint64_t unconsumed = s->tx_staged - s->tx_released;
+	uint64_t credit =
+		unconsumed < s->tx_limit ? s->tx_limit - unconsumed : 0;
 	uint64_t staging =
 		ring_free(s->tx_staged, s->tx_completed, s->ring_size);
 	uint64_t n = credit < staging ? credit : staging;

@@ -22,6 +22,7 @@
 
 struct stream {
 	uint32_t ring_size;    /* both rings: a valid ring size (ring.h) */
+	uint32_t tx_limit;     /* bytes sent and not yet consumed, at most */
 	uint64_t tx_staged;    /* bytes copied into the staging ring */
 	uint64_t tx_tail;      /* bytes posted to the peer's ring */
 	uint64_t tx_released;  /* the peer has consumed up to here */
@@ -33,6 +34,15 @@ struct stream {
 };
 
 void stream_init(struct stream *s, uint32_t ring_size);
+
+/*
+ * Bounds the bytes sent and not yet consumed by the peer, as a TCP
+ * socket's send buffer bounds what a send may queue (SO_SNDBUF), between
+ * a quarter of the ring and the whole ring (the default): the peer
+ * returns credit once a quarter of the ring has been consumed, so a
+ * smaller bound would wait for credit that never comes.
+ */
+void stream_limit_send(struct stream *s, uint32_t bytes);
 
 /*
  * Sending is two steps: bytes are staged (copied into the staging ring,

@@ -241,6 +241,31 @@ static void dial_again(struct sock *sock, int fd, const struct sockaddr *addr,
 	*reason = ROCESHIM_REASON_NONE;
 }
 
+void track_sndbuf(struct sock *sock, int fd)
+{
+	int err = errno, bytes = 0;
+	socklen_t len = sizeof(bytes);
+	struct conn *c;
+
+	if (real.getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, &len) ||
+	    bytes <= 0) {
+		errno = err;
+		return;
+	}
+	__atomic_store_n(&sock->sndbuf, bytes, __ATOMIC_SEQ_CST);
+	c = __atomic_load_n(&sock->conn, __ATOMIC_SEQ_CST);
+	if (c)
+		conn_limit_send(c, bytes);
+}
+
+/* A new connection takes the program's SO_SNDBUF, if it set one. */
+static void attach(struct sock *sock, int fd)
+{
+	conn_attach(sock->conn, fd, sock_row(sock));
+	conn_limit_send(sock->conn,
+			__atomic_load_n(&sock->sndbuf, __ATOMIC_SEQ_CST));
+}
+
 void track_connect(struct sock *sock, int fd, const struct sockaddr *addr,
 		   socklen_t len, int ret, int err, enum roceshim_reason reason)
 {
@@ -279,7 +304,7 @@ void track_connect(struct sock *sock, int fd, const struct sockaddr *addr,
 		return;
 	}
 	if (sock->conn)
-		conn_attach(sock->conn, fd, sock_row(sock));
+		attach(sock, fd);
 	log_decision(fd, "connect to", &peer, reason);
 }
 
@@ -359,6 +384,9 @@ void track_accept(struct sock *listener, int fd)
 	}
 	if (fd_table_install(fd, sock))
 		goto out;
+	__atomic_store_n(&sock->sndbuf,
+			 __atomic_load_n(&listener->sndbuf, __ATOMIC_ACQUIRE),
+			 __ATOMIC_RELAXED);
 	if (__atomic_load_n(&listener->bound_known, __ATOMIC_ACQUIRE))
 		local = listener->bound;
 	else
@@ -378,7 +406,7 @@ void track_accept(struct sock *listener, int fd)
 	sock_publish(sock, fd, ROCESHIM_ROLE_PASSIVE, ROCESHIM_ROW_OPEN, reason,
 		     &local, &peer);
 	if (sock->conn)
-		conn_attach(sock->conn, fd, sock_row(sock));
+		attach(sock, fd);
 	if (moved)
 		stats_downgrade(sock_row(sock), ROCESHIM_DOWNGRADE_FORK);
 	log_decision(fd, "accepted from", &peer, reason);

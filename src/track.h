@@ -68,6 +68,13 @@ void track_accept(struct sock *listener, int fd);
  */
 void track_connect_result(struct sock *sock, int fd, int so_error);
 
+/*
+ * The program set SO_SNDBUF on fd: an upgraded connection keeps what it
+ * has sent and the peer has not read within the kernel's value, as the
+ * kernel socket would.  An accepted connection has its listener's.
+ */
+void track_sndbuf(struct sock *sock, int fd);
+
 /* Result of a data call on a tracked socket (bytes, or -1 with errno). */
 void track_tx(struct sock *sock, ssize_t ret, int err);
 void track_rx(struct sock *sock, ssize_t ret, int err);

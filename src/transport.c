@@ -686,6 +686,13 @@ out:
 	return ret;
 }
 
+void transport_limit_send(struct transport *t, uint32_t bytes)
+{
+	pthread_mutex_lock(&t->lock);
+	stream_limit_send(&t->s, bytes);
+	pthread_mutex_unlock(&t->lock);
+}
+
 int transport_shutdown(struct transport *t)
 {
 	int ret = 0;

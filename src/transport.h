@@ -102,6 +102,11 @@ ssize_t transport_send_direct(struct transport *t, struct ibv_mr *mr,
 			      const void *buf, size_t len, uint64_t *end);
 bool transport_direct_done(struct transport *t, uint64_t end);
 void transport_deregister(struct ibv_mr *mr);
+/*
+ * The program's send buffer size (SO_SNDBUF, as the kernel reports it):
+ * bytes sent and not yet read by the peer stay within it (stream.h).
+ */
+void transport_limit_send(struct transport *t, uint32_t bytes);
 /* No more sending; the peer reads EOF once it has the data staged before. */
 int transport_shutdown(struct transport *t);
 

@@ -33,6 +33,7 @@
 #define _GNU_SOURCE
 #endif
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <fnmatch.h>
@@ -1367,6 +1368,50 @@ out:
 	close_fd(&s);
 }
 
+/* The descriptors open in this process, or -1. */
+static int count_open_fds(void)
+{
+	DIR *dir = opendir("/proc/self/fd");
+	struct dirent *entry;
+	int n = 0;
+
+	if (!dir)
+		return -1;
+	while ((entry = readdir(dir)))
+		n += entry->d_name[0] != '.';
+	closedir(dir);
+	return n - 1; /* the directory's own */
+}
+
+/*
+ * A program that keeps just the descriptors it needs below RLIMIT_NOFILE
+ * can still listen, connect and accept: roceshim's own descriptors must
+ * not take them (Twisted's test_acceptOutOfFiles does this).
+ */
+static void connection_fits_three_descriptors_below_the_limit(struct tctx *t)
+{
+	struct rlimit old, lim;
+	int c = -1, s = -1, open_fds;
+	bool lowered = false;
+	char byte = 'x';
+
+	ASSERT_OK(getrlimit(RLIMIT_NOFILE, &old));
+	ASSERT_OK(open_fds = count_open_fds());
+	lim = old;
+	lim.rlim_cur = open_fds + 3;
+	ASSERT_OK(setrlimit(RLIMIT_NOFILE, &lim));
+	lowered = true;
+	TRY(make_pair(t, &c, &s, 0));
+	TRY(send_all(t, c, &byte, 1));
+	ASSERT(recv(s, &byte, 1, 0) == 1, "recv: %s", errname(errno));
+	note(t, "connected at the limit");
+out:
+	close_fd(&c);
+	close_fd(&s);
+	if (lowered)
+		setrlimit(RLIMIT_NOFILE, &old);
+}
+
 static void connect_to_closed_port_is_refused(struct tctx *t)
 {
 	int hole = -1, c = -1;
@@ -2085,6 +2130,49 @@ out:
 	free(buf);
 }
 
+/*
+ * A small send buffer bounds what sends queue while the peer reads
+ * nothing: a program that sets SO_SNDBUF sees back-pressure, and a peer
+ * that stops reading stops its sender (asyncio's sendfile tests rely on
+ * it).  The kernel's bound counts the peer's receive buffer too; both
+ * stay far below the bytes offered here.
+ */
+static void small_sndbuf_bounds_what_sends_queue(struct tctx *t)
+{
+	const size_t offered = 1 << 20, bound = 128 << 10;
+	unsigned char *buf = malloc(offered);
+	size_t queued = 0;
+	int c = -1, s = -1, round;
+	ssize_t r;
+
+	ASSERT(buf, "out of memory");
+	TRY(make_pair(t, &c, &s, PAIR_NONBLOCK));
+	ASSERT_OK(set_int_opt(c, SOL_SOCKET, SO_SNDBUF, 4096));
+	ASSERT_OK(set_int_opt(s, SOL_SOCKET, SO_RCVBUF, 4096));
+	pattern_fill(buf, offered, 45, 0);
+	for (round = 0; round < 3; round++) {
+		for (;;) {
+			r = send(c, buf + queued, offered - queued,
+				 MSG_NOSIGNAL);
+			if (r < 0 && errno == EAGAIN)
+				break;
+			ASSERT(r > 0, "send: %s", r ? errname(errno) : "0");
+			queued += r;
+			ASSERT(queued < bound, "%zu bytes queued", queued);
+		}
+		sleep_ms(50);
+	}
+	ASSERT_OK(shutdown(c, SHUT_WR));
+	ASSERT_OK(set_nonblock(s, false));
+	TRY(recv_pattern(t, s, 45, queued, NULL));
+	TRY(expect_eof(t, s));
+	note(t, "bounded");
+out:
+	close_fd(&c);
+	close_fd(&s);
+	free(buf);
+}
+
 /* ------------------------------------------------------------------ */
 /* Tests: message flags                                                */
 /* ------------------------------------------------------------------ */
@@ -2365,6 +2453,58 @@ static void linger_zero_close_resets_peer(struct tctx *t)
 	       "want POLLERR|POLLHUP, got %#x", ev);
 	ASSERT_ERR(recv(c, buf, sizeof(buf), 0), ECONNRESET);
 out:
+	close_fd(&c);
+	close_fd(&s);
+}
+
+/*
+ * A reset is readable (the read gets the error) as well as an error and a
+ * hang-up.  (Over RDMA, the queue pair's end may show as readable a moment
+ * before the reset: the loops wait for the error.)  Event loops that take
+ * EPOLLHUP without EPOLLIN for an orderly close (Twisted's) must see
+ * ECONNRESET, not EOF.
+ */
+static void reset_reports_readable_to_poll(struct tctx *t)
+{
+	int c = -1, s = -1, ev;
+	int64_t end;
+
+	TRY(make_pair(t, &c, &s, PAIR_BIND_CLIENT));
+	TRY(roundtrip(t, c, s));
+	ASSERT_OK(abortive_close(s));
+	s = -1;
+	end = now_ms() + io_ms();
+	do
+		ev = wait_fd(c, POLLIN, io_ms());
+	while (ev > 0 && !(ev & POLLERR) && now_ms() < end);
+	ASSERT(ev == (POLLIN | POLLERR | POLLHUP),
+	       "want POLLIN|POLLERR|POLLHUP, got %#x", ev);
+out:
+	close_fd(&c);
+	close_fd(&s);
+}
+
+static void reset_reports_readable_to_epoll(struct tctx *t)
+{
+	struct epoll_event ev = { .events = EPOLLIN };
+	int c = -1, s = -1, ep = -1, n;
+	int64_t end;
+
+	TRY(make_pair(t, &c, &s, PAIR_BIND_CLIENT));
+	TRY(roundtrip(t, c, s));
+	ASSERT_OK(ep = epoll_create1(EPOLL_CLOEXEC));
+	ASSERT_OK(epoll_ctl(ep, EPOLL_CTL_ADD, c, &ev));
+	ASSERT_OK(abortive_close(s));
+	s = -1;
+	end = now_ms() + io_ms();
+	do
+		n = epoll_wait(ep, &ev, 1, io_ms());
+	while (n == 1 && !(ev.events & EPOLLERR) && now_ms() < end);
+	ASSERT(n == 1, "epoll_wait: %d", n);
+	ASSERT(ev.events == (EPOLLIN | EPOLLERR | EPOLLHUP),
+	       "want EPOLLIN|EPOLLERR|EPOLLHUP, got %#x", ev.events);
+out:
+	close_fd(&ep);
 	close_fd(&c);
 	close_fd(&s);
 }
@@ -4522,6 +4662,7 @@ static const struct test tests[] = {
 	TEST(vectored_calls_during_nonblocking_connect_wait),
 	TEST(connect_completes_for_a_dup_of_a_closed_fd),
 	TEST(successful_calls_leave_errno_alone),
+	TEST(connection_fits_three_descriptors_below_the_limit),
 	TEST(connect_to_closed_port_is_refused),
 	TEST(nonblocking_connect_to_closed_port_reports_so_error),
 	TEST(connect_on_connected_socket_gives_eisconn),
@@ -4543,6 +4684,7 @@ static const struct test tests[] = {
 	SLOW_TEST(full_duplex_transfer_with_blocking_threads, 15),
 	SLOW_TEST(large_sends_from_a_reused_buffer_arrive_intact, 15),
 	SLOW_TEST(sndtimeo_ends_large_send_with_exact_count, 15),
+	TEST(small_sndbuf_bounds_what_sends_queue),
 	/* message flags */
 	TEST(peek_does_not_consume),
 	TEST(waitall_blocks_until_full),
@@ -4555,6 +4697,8 @@ static const struct test tests[] = {
 	TEST(send_after_shutdown_wr_gives_epipe),
 	TEST(eof_after_close_reads_zero_repeatedly),
 	TEST(linger_zero_close_resets_peer),
+	TEST(reset_reports_readable_to_poll),
+	TEST(reset_reports_readable_to_epoll),
 	TEST(blocking_read_wakes_with_eof_when_peer_closes),
 	TEST(blocking_read_wakes_with_reset_when_peer_aborts),
 	TEST(rcvtimeo_makes_recv_time_out),

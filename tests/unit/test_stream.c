@@ -64,6 +64,57 @@ static void send_window_waits_for_credit_and_completion(void **state)
 	assert_int_equal(stream_send_window(&s, RING), 1000);
 }
 
+static void send_limit_bounds_the_bytes_not_yet_consumed(void **state)
+{
+	struct stream s = fresh();
+
+	stream_limit_send(&s, RING / 2);
+	assert_int_equal(stream_send_window(&s, RING), RING / 2);
+	send_now(&s, RING / 2);
+	stream_write_completed(&s, RING / 2);
+	assert_int_equal(stream_send_window(&s, 1), 0);
+	assert_int_equal(stream_apply_imm(&s, IMM_CREDIT | RING / 4), 0);
+	assert_int_equal(stream_send_window(&s, RING), RING / 4);
+}
+
+static void send_limit_is_at_least_the_credit_quantum(void **state)
+{
+	struct stream s = fresh(), peer = fresh();
+	uint32_t window;
+
+	stream_limit_send(&s, 1);
+	window = stream_send_window(&s, RING);
+	assert_int_equal(window, RING / 4);
+	/* A peer that has consumed all of it owes credit: no deadlock. */
+	assert_int_equal(stream_apply_imm(&peer, window), 0);
+	stream_consumed(&peer, window);
+	assert_int_equal(stream_credit_due(&peer), IMM_CREDIT | window);
+}
+
+static void send_limit_is_at_most_the_ring(void **state)
+{
+	struct stream s = fresh();
+
+	stream_limit_send(&s, UINT32_MAX);
+	assert_int_equal(stream_send_window(&s, 1u << 30), RING);
+}
+
+static void
+lowering_the_send_limit_below_the_unconsumed_stops_sends(void **state)
+{
+	struct stream s = fresh();
+
+	send_now(&s, RING);
+	stream_write_completed(&s, RING);
+	stream_limit_send(&s, RING / 4);
+	assert_int_equal(stream_apply_imm(&s, IMM_CREDIT | RING / 2), 0);
+	assert_int_equal(stream_send_window(&s, 1), 0);
+	assert_int_equal(stream_apply_imm(&s, IMM_CREDIT | RING / 4), 0);
+	assert_int_equal(stream_send_window(&s, 1), 0);
+	assert_int_equal(stream_apply_imm(&s, IMM_CREDIT | RING / 4), 0);
+	assert_int_equal(stream_send_window(&s, RING), RING / 4);
+}
+
 static void completion_beyond_what_was_sent_is_ignored(void **state)
 {
 	struct stream s = fresh();
@@ -264,6 +315,11 @@ int main(void)
 		cmocka_unit_test(data_immediate_makes_bytes_available),
 		cmocka_unit_test(send_window_is_the_whole_ring_at_first),
 		cmocka_unit_test(send_window_waits_for_credit_and_completion),
+		cmocka_unit_test(send_limit_bounds_the_bytes_not_yet_consumed),
+		cmocka_unit_test(send_limit_is_at_least_the_credit_quantum),
+		cmocka_unit_test(send_limit_is_at_most_the_ring),
+		cmocka_unit_test(
+			lowering_the_send_limit_below_the_unconsumed_stops_sends),
 		cmocka_unit_test(completion_beyond_what_was_sent_is_ignored),
 		cmocka_unit_test(credit_is_due_after_a_quarter_of_the_ring),
 		cmocka_unit_test(fin_gives_eof_after_the_data),
