@@ -1,0 +1,28 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# Twisted's network tests as the specification of the RDMA path:
+# tests/peer/twisted-net runs each module without and with roceshim
+# (default settings), the tests' loopback address moved to the rxe
+# address, and compares every test case under every reactor.  A case
+# that passes without roceshim and not with it fails this test, unless
+# tests/peer/known-differences explains it; so does a run in which fewer
+# than half of the preloaded run's connections were on RDMA.  The
+# modules are the host's list less those whose cases hang without
+# roceshim in the guest (DNS) or add little over RDMA for their time
+# (xmlrpc, distrib, the old SSL tests: TLS runs in test_tls).
+set -u
+if ! /usr/bin/python3 -c 'import twisted.trial' 2>/dev/null; then
+	echo "SKIP: Twisted is not installed (apt-get install python3-twisted)"
+	exit 77
+fi
+out=$(mktemp -d "${TMPDIR:-/tmp}/test-peer-twisted.XXXXXX") || exit 1
+trap 'rm -rf "$out"' EXIT
+"$top_srcdir/tests/peer/twisted-net" --addr "$ROCESHIM_FABRIC_ADDR_B" \
+	--modules twisted.internet.test.test_tcp,twisted.test.test_tcp,\
+twisted.test.test_tcp_internals,twisted.internet.test.test_socket,\
+twisted.test.test_loopback,twisted.internet.test.test_tls,\
+twisted.internet.test.test_unix,twisted.web.test.test_webclient,\
+twisted.test.test_ftp,twisted.test.test_policies,\
+twisted.mail.test.test_smtp,twisted.test.test_amp \
+	--min-rdma 0.5 --out "$out"
