@@ -5,7 +5,7 @@
  * socket, counted against the program's RLIMIT_NOFILE: near that limit
  * they would take the numbers the program's next socket(), accept() or
  * open() needs, and it would fail with EMFILE where over TCP it would
- * not.  There, connections stay on TCP (reason "resource").
+ * not.  There, connections stay on TCP (reason "fd_limit").
  *
  * Contract: fd_room() is thread safe, leaves errno alone, and judges by
  * the lowest free descriptor number, which is the one the program's next

@@ -1,16 +1,31 @@
 // SPDX-License-Identifier: MIT
+#include <stdbool.h>
+
 #include "device.h"
 #include "fd_room.h"
+#include "log.h"
 #include "policy.h"
+
+static bool fd_limit_logged;
 
 static enum roceshim_reason rdma_available(const struct config *cfg)
 {
+	enum roceshim_reason reason;
+
 	/* Checked first: with the path off, the RDMA stack is never loaded. */
 	if (!cfg->rdma)
 		return ROCESHIM_REASON_DISABLED;
-	if (!fd_room())
-		return ROCESHIM_REASON_RESOURCE;
-	return device_status(cfg);
+	/* A host without RDMA pays nothing for the descriptor check. */
+	reason = device_status(cfg);
+	if (reason)
+		return reason;
+	if (fd_room())
+		return ROCESHIM_REASON_NONE;
+	if (!__atomic_exchange_n(&fd_limit_logged, true, __ATOMIC_RELAXED))
+		log_info("within %d descriptors of RLIMIT_NOFILE: new "
+			 "connections stay on TCP (fd_limit)",
+			 FD_ROOM_SPARE);
+	return ROCESHIM_REASON_FD_LIMIT;
 }
 
 enum roceshim_reason policy_decide(const struct config *cfg,

@@ -17,6 +17,9 @@
 #   RLIMIT_MEMLOCK 64 KiB)                      -> client: resource, and
 #                                                  its log names the limit;
 #                                                  server: peer_tcp
+#   client within 32 descriptors of its
+#   RLIMIT_NOFILE (ulimit -n 24)                -> client: fd_limit, logged
+#                                                  once; server: peer_tcp
 #   client ring 512 KiB, server ring 256 KiB    -> client: peer_rejected;
 #                                                  the server's log names
 #                                                  both sizes
@@ -123,6 +126,20 @@ check unpinnable_rings_log_names_the_limit \
 	grep -q 'no queue pair and rings.*RLIMIT_MEMLOCK' "$tmp/memlock.cli"
 check_eq unpinnable_rings_server_reason "tcp peer_tcp" \
 	"$(conn_of "$tmp/memlock.srv")"
+
+start_server fdlimit 1 "$B" 2
+(
+	ulimit -n 24
+	export ROCESHIM_LOG_LEVEL=info
+	client fdlimit 1 "$B" "$port" "$A" "" 2
+)
+check_eq near_fd_limit_echo ok "$(echo_of "$tmp/fdlimit.cli")"
+check_eq near_fd_limit_client_reason "tcp fd_limit" \
+	"$(conn_of "$tmp/fdlimit.cli")"
+check_eq near_fd_limit_logged_once 1 \
+	"$(grep -c 'RLIMIT_NOFILE.*(fd_limit)' "$tmp/fdlimit.cli")"
+check_eq near_fd_limit_server_reason "tcp peer_tcp" \
+	"$(conn_of "$tmp/fdlimit.srv")"
 
 ROCESHIM_LOG_LEVEL=info start_server rings 1 "$B"
 ROCESHIM_RING_KB=512 client rings 1 "$B" "$port" "$A"
