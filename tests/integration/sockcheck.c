@@ -2102,6 +2102,18 @@ out:
  * the count it returns is exactly what arrives, though the buffer is
  * scribbled over at once.
  */
+/* Shuts c down for writing: s reads len bytes of pattern seed, then EOF. */
+static int expect_pattern_then_eof(struct tctx *t, int c, int s, uint64_t seed,
+				   size_t len)
+{
+	ASSERT_OK(shutdown(c, SHUT_WR));
+	TRY(recv_pattern(t, s, seed, len, NULL));
+	TRY(expect_eof(t, s));
+	return 0;
+out:
+	return -1;
+}
+
 static void sndtimeo_ends_large_send_with_exact_count(struct tctx *t)
 {
 	const size_t len = 16 << 20;
@@ -2120,9 +2132,7 @@ static void sndtimeo_ends_large_send_with_exact_count(struct tctx *t)
 	ASSERT(r > 0 && (size_t)r < len, "send: %zd (%s)", r,
 	       r < 0 ? errname(errno) : "not short");
 	memset(buf, 0xa5, len);
-	ASSERT_OK(shutdown(c, SHUT_WR));
-	TRY(recv_pattern(t, s, 44, r, NULL));
-	TRY(expect_eof(t, s));
+	TRY(expect_pattern_then_eof(t, c, s, 44, r));
 	note(t, "short count");
 out:
 	close_fd(&c);
@@ -2162,10 +2172,8 @@ static void small_sndbuf_bounds_what_sends_queue(struct tctx *t)
 		}
 		sleep_ms(50);
 	}
-	ASSERT_OK(shutdown(c, SHUT_WR));
 	ASSERT_OK(set_nonblock(s, false));
-	TRY(recv_pattern(t, s, 45, queued, NULL));
-	TRY(expect_eof(t, s));
+	TRY(expect_pattern_then_eof(t, c, s, 45, queued));
 	note(t, "bounded");
 out:
 	close_fd(&c);
