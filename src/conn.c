@@ -217,7 +217,7 @@ static void unwatch_kernel_locked(struct conn *c)
 	c->kwatched = false;
 }
 
-void conn_attach(struct conn *c, int fd, int row)
+void conn_attach(struct conn *c, int fd, int row, int sndbuf)
 {
 	pthread_mutex_lock(&c->lock);
 	__atomic_store_n(&c->row, row, __ATOMIC_RELEASE);
@@ -225,6 +225,7 @@ void conn_attach(struct conn *c, int fd, int row)
 	/* The peer's close, reset or move shows there first. */
 	conn_watch_kernel_locked(c, EPOLLIN | EPOLLRDHUP);
 	pthread_mutex_unlock(&c->lock);
+	conn_limit_send(c, sndbuf);
 }
 
 /*

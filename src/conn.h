@@ -53,11 +53,12 @@ struct readiness *conn_readiness(struct conn *c);
 void conn_start(struct conn *c);
 
 /*
- * The connection is the program's socket fd now, with stats row row:
+ * The connection is the program's socket fd now, with stats row row and
+ * the program's SO_SNDBUF (sndbuf, 0 when it set none: conn_limit_send()):
  * roceshim watches that kernel socket.  conn_fd_closing(): the program
  * closes fd; other_fd (or -1) still names the socket.
  */
-void conn_attach(struct conn *c, int fd, int row);
+void conn_attach(struct conn *c, int fd, int row, int sndbuf);
 void conn_fd_closing(struct conn *c, int fd, int other_fd);
 
 /*

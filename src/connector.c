@@ -196,11 +196,10 @@ static void apply_locked(struct connector *c)
 	c->sock->connect_reason = c->reason;
 	stats_row_set_reason(row, c->reason);
 	stats_row_set_local(row, &c->local);
-	if (c->conn) {
-		conn_attach(c->conn, c->fd, row);
-		conn_limit_send(c->conn, __atomic_load_n(&c->sock->sndbuf,
-							 __ATOMIC_SEQ_CST));
-	}
+	if (c->conn)
+		conn_attach(
+			c->conn, c->fd, row,
+			__atomic_load_n(&c->sock->sndbuf, __ATOMIC_SEQ_CST));
 }
 
 void connector_published(struct sock *sock)

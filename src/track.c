@@ -261,9 +261,8 @@ void track_sndbuf(struct sock *sock, int fd)
 /* A new connection takes the program's SO_SNDBUF, if it set one. */
 static void attach(struct sock *sock, int fd)
 {
-	conn_attach(sock->conn, fd, sock_row(sock));
-	conn_limit_send(sock->conn,
-			__atomic_load_n(&sock->sndbuf, __ATOMIC_SEQ_CST));
+	conn_attach(sock->conn, fd, sock_row(sock),
+		    __atomic_load_n(&sock->sndbuf, __ATOMIC_SEQ_CST));
 }
 
 void track_connect(struct sock *sock, int fd, const struct sockaddr *addr,
