@@ -409,6 +409,61 @@ void stats_error(int index)
 		counter_add(&row_at(seg, index)->counters.errors, 1);
 }
 
+void stats_mem_bytes(bool tx, enum roceshim_mem_class cls, size_t bytes)
+{
+	struct roceshim_stats_header *seg = stats_segment();
+	struct roceshim_stats_memory *m;
+
+	if (!seg || cls >= ROCESHIM_MEM_CLASS_COUNT)
+		return;
+	m = &seg->global.memory;
+	counter_add(tx ? &m->tx_bytes[cls] : &m->rx_bytes[cls], bytes);
+}
+
+void stats_mem_event(enum stats_mem_event ev, uint64_t n)
+{
+	struct roceshim_stats_header *seg = stats_segment();
+	struct roceshim_stats_memory *m;
+	uint64_t *c;
+
+	if (!seg)
+		return;
+	m = &seg->global.memory;
+	switch (ev) {
+	case STATS_MEM_DEVICE_REFUSED:
+		c = &m->device_refused;
+		break;
+	case STATS_MEM_ZEROCOPY_TX:
+		c = &m->zerocopy_tx_bytes;
+		break;
+	case STATS_MEM_REGISTRATION:
+		c = &m->registrations;
+		break;
+	case STATS_MEM_REGISTRATION_HIT:
+		c = &m->registration_hits;
+		break;
+	case STATS_MEM_REGISTRATION_STALE:
+		c = &m->registrations_stale;
+		break;
+	case STATS_MEM_EVICTION:
+		c = &m->evictions;
+		break;
+	default:
+		c = &m->registration_failures;
+		break;
+	}
+	counter_add(c, n);
+}
+
+void stats_mem_registered(int64_t delta)
+{
+	struct roceshim_stats_header *seg = stats_segment();
+
+	if (seg)
+		counter_add(&seg->global.memory.registered_bytes,
+			    (uint64_t)delta);
+}
+
 void stats_malformed_input(void)
 {
 	struct roceshim_stats_header *seg = stats_segment();

@@ -54,6 +54,25 @@ void stats_malformed_input(void);
 /* A send on an upgraded connection found no credit. */
 void stats_credit_stall(int row);
 
+/*
+ * Memory classes and the registration cache of pinned memory
+ * (struct roceshim_stats_memory): bytes a call moved from or to a buffer
+ * of class cls, and the cache's events.
+ */
+void stats_mem_bytes(bool tx, enum roceshim_mem_class cls, size_t bytes);
+enum stats_mem_event {
+	STATS_MEM_DEVICE_REFUSED,
+	STATS_MEM_ZEROCOPY_TX, /* n: bytes */
+	STATS_MEM_REGISTRATION,
+	STATS_MEM_REGISTRATION_HIT,
+	STATS_MEM_REGISTRATION_STALE,
+	STATS_MEM_EVICTION,
+	STATS_MEM_REGISTRATION_FAILURE,
+};
+void stats_mem_event(enum stats_mem_event ev, uint64_t n);
+/* Registered bytes of pinned memory grew (or shrank, delta < 0). */
+void stats_mem_registered(int64_t delta);
+
 /* The segment, or NULL; for tests and the fork handlers. */
 struct roceshim_stats_header *stats_segment(void);
 

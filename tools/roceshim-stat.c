@@ -306,6 +306,30 @@ static void print_list(pid_t *pids, int n)
 	}
 }
 
+/* Only where there is something to say: a process with CUDA. */
+static void print_memory_table(const struct roceshim_stats_memory *m)
+{
+	uint64_t any = m->device_refused + m->registrations;
+	unsigned int c;
+
+	for (c = 0; c < ROCESHIM_MEM_CLASS_COUNT; c++)
+		any += m->tx_bytes[c] + m->rx_bytes[c];
+	if (!any)
+		return;
+	printf("memory:");
+	for (c = 0; c < ROCESHIM_MEM_CLASS_COUNT; c++)
+		printf(" %s tx %" PRIu64 " rx %" PRIu64 ";",
+		       roceshim_mem_class_name(c), m->tx_bytes[c],
+		       m->rx_bytes[c]);
+	printf(" device refused %" PRIu64 "\n", m->device_refused);
+	printf("pinned registrations: %" PRIu64 " made, %" PRIu64
+	       " hits, %" PRIu64 " stale, %" PRIu64 " evicted, %" PRIu64
+	       " failed, %" PRIu64 " bytes now; zero-copy tx %" PRIu64 "\n",
+	       m->registrations, m->registration_hits, m->registrations_stale,
+	       m->evictions, m->registration_failures, m->registered_bytes,
+	       m->zerocopy_tx_bytes);
+}
+
 static void print_table(const struct options *opt, const struct snapshot *snap)
 {
 	const struct roceshim_stats_global *g = &snap->header.global;
@@ -332,9 +356,11 @@ static void print_table(const struct options *opt, const struct snapshot *snap)
 		if (g->downgrades[i])
 			printf(" %s=%" PRIu64, roceshim_downgrade_name(i),
 			       g->downgrades[i]);
-	printf("\n\n%-5s %-8s %-10s %-28s %-28s %-8s %-14s %12s %12s %7s\n",
-	       "FD", "ROLE", "STATE", "LOCAL", "PEER", "PATH", "REASON",
-	       "TX-BYTES", "RX-BYTES", "ERRORS");
+	printf("\n");
+	print_memory_table(&g->memory);
+	printf("\n%-5s %-8s %-10s %-28s %-28s %-8s %-14s %12s %12s %7s\n", "FD",
+	       "ROLE", "STATE", "LOCAL", "PEER", "PATH", "REASON", "TX-BYTES",
+	       "RX-BYTES", "ERRORS");
 	for (i = 0; i < snap->row_count; i++) {
 		const struct roceshim_stats_row *r = &snap->rows[i];
 		const struct roceshim_stats_counters *c = &r->counters;
@@ -372,6 +398,26 @@ static void json_string(const char *s)
 			putchar(ch);
 	}
 	putchar('"');
+}
+
+static void json_memory(const struct roceshim_stats_memory *m)
+{
+	unsigned int c;
+
+	printf("\"memory\":{");
+	for (c = 0; c < ROCESHIM_MEM_CLASS_COUNT; c++)
+		printf("\"%s_tx_bytes\":%" PRIu64 ",\"%s_rx_bytes\":%" PRIu64
+		       ",",
+		       roceshim_mem_class_name(c), m->tx_bytes[c],
+		       roceshim_mem_class_name(c), m->rx_bytes[c]);
+	printf("\"device_refused\":%" PRIu64 ",\"zerocopy_tx_bytes\":%" PRIu64
+	       ",\"registrations\":%" PRIu64 ",\"registration_hits\":%" PRIu64
+	       ",\"registrations_stale\":%" PRIu64 ",\"evictions\":%" PRIu64
+	       ",\"registered_bytes\":%" PRIu64
+	       ",\"registration_failures\":%" PRIu64 "}",
+	       m->device_refused, m->zerocopy_tx_bytes, m->registrations,
+	       m->registration_hits, m->registrations_stale, m->evictions,
+	       m->registered_bytes, m->registration_failures);
 }
 
 static void json_counters(const struct roceshim_stats_counters *c)
@@ -419,6 +465,8 @@ static void print_json(const struct options *opt, const struct snapshot *snap)
 	}
 	printf("},");
 	json_counters(&g->totals);
+	printf(",");
+	json_memory(&g->memory);
 	printf("},\"connections\":[");
 	first = true;
 	for (i = 0; i < snap->row_count; i++) {
@@ -465,6 +513,78 @@ static void prom_labels(const struct snapshot *snap)
 			putchar(*s);
 	}
 	putchar('"');
+}
+
+static void print_prometheus_memory(struct snapshot *snaps, int n)
+{
+	static const char *const dir[] = { "tx", "rx" };
+	unsigned int c, d;
+	int i;
+
+	prom_metric("memory_bytes_total", "counter",
+		    "Bytes moved, by the memory class of the program's buffer "
+		    "(CUDA processes only).");
+	for (i = 0; i < n; i++) {
+		const struct roceshim_stats_memory *m =
+			&snaps[i].header.global.memory;
+
+		for (d = 0; d < 2; d++)
+			for (c = 0; c < ROCESHIM_MEM_CLASS_COUNT; c++) {
+				printf("roceshim_memory_bytes_total{");
+				prom_labels(&snaps[i]);
+				printf(",class=\"%s\",direction=\"%s\"} "
+				       "%" PRIu64 "\n",
+				       roceshim_mem_class_name(c), dir[d],
+				       d ? m->rx_bytes[c] : m->tx_bytes[c]);
+			}
+	}
+	prom_metric("device_refused_total", "counter",
+		    "Calls refused with EFAULT: the buffer was GPU memory.");
+	for (i = 0; i < n; i++) {
+		printf("roceshim_device_refused_total{");
+		prom_labels(&snaps[i]);
+		printf("} %" PRIu64 "\n",
+		       snaps[i].header.global.memory.device_refused);
+	}
+	prom_metric("zerocopy_bytes_total", "counter",
+		    "Bytes sent straight from registered pinned memory.");
+	for (i = 0; i < n; i++) {
+		printf("roceshim_zerocopy_bytes_total{");
+		prom_labels(&snaps[i]);
+		printf("} %" PRIu64 "\n",
+		       snaps[i].header.global.memory.zerocopy_tx_bytes);
+	}
+	prom_metric("registrations_total", "counter",
+		    "Pinned-memory registration cache events.");
+	for (i = 0; i < n; i++) {
+		const struct roceshim_stats_memory *m =
+			&snaps[i].header.global.memory;
+		const struct {
+			const char *event;
+			uint64_t value;
+		} e[] = {
+			{ "registered", m->registrations },
+			{ "hit", m->registration_hits },
+			{ "stale", m->registrations_stale },
+			{ "evicted", m->evictions },
+			{ "failed", m->registration_failures },
+		};
+
+		for (c = 0; c < sizeof(e) / sizeof(e[0]); c++) {
+			printf("roceshim_registrations_total{");
+			prom_labels(&snaps[i]);
+			printf(",event=\"%s\"} %" PRIu64 "\n", e[c].event,
+			       e[c].value);
+		}
+	}
+	prom_metric("registered_bytes", "gauge",
+		    "Pinned memory registered by the cache now.");
+	for (i = 0; i < n; i++) {
+		printf("roceshim_registered_bytes{");
+		prom_labels(&snaps[i]);
+		printf("} %" PRIu64 "\n",
+		       snaps[i].header.global.memory.registered_bytes);
+	}
 }
 
 static void print_prometheus(struct snapshot *snaps, int n)
@@ -552,6 +672,7 @@ static void print_prometheus(struct snapshot *snaps, int n)
 		printf(",transport=\"tcp\"} %u\n",
 		       open_connections(&snaps[i], ROCESHIM_TRANSPORT_TCP));
 	}
+	print_prometheus_memory(snaps, n);
 }
 
 /* Reads the processes asked for: one pid, or every segment present. */

@@ -29,7 +29,7 @@
 #include <stdint.h>
 
 #define ROCESHIM_STATS_MAGIC	      0x4d485352u /* "RSHM" little endian */
-#define ROCESHIM_STATS_LAYOUT_VERSION 2u
+#define ROCESHIM_STATS_LAYOUT_VERSION 3u
 #define ROCESHIM_STATS_SHM_PREFIX     "/roceshim-"
 #define ROCESHIM_STATS_COMMAND_LEN    64
 
@@ -107,6 +107,38 @@ struct roceshim_stats_counters {
 	uint64_t errors;
 };
 
+/*
+ * What kind of memory a program's buffer is, as the CUDA driver says
+ * (pageable when the process has no CUDA).  Values are stable.
+ */
+enum roceshim_mem_class {
+	ROCESHIM_MEM_PAGEABLE = 0, /* ordinary host memory */
+	ROCESHIM_MEM_PINNED = 1,   /* page-locked by CUDA (cudaHostAlloc,
+				      cudaHostRegister) */
+	ROCESHIM_MEM_DEVICE = 2,   /* GPU memory: refused with EFAULT */
+	ROCESHIM_MEM_MANAGED = 3,  /* CUDA managed (unified) memory */
+	ROCESHIM_MEM_CLASS_COUNT = 4
+};
+
+/*
+ * The process's socket buffers by memory class, and the registration
+ * cache of pinned memory (docs/cuda.md).  The byte counts are those the
+ * calls moved, on either path; they stay zero in a process without CUDA.
+ */
+struct roceshim_stats_memory {
+	uint64_t tx_bytes[ROCESHIM_MEM_CLASS_COUNT];
+	uint64_t rx_bytes[ROCESHIM_MEM_CLASS_COUNT];
+	uint64_t device_refused;	/* calls refused with EFAULT */
+	uint64_t zerocopy_tx_bytes;	/* sent straight from pinned memory */
+	uint64_t registrations;		/* pinned ranges registered */
+	uint64_t registration_hits;	/* sends that found one registered */
+	uint64_t registrations_stale;	/* dropped: the memory was freed */
+	uint64_t evictions;		/* dropped to stay within the cap */
+	uint64_t registered_bytes;	/* registered now */
+	uint64_t registration_failures; /* refused: over the cap, or by the
+					   device */
+};
+
 struct roceshim_stats_global {
 	uint64_t connections_opened; /* connected or accepted */
 	uint64_t connections_tcp;
@@ -117,6 +149,7 @@ struct roceshim_stats_global {
 	uint64_t malformed_input; /* rejected CM or control messages */
 	uint64_t downgrades[ROCESHIM_DOWNGRADE_COUNT]; /* by cause */
 	struct roceshim_stats_counters totals;
+	struct roceshim_stats_memory memory;
 };
 
 struct roceshim_stats_row {
@@ -170,6 +203,20 @@ static inline const char *roceshim_reason_name(unsigned int reason)
 	if (reason >= sizeof(names) / sizeof(names[0]) || !names[reason])
 		return "unknown";
 	return names[reason];
+}
+
+static inline const char *roceshim_mem_class_name(unsigned int cls)
+{
+	static const char *const names[] = {
+		[ROCESHIM_MEM_PAGEABLE] = "pageable",
+		[ROCESHIM_MEM_PINNED] = "pinned",
+		[ROCESHIM_MEM_DEVICE] = "device",
+		[ROCESHIM_MEM_MANAGED] = "managed",
+	};
+
+	if (cls >= ROCESHIM_MEM_CLASS_COUNT)
+		return "unknown";
+	return names[cls];
 }
 
 static inline const char *roceshim_downgrade_name(unsigned int cause)

@@ -158,6 +158,14 @@ def add_common_args(p):
                    help="GLOO_SOCKET_IFNAME (default: interface of --addr)")
     p.add_argument("--pg-timeout", type=float, default=120.0,
                    help="process group timeout in seconds (default 120)")
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                   help="where the tensors live (cuda: ProcessGroupGloo "
+                   "stages them through pinned host memory)")
+    p.add_argument("--check-memory", action="store_true",
+                   help="after the ops, check the preloaded process's "
+                   "memory classes in the stats: pinned bytes sent where "
+                   "all_reduce or broadcast staged CUDA tensors, and no "
+                   "call refused")
     p.add_argument("--threads", type=int, default=1,
                    help="torch.set_num_threads (default 1)")
 
@@ -188,20 +196,22 @@ def make_input(torch, op, size, rank, it):
 
 
 def tensor_bytes(t):
-    return t.contiguous().numpy().tobytes()
+    return t.cpu().contiguous().numpy().tobytes()
 
 
 class OpRunner:
     """Runs one op on prepared inputs; expected() gives the exact result."""
 
-    def __init__(self, torch, dist, op, size, rank, world):
+    def __init__(self, torch, dist, op, size, rank, world, device="cpu"):
         self.torch, self.dist = torch, dist
         self.op, self.size = op, size
         self.rank, self.world = rank, world
+        self.device = device
 
     def inputs(self, it):
         torch = self.torch
-        src = make_input(torch, self.op, self.size, self.rank, it)
+        src = make_input(torch, self.op, self.size, self.rank,
+                         it).to(self.device)
         if self.op == "all_reduce":
             return {"buf": src.clone()}
         if self.op == "broadcast":
@@ -230,8 +240,8 @@ class OpRunner:
 
     def result(self, io):
         if self.op == "all_gather":
-            return self.torch.cat(io["out"])
-        return io["buf"]
+            return self.torch.cat(io["out"]).cpu()
+        return io["buf"].cpu()
 
     def expected(self, it):
         torch = self.torch
@@ -252,7 +262,8 @@ class OpRunner:
 
 def run_verify(args, torch, dist, op, size):
     """Run --iters iterations, check each result, emit one digest."""
-    runner = OpRunner(torch, dist, op, size, args.rank, args.world)
+    runner = OpRunner(torch, dist, op, size, args.rank, args.world,
+                      args.device)
     digest = hashlib.sha256()
     for it in range(args.iters):
         io = runner.inputs(it)
@@ -437,8 +448,8 @@ def check_stats(args, master_port):
     if data.get("pid") != os.getpid():
         problems.append("stats pid %r is not ours (%d)"
                         % (data.get("pid"), os.getpid()))
-    if data.get("layout_version") != 2:
-        problems.append("layout_version %r, expected 2"
+    if data.get("layout_version") != 3:
+        problems.append("layout_version %r, expected 3"
                         % data.get("layout_version"))
     glob = data.get("global", {})
     rows = data.get("connections", [])
@@ -492,6 +503,28 @@ def check_stats(args, master_port):
     return problems
 
 
+def check_memory(args):
+    """The process's bytes by memory class, as roceshim-stat reports them."""
+    out = subprocess.run([os.environ["ROCESHIM_STAT"], "--json",
+                          str(os.getpid())], capture_output=True, text=True)
+    try:
+        mem = json.loads(out.stdout)["global"]["memory"]
+    except (ValueError, KeyError) as exc:
+        return ["no memory stats (%s): %s" % (exc, out.stderr.strip())]
+    emit("memory", rank=args.rank, memory=mem)
+    problems = []
+    staged = {"all_reduce", "broadcast"} & set(args.ops)
+    if args.device == "cuda" and staged and not mem["pinned_tx_bytes"]:
+        problems.append("%s of CUDA tensors sent no pinned bytes"
+                        % "/".join(sorted(staged)))
+    if args.device == "cpu" and mem["pinned_tx_bytes"]:
+        problems.append("CPU tensors counted as pinned")
+    if mem["device_refused"]:
+        problems.append("%d calls refused as GPU memory"
+                        % mem["device_refused"])
+    return problems
+
+
 def rank_main(args):
     os.environ["MASTER_ADDR"] = args.master_addr
     os.environ["MASTER_PORT"] = str(args.master_port)
@@ -525,6 +558,8 @@ def rank_main(args):
             log(args, "stats: " + p)
         emit("stats_check", rank=args.rank, problems=problems)
         dist.barrier()     # nobody closes before everybody has looked
+    if args.check_memory:
+        problems += check_memory(args)
     if args.show_stats:
         dist.barrier()
         table = subprocess.run([os.environ["ROCESHIM_STAT"],
@@ -565,6 +600,9 @@ def rank_command(args, rank, master_addr, port):
         cmd.append("--check-stats")
     if args.show_stats:
         cmd.append("--show-stats")
+    if args.check_memory:
+        cmd.append("--check-memory")
+    cmd += ["--device", args.device]
     if args.preload:
         run = os.environ.get("ROCESHIM_RUN")
         if not run:
@@ -702,6 +740,9 @@ def report(args, res):
                 print("--- rank %d: roceshim-stat %d ---" % (x["rank"],
                                                            x["pid"]))
                 print(x["text"].rstrip())
+            if x["type"] == "memory":
+                print("memory rank=%d %s" % (x["rank"], " ".join(
+                    "%s=%s" % kv for kv in sorted(x["memory"].items()))))
     for b in res["bench"]:
         print("bench op=%s world=%d size=%d median_ms=%.3f min_ms=%.3f "
               "max_ms=%.3f" % (b["op"], b["world"], b["size"],

@@ -44,9 +44,10 @@ static int open_conn(int fd)
 
 /* Readers of other builds depend on these: change them only together
  * with ROCESHIM_STATS_LAYOUT_VERSION. */
-static void layout_is_pinned_for_version_1(void **state)
+static void layout_is_pinned_for_version_3(void **state)
 {
-	assert_int_equal(ROCESHIM_STATS_LAYOUT_VERSION, 2);
+	assert_int_equal(ROCESHIM_STATS_LAYOUT_VERSION, 3);
+	assert_int_equal(sizeof(struct roceshim_stats_memory), 128);
 	assert_int_equal(sizeof(struct roceshim_stats_endpoint), 20);
 	assert_int_equal(sizeof(struct roceshim_stats_counters), 64);
 	assert_int_equal(sizeof(struct roceshim_stats_row), 128);
@@ -54,7 +55,7 @@ static void layout_is_pinned_for_version_1(void **state)
 	assert_int_equal(offsetof(struct roceshim_stats_row, counters), 64);
 	assert_int_equal(offsetof(struct roceshim_stats_header, command), 40);
 	assert_int_equal(offsetof(struct roceshim_stats_header, global), 104);
-	assert_int_equal(sizeof(struct roceshim_stats_header), 512);
+	assert_int_equal(sizeof(struct roceshim_stats_header), 640);
 }
 
 static void reason_names_are_stable(void **state)
@@ -323,7 +324,7 @@ static void shutdown_removes_the_name(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(layout_is_pinned_for_version_1),
+		cmocka_unit_test(layout_is_pinned_for_version_3),
 		cmocka_unit_test(reason_names_are_stable),
 		cmocka_unit_test(segment_appears_on_first_row_only),
 		cmocka_unit_test(row_holds_identity_and_counters),
