@@ -225,6 +225,8 @@ void config_defaults(struct config *cfg)
 	cfg->connect_timeout_ms = CONFIG_CONNECT_TIMEOUT_MS_DEFAULT;
 	cfg->spin_us = CONFIG_SPIN_US_DEFAULT;
 	cfg->zerocopy_kb = CONFIG_ZEROCOPY_KB_DEFAULT;
+	cfg->cuda = true;
+	cfg->pinned_zerocopy_kb = CONFIG_PINNED_ZEROCOPY_KB_DEFAULT;
 	cfg->negative_cache_s = CONFIG_NEGATIVE_CACHE_S_DEFAULT;
 	strcpy(cfg->libibverbs, CONFIG_LIBIBVERBS_DEFAULT);
 	strcpy(cfg->librdmacm, CONFIG_LIBRDMACM_DEFAULT);
@@ -254,6 +256,10 @@ void config_load(struct config *cfg, config_lookup_fn lookup,
 		  &cfg->negative_cache_s);
 	load_uint(&p, "ROCESHIM_SPIN_US", 0, 1000000, &cfg->spin_us);
 	load_uint(&p, "ROCESHIM_ZEROCOPY_KB", 0, 1048576, &cfg->zerocopy_kb);
+	load_bool(&p, "ROCESHIM_CUDA", &cfg->cuda);
+	load_uint(&p, "ROCESHIM_PINNED_ZEROCOPY_KB", 0, 1048576,
+		  &cfg->pinned_zerocopy_kb);
+	load_uint(&p, "ROCESHIM_REG_CACHE_MB", 0, 1048576, &cfg->reg_cache_mb);
 	load_library(&p, "ROCESHIM_LIBIBVERBS", cfg->libibverbs,
 		     sizeof(cfg->libibverbs));
 	load_library(&p, "ROCESHIM_LIBRDMACM", cfg->librdmacm,

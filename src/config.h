@@ -24,6 +24,7 @@
 #define CONFIG_NEGATIVE_CACHE_S_DEFAULT	  60
 #define CONFIG_SPIN_US_DEFAULT		  200
 #define CONFIG_ZEROCOPY_KB_DEFAULT	  256
+#define CONFIG_PINNED_ZEROCOPY_KB_DEFAULT 0
 #define CONFIG_LIBIBVERBS_DEFAULT	  "libibverbs.so.1"
 #define CONFIG_LIBRDMACM_DEFAULT	  "librdmacm.so.1"
 
@@ -35,12 +36,16 @@ struct config {
 	struct addr_rules exclude;	/* ROCESHIM_EXCLUDE */
 	bool stats;			/* ROCESHIM_STATS */
 	bool rdma; /* ROCESHIM_RDMA: upgrade eligible connections */
-	unsigned int stats_rows;	  /* ROCESHIM_STATS_ROWS */
-	unsigned int ring_kb;		  /* ROCESHIM_RING_KB, a power of two */
-	unsigned int connect_timeout_ms;  /* ROCESHIM_CONNECT_TIMEOUT_MS */
-	unsigned int negative_cache_s;	  /* ROCESHIM_NEGATIVE_CACHE_S */
-	unsigned int spin_us;		  /* ROCESHIM_SPIN_US */
-	unsigned int zerocopy_kb;	  /* ROCESHIM_ZEROCOPY_KB, 0 = off */
+	unsigned int stats_rows;	 /* ROCESHIM_STATS_ROWS */
+	unsigned int ring_kb;		 /* ROCESHIM_RING_KB, a power of two */
+	unsigned int connect_timeout_ms; /* ROCESHIM_CONNECT_TIMEOUT_MS */
+	unsigned int negative_cache_s;	 /* ROCESHIM_NEGATIVE_CACHE_S */
+	unsigned int spin_us;		 /* ROCESHIM_SPIN_US */
+	unsigned int zerocopy_kb;	 /* ROCESHIM_ZEROCOPY_KB, 0 = off */
+	bool cuda; /* ROCESHIM_CUDA: classify buffers (cuda_mem.h) */
+	/* ROCESHIM_PINNED_ZEROCOPY_KB, 0 = only blocking pinned sends */
+	unsigned int pinned_zerocopy_kb;
+	unsigned int reg_cache_mb; /* ROCESHIM_REG_CACHE_MB, 0 = from memlock */
 	char libibverbs[CONFIG_PATH_MAX]; /* ROCESHIM_LIBIBVERBS, for dlopen */
 	char librdmacm[CONFIG_PATH_MAX];  /* ROCESHIM_LIBRDMACM, for dlopen */
 };

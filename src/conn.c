@@ -163,6 +163,8 @@ int conn_create(struct rdma_cm_id *id, struct transport *t,
 	spin_policy_init(&c->rx_spin, opt->spin_us);
 	spin_policy_init(&c->tx_spin, opt->spin_us);
 	c->zerocopy_min = opt->zerocopy_min;
+	c->pinned_min = opt->pinned_zerocopy_min;
+	c->reg_cache_bytes = opt->reg_cache_bytes;
 	c->timeout_ms = opt->move_timeout_ms;
 	c->fork_epoch = conn_fork_epoch;
 	c->row = -1;
@@ -666,6 +668,8 @@ static void conn_destroy(struct conn *c)
 	pthread_mutex_unlock(&c->lock);
 	share_slot_free(c->slot);
 	readiness_destroy(c->r);
+	if (c->pinned)
+		reg_cache_destroy(c->pinned);
 	transport_destroy(c->t);
 	rdmacm.destroy_id(c->id);
 	pthread_mutex_destroy(&c->lock);

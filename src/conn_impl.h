@@ -12,6 +12,7 @@
 
 #include "conn.h"
 #include "progress.h"
+#include "reg_cache.h"
 #include "share.h"
 #include "spin.h"
 #include "wire.h"
@@ -31,6 +32,10 @@ struct conn {
 	struct spin_policy rx_spin; /* waits for data */
 	struct spin_policy tx_spin; /* waits for credit */
 	size_t zerocopy_min;	    /* 0: every send is copied */
+	size_t pinned_min;	    /* 0: pinned memory is copied too */
+	size_t reg_cache_bytes;	    /* conn_options.reg_cache_bytes */
+	struct reg_cache *pinned;   /* atomic: made on first use */
+	bool pinned_refused;	    /* atomic: a registration failed */
 	bool zerocopy_failed;	    /* atomic: logged once */
 	unsigned int fork_epoch;    /* conn_fork_epoch when created */
 	struct share_slot *slot;    /* its state for fork children */

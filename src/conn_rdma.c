@@ -7,14 +7,18 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 
 #include "clock.h"
 #include "conn_impl.h"
+#include "cuda_mem.h"
 #include "log.h"
 #include "real.h"
+#include "stats.h"
 
 /*
  * One blocking call's wait, from the moment it first would block until it
@@ -164,9 +168,18 @@ static bool must_not_block(struct blocking *b)
  */
 #define ZEROCOPY_RECHECK_MS 100
 
+/*
+ * A non-blocking send from pinned memory waits at most this long for
+ * credit at a time: the peer's reads return it, and a send that returned
+ * early would have to copy what the peer has not read (see
+ * zerocopy_release()).
+ */
+#define PINNED_CREDIT_WAIT_MS 2
+
 /* One send's zero-copy state: the piece of its buffer registered now. */
 struct zerocopy {
-	struct ibv_mr *mr; /* NULL: nothing registered */
+	struct ibv_mr *mr;	 /* NULL: nothing registered */
+	struct reg_cache *cache; /* where mr came from; NULL: this send's */
 	const uint8_t *base;
 	size_t len;
 	uint64_t end;	  /* where its last posted write ends */
@@ -202,19 +215,134 @@ static void zerocopy_release(struct conn *c, struct zerocopy *z)
 		;
 	/* What the peer has not consumed must stay for a move to TCP. */
 	transport_direct_retire(c->t, z->base, z->len);
-	transport_deregister(z->mr);
+	if (z->cache)
+		reg_cache_put(z->cache, z->mr);
+	else
+		transport_deregister(z->mr);
 	z->mr = NULL;
+	z->cache = NULL;
+}
+
+/* ---- pinned memory ---------------------------------------------------- */
+
+/*
+ * The registration cache's cap, unless configured: half of
+ * RLIMIT_MEMLOCK, which the rings count against too, or 1 GiB where
+ * the process may lock memory without limit.
+ */
+#define REG_CACHE_UNLIMITED_BYTES (1ul << 30)
+
+static bool may_lock_without_limit(void)
+{
+	unsigned long long caps = 0;
+	char line[128];
+	FILE *f = fopen("/proc/self/status", "re");
+
+	if (!f)
+		return false;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "CapEff: %llx", &caps) == 1)
+			break;
+	fclose(f);
+	return caps & (1ull << 14); /* CAP_IPC_LOCK */
+}
+
+static void set_budget_once(size_t configured)
+{
+	static bool done;
+	struct rlimit rl;
+	size_t budget = configured;
+
+	if (__atomic_exchange_n(&done, true, __ATOMIC_ACQ_REL))
+		return;
+	if (!budget) {
+		if (getrlimit(RLIMIT_MEMLOCK, &rl) ||
+		    rl.rlim_cur == RLIM_INFINITY || may_lock_without_limit())
+			budget = REG_CACHE_UNLIMITED_BYTES;
+		else
+			budget = rl.rlim_cur / 2;
+	}
+	reg_cache_set_budget(budget);
+}
+
+static void *register_pinned(void *ctx, void *addr, size_t len)
+{
+	return transport_register(ctx, addr, len);
+}
+
+static void deregister_pinned(void *mr)
+{
+	transport_deregister(mr);
+}
+
+/* The connection's registration cache, made on first use; NULL: none. */
+static struct reg_cache *pinned_cache(struct conn *c)
+{
+	static const struct reg_cache_ops ops = { .reg = register_pinned,
+						  .dereg = deregister_pinned };
+	struct reg_cache *rc = __atomic_load_n(&c->pinned, __ATOMIC_ACQUIRE);
+	struct reg_cache *none = NULL;
+
+	if (rc)
+		return rc;
+	set_budget_once(c->reg_cache_bytes);
+	rc = reg_cache_create(&ops, c->t);
+	if (!rc)
+		return NULL;
+	if (!__atomic_compare_exchange_n(&c->pinned, &none, rc, false,
+					 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+		reg_cache_destroy(rc);
+		return none;
+	}
+	return rc;
+}
+
+/* z takes the cached registration of the pinned buffer at buf. */
+static bool zerocopy_pinned(struct conn *c, struct zerocopy *z,
+			    const struct mem_info *info, const uint8_t *buf,
+			    size_t len)
+{
+	struct reg_cache *rc = pinned_cache(c);
+	int err = -ENOMEM;
+
+	z->mr = rc ? reg_cache_get(rc, info->start, info->size, info->buffer_id,
+				   buf, len, &err)
+		   : NULL;
+	if (!z->mr) {
+		/* Not again on this connection: each try may cost a pinning. */
+		__atomic_store_n(&c->pinned_refused, true, __ATOMIC_RELAXED);
+		log_info(
+			"rdma: pinned buffer of %zu bytes not registered (%s): "
+			"the connection copies pinned memory from now on",
+			len, strerror(-err));
+		return false;
+	}
+	log_debug("rdma: pinned send of %zu bytes, registration cached", len);
+	z->cache = rc;
+	z->base = buf;
+	z->len = len;
+	z->end = 0;
+	return true;
 }
 
 /*
  * Sends from the len bytes at buf without copying them, from the piece of
  * the buffer registered now or the next one; -ENOBUFS: copy them instead.
+ * info: what buf is (pinned: its registration is cached).
  */
 static ssize_t send_zerocopy(struct conn *c, struct zerocopy *z,
-			     const uint8_t *buf, size_t len)
+			     const struct mem_info *info, const uint8_t *buf,
+			     size_t len)
 {
+	ssize_t n;
+
 	if (!z->mr || buf < z->base || buf >= z->base + z->len) {
 		zerocopy_release(c, z);
+		if (info->cls == ROCESHIM_MEM_PINNED) {
+			if (!zerocopy_pinned(c, z, info, buf, len))
+				return -ENOBUFS;
+			goto post;
+		}
 		if (z->unavailable)
 			return -ENOBUFS;
 		z->len = len < ZEROCOPY_CHUNK ? len : ZEROCOPY_CHUNK;
@@ -232,42 +360,105 @@ static ssize_t send_zerocopy(struct conn *c, struct zerocopy *z,
 		log_debug("rdma: zero-copy send of %zu bytes", z->len);
 		z->end = 0;
 	}
+post:
 	if (len > (size_t)(z->base + z->len - buf))
 		len = z->base + z->len - buf;
-	return transport_send_direct(c->t, z->mr, buf, len, &z->end);
+	n = transport_send_direct(c->t, z->mr, buf, len, &z->end);
+	if (n > 0 && z->cache)
+		stats_mem_event(STATS_MEM_ZEROCOPY_TX, n);
+	return n;
+}
+
+/*
+ * Whether the len bytes at p go out without a copy: from pinned memory of
+ * at least pinned_min bytes, or on a socket that may block, from host
+ * memory (pinned too) of at least zerocopy_min.  Managed memory is
+ * copied: its pages may move.  *info: what p is.
+ */
+static bool goes_direct(struct conn *c, struct blocking *b, const uint8_t *p,
+			size_t len, struct mem_info *info)
+{
+	bool big = c->zerocopy_min && len >= c->zerocopy_min;
+	bool pinned_big = c->pinned_min && len >= c->pinned_min;
+
+	info->cls = ROCESHIM_MEM_PAGEABLE;
+	if (!big && !pinned_big)
+		return false;
+	if (cuda_mem_active())
+		cuda_mem_classify(p, info);
+	if (info->cls == ROCESHIM_MEM_PINNED &&
+	    __atomic_load_n(&c->pinned_refused, __ATOMIC_RELAXED))
+		return false;
+	if (info->cls == ROCESHIM_MEM_PINNED && pinned_big)
+		return true;
+	if (info->cls != ROCESHIM_MEM_PAGEABLE &&
+	    info->cls != ROCESHIM_MEM_PINNED)
+		return false;
+	return big && !must_not_block(b);
 }
 
 /*
  * Sends some of the bytes of iov after the first skip: those of a buffer
- * of at least zerocopy_min bytes straight from it, on a socket that may
- * block, the others by copying; bytes before such a buffer go first.
+ * that goes_direct() straight from it, the others by copying; bytes
+ * before such a buffer go first.
  */
 static ssize_t send_some(struct conn *c, struct zerocopy *z, struct blocking *b,
 			 const struct iovec *iov, int iovcnt, size_t skip,
 			 bool *corked)
 {
-	size_t min = c->zerocopy_min, off = skip;
+	struct mem_info info;
+	size_t off = skip;
 	ssize_t n;
 	int i = 0, big;
 
 	while (i < iovcnt && off >= iov[i].iov_len)
 		off -= iov[i++].iov_len;
-	if (!min || i == iovcnt)
+	if ((!c->zerocopy_min && !c->pinned_min) || i == iovcnt)
 		return transport_send(c->t, iov, iovcnt, skip, corked);
 	for (big = i; big < iovcnt; big++, off = 0)
-		if (iov[big].iov_len - off >= min)
+		if (goes_direct(c, b, (const uint8_t *)iov[big].iov_base + off,
+				iov[big].iov_len - off, &info))
 			break;
-	if (big == iovcnt || must_not_block(b))
+	if (big == iovcnt)
 		return transport_send(c->t, iov, iovcnt, skip, corked);
 	if (big > i)
 		return transport_send(c->t, iov, big, skip, corked);
-	n = send_zerocopy(c, z, (const uint8_t *)iov[i].iov_base + off,
+	n = send_zerocopy(c, z, &info, (const uint8_t *)iov[i].iov_base + off,
 			  iov[i].iov_len - off);
 	if (n != -ENOBUFS) {
 		*corked = false;
 		return n;
 	}
 	return transport_send(c->t, iov, iovcnt, skip, corked);
+}
+
+/*
+ * How many of iov's buffers, from the first, are in host memory: the
+ * kernel's copy stops with EFAULT at the first in GPU memory, having
+ * moved the bytes before it.  Such a buffer is never read or written
+ * here, nor registered: with a peer-memory module loaded, a registration
+ * of it would succeed where TCP fails.
+ */
+static int host_memory(const struct iovec *iov, int iovcnt)
+{
+	int i;
+
+	if (!cuda_mem_active_now())
+		return iovcnt;
+	for (i = 0; i < iovcnt; i++)
+		if (iov[i].iov_len &&
+		    cuda_mem_class(iov[i].iov_base) == ROCESHIM_MEM_DEVICE)
+			break;
+	return i;
+}
+
+/* A call whose first bytes are in GPU memory fails as TCP's would. */
+static bool refused(const struct iovec *iov, int iovcnt, int host)
+{
+	if (host == iovcnt || iov_bytes(iov, host))
+		return false;
+	stats_mem_event(STATS_MEM_DEVICE_REFUSED, 1);
+	return true;
 }
 
 ssize_t conn_rdma_send(struct conn *c, int tcp_fd, const struct iovec *iov,
@@ -277,11 +468,17 @@ ssize_t conn_rdma_send(struct conn *c, int tcp_fd, const struct iovec *iov,
 			      .flags = flags,
 			      .timeout_opt = SO_SNDTIMEO };
 	struct wait_clock w = { .policy = &c->tx_spin };
-	size_t len = iov_bytes(iov, iovcnt); /* to stage before returning */
 	struct zerocopy z = { .mr = NULL };
-	bool corked = false;
+	bool corked = false, waited = false;
 	ssize_t total = 0, n;
+	size_t len;
+	int host;
 
+	host = host_memory(iov, iovcnt);
+	if (refused(iov, iovcnt, host))
+		return -EFAULT;
+	iovcnt = host;
+	len = iov_bytes(iov, iovcnt); /* to stage before returning */
 	for (;;) {
 		n = send_some(c, &z, &b, iov, iovcnt, total, &corked);
 		if (n == -EAGAIN) {
@@ -290,13 +487,23 @@ ssize_t conn_rdma_send(struct conn *c, int tcp_fd, const struct iovec *iov,
 		}
 		if (n > 0) {
 			wait_clock_stop(&w);
+			waited = false;
 			total += n;
 			if ((size_t)total == len)
 				break;
 			continue;
 		}
-		if (n != -EAGAIN || must_not_block(&b))
+		if (n != -EAGAIN)
 			break;
+		/* Non-blocking: one short wait for credit after each step. */
+		if (must_not_block(&b)) {
+			if (!z.cache || waited ||
+			    readiness_wait_writable(
+				    c->r, clock_ms() + PINNED_CREDIT_WAIT_MS))
+				break;
+			waited = true;
+			continue;
+		}
 		wait_clock_start(&w);
 		if (spin(c, &w, transport_writable))
 			continue;
@@ -321,11 +528,15 @@ ssize_t conn_rdma_recv(struct conn *c, int tcp_fd, const struct iovec *iov,
 	struct wait_clock w = { .policy = &c->rx_spin };
 	ssize_t total = 0, n = 0;
 	size_t off = 0;
-	int i = 0;
+	int i = 0, host;
 
 	/* A peek looks at the start of the stream: one buffer at a time. */
 	if (peek && iovcnt > 1)
 		iovcnt = 1;
+	host = host_memory(iov, iovcnt);
+	if (refused(iov, iovcnt, host))
+		return -EFAULT;
+	iovcnt = host;
 	while (i < iovcnt) {
 		uint8_t *base = (uint8_t *)iov[i].iov_base + off;
 		size_t want = iov[i].iov_len - off;

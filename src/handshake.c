@@ -52,6 +52,8 @@ struct conn_options handshake_conn_options(const struct config *cfg)
 	struct conn_options opt = {
 		.spin_us = cfg->spin_us,
 		.zerocopy_min = (size_t)cfg->zerocopy_kb << 10,
+		.pinned_zerocopy_min = (size_t)cfg->pinned_zerocopy_kb << 10,
+		.reg_cache_bytes = (size_t)cfg->reg_cache_mb << 20,
 		.move_timeout_ms = cfg->connect_timeout_ms > MOVE_TIMEOUT_MIN_MS
 					   ? (int)cfg->connect_timeout_ms
 					   : MOVE_TIMEOUT_MIN_MS,

@@ -10,6 +10,7 @@
 
 #include "conn.h"
 #include "connector.h"
+#include "cuda_mem.h"
 #include "real.h"
 #include "shim.h"
 #include "track.h"
@@ -23,21 +24,32 @@ ssize_t __recvfrom_chk(int fd, void *buf, size_t len, size_t buflen, int flags,
 void __chk_fail(void) __attribute__((noreturn));
 ssize_t sendfile64(int out_fd, int in_fd, off_t *offset, size_t count);
 
-static ssize_t done_tx(struct sock *sock, ssize_t ret)
+/* A call on the kernel socket: its bytes, by memory class (cuda_mem.h). */
+static ssize_t done_tx(struct sock *sock, ssize_t ret, const struct iovec *iov,
+		       int iovcnt)
 {
 	int err = errno;
 
 	track_tx(sock, ret, err);
+	if (ret > 0) {
+		cuda_mem_call_begin();
+		cuda_mem_count(true, iov, iovcnt, ret);
+	}
 	sock_put(sock);
 	errno = err;
 	return ret;
 }
 
-static ssize_t done_rx(struct sock *sock, ssize_t ret)
+static ssize_t done_rx(struct sock *sock, ssize_t ret, const struct iovec *iov,
+		       int iovcnt)
 {
 	int err = errno;
 
 	track_rx(sock, ret, err);
+	if (ret > 0) {
+		cuda_mem_call_begin();
+		cuda_mem_count(false, iov, iovcnt, ret);
+	}
 	sock_put(sock);
 	errno = err;
 	return ret;
@@ -99,7 +111,7 @@ tracked_recv(struct sock *sock, int fd, void *buf, size_t len, int flags,
 	}
 	ret = as_read ? real.read(fd, buf, len)
 		      : real.recv(fd, buf, len, flags);
-	return done_rx(sock, ret);
+	return done_rx(sock, ret, &(struct iovec){ buf, len }, 1);
 }
 
 static ssize_t __attribute__((noinline))
@@ -116,7 +128,7 @@ tracked_send(struct sock *sock, int fd, const void *buf, size_t len, int flags,
 	}
 	ret = as_write ? real.write(fd, buf, len)
 		       : real.send(fd, buf, len, flags);
-	return done_tx(sock, ret);
+	return done_tx(sock, ret, &(struct iovec){ (void *)buf, len }, 1);
 }
 
 static ssize_t shim_recvfrom(int fd, void *buf, size_t len, int flags,
@@ -135,7 +147,7 @@ static ssize_t shim_recvfrom(int fd, void *buf, size_t len, int flags,
 		return done_upgraded(up, upgraded_recv(up, fd, &iov, 1, flags));
 	}
 	ret = real.recvfrom(fd, buf, len, flags, from, fromlen);
-	return sock ? done_rx(sock, ret) : ret;
+	return sock ? done_rx(sock, ret, &(struct iovec){ buf, len }, 1) : ret;
 }
 
 SHIM_EXPORT ssize_t read(int fd, void *buf, size_t count)
@@ -165,7 +177,7 @@ SHIM_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
 	if (up)
 		return done_upgraded(up, upgraded_recv(up, fd, iov, iovcnt, 0));
 	ret = real.readv(fd, iov, iovcnt);
-	return sock ? done_rx(sock, ret) : ret;
+	return sock ? done_rx(sock, ret, iov, iovcnt) : ret;
 }
 
 SHIM_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
@@ -177,7 +189,7 @@ SHIM_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
 	if (up)
 		return done_upgraded(up, upgraded_send(up, fd, iov, iovcnt, 0));
 	ret = real.writev(fd, iov, iovcnt);
-	return sock ? done_tx(sock, ret) : ret;
+	return sock ? done_tx(sock, ret, iov, iovcnt) : ret;
 }
 
 SHIM_EXPORT ssize_t recv(int fd, void *buf, size_t len, int flags)
@@ -218,7 +230,8 @@ SHIM_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags,
 		return done_upgraded(up, upgraded_send(up, fd, &iov, 1, flags));
 	}
 	ret = real.sendto(fd, buf, len, flags, to, tolen);
-	return sock ? done_tx(sock, ret) : ret;
+	return sock ? done_tx(sock, ret, &(struct iovec){ (void *)buf, len }, 1)
+		    : ret;
 }
 
 static ssize_t upgraded_recvmsg(struct sock *up, int fd, struct msghdr *msg,
@@ -239,7 +252,7 @@ SHIM_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 	if (up)
 		return done_upgraded(up, upgraded_recvmsg(up, fd, msg, flags));
 	ret = real.recvmsg(fd, msg, flags);
-	return sock ? done_rx(sock, ret) : ret;
+	return sock ? done_rx(sock, ret, msg->msg_iov, msg->msg_iovlen) : ret;
 }
 
 SHIM_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
@@ -257,7 +270,7 @@ SHIM_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 		return done_upgraded(up, upgraded_send(up, fd, msg->msg_iov,
 						       msg->msg_iovlen, flags));
 	ret = real.sendmsg(fd, msg, flags);
-	return sock ? done_tx(sock, ret) : ret;
+	return sock ? done_tx(sock, ret, msg->msg_iov, msg->msg_iovlen) : ret;
 }
 
 static ssize_t mmsg_bytes(const struct mmsghdr *vec, int count)
@@ -378,7 +391,7 @@ SHIM_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
 		return done_upgraded(up, upgraded_sendfile(up, out_fd, in_fd,
 							   offset, count));
 	ret = real.sendfile(out_fd, in_fd, offset, count);
-	return sock ? done_tx(sock, ret) : ret;
+	return sock ? done_tx(sock, ret, NULL, 0) : ret;
 }
 
 /* off_t is 64-bit on every ABI this builds for: one call serves both. */

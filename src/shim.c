@@ -7,6 +7,7 @@
 
 #include "conn.h"
 #include "connector.h"
+#include "cuda_mem.h"
 #include "handshake.h"
 #include "log.h"
 #include "progress.h"
@@ -62,6 +63,7 @@ static void fork_child(void)
 	readiness_fork_child();
 	sock_pool_unlock();
 	stats_fork_child();
+	cuda_mem_fork_child();
 	log_open(shim_config.log_level, shim_config.log_file);
 }
 
@@ -83,6 +85,7 @@ static void init_once_fn(void)
 	log_open(shim_config.log_level, shim_config.log_file);
 	stats_configure(shim_config.enabled && shim_config.stats,
 			shim_config.stats_rows);
+	cuda_mem_configure(shim_config.cuda);
 	pthread_atfork(fork_prepare, fork_parent, fork_child);
 	atexit(at_exit);
 	log_info("enabled=%d stats=%d include=%u exclude=%u rules",

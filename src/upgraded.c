@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 
 #include "conn.h"
+#include "cuda_mem.h"
 #include "log.h"
 #include "real.h"
 #include "stats.h"
@@ -22,6 +23,7 @@ ssize_t upgraded_send(struct sock *sock, int fd, const struct iovec *iov,
 	/* Connecting in the background: as a TCP connect in progress. */
 	if (!c)
 		return -EAGAIN;
+	cuda_mem_call_begin();
 	ret = conn_send(c, fd, iov, iovcnt, flags, &kernel);
 
 	if (ret > 0) {
@@ -29,6 +31,7 @@ ssize_t upgraded_send(struct sock *sock, int fd, const struct iovec *iov,
 			stats_tcp_tx(sock_row(sock), ret);
 		else
 			stats_rdma_tx(sock_row(sock), ret);
+		cuda_mem_count(true, iov, iovcnt, ret);
 		return ret;
 	}
 	if (ret == -EPIPE && !(flags & MSG_NOSIGNAL))
@@ -49,12 +52,15 @@ ssize_t upgraded_recv(struct sock *sock, int fd, const struct iovec *iov,
 
 	if (!c)
 		return -EAGAIN;
+	cuda_mem_call_begin();
 	ret = conn_recv(c, fd, iov, iovcnt, flags, &kernel);
 
 	if (ret > 0 && !(flags & MSG_PEEK) && kernel)
 		stats_tcp_rx(sock_row(sock), ret);
 	else if (ret > 0 && !(flags & MSG_PEEK))
 		stats_rdma_rx(sock_row(sock), ret);
+	if (ret > 0 && !(flags & MSG_PEEK))
+		cuda_mem_count(false, iov, iovcnt, ret);
 	else if (ret < 0 && ret != -EAGAIN && ret != -EINTR)
 		stats_error(sock_row(sock));
 	if (ret <= 0 && ret != -EAGAIN)

@@ -381,6 +381,37 @@ static void zerocopy_threshold_is_range_checked(void **state)
 			  CONFIG_ZEROCOPY_KB_DEFAULT, bad);
 }
 
+static void cuda_classification_is_on_unless_switched_off(void **state)
+{
+	struct config cfg;
+
+	load_with(&cfg, NULL, NULL);
+	assert_true(cfg.cuda);
+	load_with(&cfg, "ROCESHIM_CUDA", "0");
+	assert_false(cfg.cuda);
+	load_with(&cfg, "ROCESHIM_CUDA", "maybe");
+	assert_true(cfg.cuda);
+	assert_warned_once_about("ROCESHIM_CUDA", "maybe");
+}
+
+static void pinned_zerocopy_threshold_is_range_checked(void **state)
+{
+	static const char *const bad[] = { "1048577", "-1", NULL };
+
+	assert_uint_range("ROCESHIM_PINNED_ZEROCOPY_KB",
+			  offsetof(struct config, pinned_zerocopy_kb), 0,
+			  1048576, CONFIG_PINNED_ZEROCOPY_KB_DEFAULT, bad);
+}
+
+static void reg_cache_cap_is_range_checked(void **state)
+{
+	static const char *const bad[] = { "1048577", "1g", NULL };
+
+	assert_uint_range("ROCESHIM_REG_CACHE_MB",
+			  offsetof(struct config, reg_cache_mb), 0, 1048576, 0,
+			  bad);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -411,6 +442,9 @@ int main(void)
 		cmocka_unit_test(handshake_timers_are_range_checked),
 		cmocka_unit_test(spin_time_is_range_checked),
 		cmocka_unit_test(zerocopy_threshold_is_range_checked),
+		cmocka_unit_test(cuda_classification_is_on_unless_switched_off),
+		cmocka_unit_test(pinned_zerocopy_threshold_is_range_checked),
+		cmocka_unit_test(reg_cache_cap_is_range_checked),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
