@@ -37,6 +37,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -468,6 +469,58 @@ out:
 	munmap(buf, BUF_LEN);
 }
 
+/*
+ * A fork child sends from the pinned buffer on the inherited connection
+ * (it moves to TCP, the child's CUDA is not usable), then the parent: the
+ * bytes arrive in order, and the parent's registration was neither
+ * dropped by the child nor made again.
+ */
+static void fork_child_sends_pinned_memory_intact(struct conn *c)
+{
+	struct roceshim_stats_memory before = memory_now(), after;
+	struct reader r = {
+		.fd = c->rx, .len = BUF_LEN, .copies = 4, .seed = 1
+	};
+	int status = -1;
+	uint8_t *buf;
+	pid_t pid;
+
+	if (!cuda_init())
+		return;
+	buf = map(NULL, BUF_LEN, PROT_READ | PROT_WRITE);
+	if (!buf)
+		return;
+	cuda_double_mark(buf, BUF_LEN, CUDA_DOUBLE_PINNED);
+	fill(buf, BUF_LEN, 1);
+	if (!transfer(c, buf, BUF_LEN, 2, 1, false))
+		goto out;
+	if (pthread_create(&r.thread, NULL, read_and_check, &r)) {
+		failed("pthread_create failed");
+		goto out;
+	}
+	pid = fork();
+	if (!pid)
+		_exit(send_all(c->tx, buf, BUF_LEN) &&
+				      send_all(c->tx, buf, BUF_LEN)
+			      ? 0
+			      : 1);
+	/* A failure here leaves the reader waiting: the process ends. */
+	CHECK(pid > 0 && waitpid(pid, &status, 0) == pid && status == 0,
+	      "the child's sends failed (status %d)", status);
+	CHECK(send_all(c->tx, buf, BUF_LEN) && send_all(c->tx, buf, BUF_LEN),
+	      "the parent's sends after the child's failed");
+	pthread_join(r.thread, NULL);
+	if (r.why[0])
+		failed("%s", r.why);
+	if (why[0] || !segment || !expect_rdma)
+		goto out;
+	after = memory_now();
+	GREW(registrations, ==, 1);
+out:
+	cuda_double_unmark(buf);
+	munmap(buf, BUF_LEN);
+}
+
 static void reallocated_range_registers_again(struct conn *c)
 {
 	struct roceshim_stats_memory before = memory_now(), after;
@@ -589,6 +642,8 @@ static const struct {
 	bool cold;
 } cases[] = {
 	{ "pinned_send_registers_once", pinned_send_registers_once, false },
+	{ "fork_child_sends_pinned_memory_intact",
+	  fork_child_sends_pinned_memory_intact, false },
 	{ "reallocated_range_registers_again",
 	  reallocated_range_registers_again, false },
 	{ "device_send_is_efault", device_send_is_efault, true },

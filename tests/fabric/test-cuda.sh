@@ -27,7 +27,8 @@ verdict() {
 	check_eq "$name" "ok $case (exit 0)" "$out (exit $rc)"
 }
 
-for c in pinned_send_registers_once reallocated_range_registers_again \
+for c in pinned_send_registers_once fork_child_sends_pinned_memory_intact \
+	reallocated_range_registers_again \
 	device_send_is_efault managed_send_is_copied \
 	before_cuinit_everything_is_pageable; do
 	verdict "$c" "$c" "$ROCESHIM_RUN" --debug --log-file "$tmp/$c.log" \
