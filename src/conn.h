@@ -40,9 +40,11 @@ struct conn;
 struct conn_options {
 	unsigned int spin_us; /* how long a blocking call polls (spin.h) */
 	size_t zerocopy_min;  /* the smallest zero-copy send (0: none) */
-	/* The smallest send from CUDA-pinned memory that goes without a
-	 * copy, blocking or not (0: none), and the registration cache's cap
-	 * (0: from RLIMIT_MEMLOCK). */
+	/*
+	 * The smallest send from CUDA-pinned memory that goes without a
+	 * copy, blocking or not (0: only blocking ones of zerocopy_min),
+	 * and the registration cache's cap (0: from RLIMIT_MEMLOCK).
+	 */
 	size_t pinned_zerocopy_min;
 	size_t reg_cache_bytes;
 	int move_timeout_ms; /* the longest a move to TCP may take */
@@ -74,11 +76,11 @@ void conn_fd_closing(struct conn *c, int fd, int other_fd);
  * block polls the queue pair before it sleeps, for as long as spin.h
  * says.  A send that may block, of a buffer of at least zerocopy_min
  * bytes, writes from that buffer, registered for the call, and returns
- * only once those writes have completed.  So does a send from a buffer
- * of CUDA-pinned memory of at least pinned_zerocopy_min bytes, blocking
- * or not, from a registration kept for the next send (reg_cache.h); a
- * non-blocking one waits for credit for at most 2 ms at a time.  A buffer
- * in GPU memory gets -EFAULT, as on kernel TCP, untouched.
+ * only once those writes have completed; from CUDA-pinned memory, out
+ * of a registration kept for the next send (reg_cache.h).  So does a
+ * send of pinned memory of at least pinned_zerocopy_min bytes that must
+ * not block: it waits for credit for at most 2 ms in all.  A buffer in
+ * GPU memory gets -EFAULT where TCP's copy would fail, untouched.
  */
 ssize_t conn_send(struct conn *c, int tcp_fd, const struct iovec *iov,
 		  int iovcnt, int flags, bool *kernel);

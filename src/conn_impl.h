@@ -35,7 +35,7 @@ struct conn {
 	size_t pinned_min;	    /* 0: pinned memory is copied too */
 	size_t reg_cache_bytes;	    /* conn_options.reg_cache_bytes */
 	struct reg_cache *pinned;   /* atomic: made on first use */
-	bool pinned_refused;	    /* atomic: a registration failed */
+	int64_t pinned_retry_ms;    /* atomic: copy pinned memory until */
 	bool zerocopy_failed;	    /* atomic: logged once */
 	unsigned int fork_epoch;    /* conn_fork_epoch when created */
 	struct share_slot *slot;    /* its state for fork children */

@@ -204,6 +204,9 @@ static void finish_locked(struct conn *c, uint64_t from)
 	stats_downgrade(__atomic_load_n(&c->row, __ATOMIC_ACQUIRE), c->cause);
 	log_move(c, "moved to TCP");
 	readiness_release(c->r);
+	/* Its registrations would hold the process's cap for nothing. */
+	if (__atomic_load_n(&c->pinned, __ATOMIC_ACQUIRE))
+		reg_cache_trim(c->pinned);
 	conn_move_flush_locked(c);
 }
 

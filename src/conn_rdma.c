@@ -170,7 +170,7 @@ static bool must_not_block(struct blocking *b)
 
 /*
  * A non-blocking send from pinned memory waits at most this long for
- * credit at a time: the peer's reads return it, and a send that returned
+ * credit in all: the peer's reads return it, and a send that returned
  * early would have to copy what the peer has not read (see
  * zerocopy_release()).
  */
@@ -247,13 +247,14 @@ static bool may_lock_without_limit(void)
 	return caps & (1ull << 14); /* CAP_IPC_LOCK */
 }
 
+/* Set before the first cache is made (twice at worst, alike). */
 static void set_budget_once(size_t configured)
 {
 	static bool done;
 	struct rlimit rl;
 	size_t budget = configured;
 
-	if (__atomic_exchange_n(&done, true, __ATOMIC_ACQ_REL))
+	if (__atomic_load_n(&done, __ATOMIC_ACQUIRE))
 		return;
 	if (!budget) {
 		if (getrlimit(RLIMIT_MEMLOCK, &rl) ||
@@ -263,6 +264,7 @@ static void set_budget_once(size_t configured)
 			budget = rl.rlim_cur / 2;
 	}
 	reg_cache_set_budget(budget);
+	__atomic_store_n(&done, true, __ATOMIC_RELEASE);
 }
 
 static void *register_pinned(void *ctx, void *addr, size_t len)
@@ -297,23 +299,38 @@ static struct reg_cache *pinned_cache(struct conn *c)
 	return rc;
 }
 
-/* z takes the cached registration of the pinned buffer at buf. */
+/*
+ * After a registration failed, the connection copies pinned memory for
+ * this long before it tries again: each try may cost a pinning.
+ */
+#define PINNED_RETRY_MS 1000
+
+/*
+ * z takes the cached registration of the pinned buffer at buf, or of its
+ * first ZEROCOPY_CHUNK bytes (a quarter of the cache's cap at most).
+ */
 static bool zerocopy_pinned(struct conn *c, struct zerocopy *z,
 			    const struct mem_info *info, const uint8_t *buf,
 			    size_t len)
 {
 	struct reg_cache *rc = pinned_cache(c);
+	size_t chunk = reg_cache_budget() / 4;
 	int err = -ENOMEM;
 
-	z->mr = rc ? reg_cache_get(rc, info->start, info->size, info->buffer_id,
-				   buf, len, &err)
-		   : NULL;
+	if (chunk > ZEROCOPY_CHUNK)
+		chunk = ZEROCOPY_CHUNK;
+	if (len > chunk)
+		len = chunk;
+	z->mr = rc && len ? reg_cache_get(rc, info->start, info->size,
+					  info->buffer_id, buf, len, &err)
+			  : NULL;
 	if (!z->mr) {
-		/* Not again on this connection: each try may cost a pinning. */
-		__atomic_store_n(&c->pinned_refused, true, __ATOMIC_RELAXED);
+		__atomic_store_n(&c->pinned_retry_ms,
+				 clock_ms() + PINNED_RETRY_MS,
+				 __ATOMIC_RELAXED);
 		log_info(
 			"rdma: pinned buffer of %zu bytes not registered (%s): "
-			"the connection copies pinned memory from now on",
+			"copying",
 			len, strerror(-err));
 		return false;
 	}
@@ -386,8 +403,11 @@ static bool goes_direct(struct conn *c, struct blocking *b, const uint8_t *p,
 		return false;
 	if (cuda_mem_active())
 		cuda_mem_classify(p, info);
+	/* No id, no way to tell a reallocation; or a registration failed. */
 	if (info->cls == ROCESHIM_MEM_PINNED &&
-	    __atomic_load_n(&c->pinned_refused, __ATOMIC_RELAXED))
+	    (!info->buffer_id ||
+	     clock_ms() <
+		     __atomic_load_n(&c->pinned_retry_ms, __ATOMIC_RELAXED)))
 		return false;
 	if (info->cls == ROCESHIM_MEM_PINNED && pinned_big)
 		return true;
@@ -452,13 +472,50 @@ static int host_memory(const struct iovec *iov, int iovcnt)
 	return i;
 }
 
-/* A call whose first bytes are in GPU memory fails as TCP's would. */
-static bool refused(const struct iovec *iov, int iovcnt, int host)
+/*
+ * A read into buf, or, where buf is GPU memory, what the kernel's would
+ * find before its copy fails: data (then EFAULT), EOF, an error, or
+ * nothing yet.
+ */
+static ssize_t recv_into(struct conn *c, bool device, uint8_t *buf, size_t len,
+			 bool peek)
 {
-	if (host == iovcnt || iov_bytes(iov, host))
-		return false;
+	uint8_t probe;
+	ssize_t n;
+
+	if (!device)
+		return transport_recv(c->t, buf, len, peek);
+	n = transport_recv(c->t, &probe, 1, true);
+	if (n <= 0)
+		return n;
 	stats_mem_event(STATS_MEM_DEVICE_REFUSED, 1);
-	return true;
+	return -EFAULT;
+}
+
+/*
+ * A send whose first bytes are in GPU memory: the kernel refuses it with
+ * EFAULT when it would copy them, after a failed connection's error, and
+ * once there is room (a full socket blocks, or says EAGAIN).
+ */
+static ssize_t send_device(struct conn *c, struct blocking *b)
+{
+	bool corked;
+	ssize_t n;
+
+	for (;;) {
+		n = transport_send(c->t, NULL, 0, 0, &corked);
+		if (n < 0)
+			return n;
+		if (transport_writable(c->t))
+			break;
+		if (must_not_block(b))
+			return -EAGAIN;
+		n = readiness_wait_writable(c->r, b->deadline);
+		if (n)
+			return n;
+	}
+	stats_mem_event(STATS_MEM_DEVICE_REFUSED, 1);
+	return -EFAULT;
 }
 
 ssize_t conn_rdma_send(struct conn *c, int tcp_fd, const struct iovec *iov,
@@ -469,14 +526,15 @@ ssize_t conn_rdma_send(struct conn *c, int tcp_fd, const struct iovec *iov,
 			      .timeout_opt = SO_SNDTIMEO };
 	struct wait_clock w = { .policy = &c->tx_spin };
 	struct zerocopy z = { .mr = NULL };
-	bool corked = false, waited = false;
+	bool corked = false;
+	int64_t credit_deadline = -1; /* a non-blocking pinned send's */
 	ssize_t total = 0, n;
 	size_t len;
 	int host;
 
 	host = host_memory(iov, iovcnt);
-	if (refused(iov, iovcnt, host))
-		return -EFAULT;
+	if (host < iovcnt && !iov_bytes(iov, host))
+		return send_device(c, &b);
 	iovcnt = host;
 	len = iov_bytes(iov, iovcnt); /* to stage before returning */
 	for (;;) {
@@ -487,7 +545,6 @@ ssize_t conn_rdma_send(struct conn *c, int tcp_fd, const struct iovec *iov,
 		}
 		if (n > 0) {
 			wait_clock_stop(&w);
-			waited = false;
 			total += n;
 			if ((size_t)total == len)
 				break;
@@ -495,13 +552,15 @@ ssize_t conn_rdma_send(struct conn *c, int tcp_fd, const struct iovec *iov,
 		}
 		if (n != -EAGAIN)
 			break;
-		/* Non-blocking: one short wait for credit after each step. */
+		/* Non-blocking: waits for credit, PINNED_CREDIT_WAIT_MS in all.
+		 */
 		if (must_not_block(&b)) {
-			if (!z.cache || waited ||
-			    readiness_wait_writable(
-				    c->r, clock_ms() + PINNED_CREDIT_WAIT_MS))
+			if (credit_deadline < 0)
+				credit_deadline =
+					clock_ms() + PINNED_CREDIT_WAIT_MS;
+			if (!z.cache || clock_ms() >= credit_deadline ||
+			    readiness_wait_writable(c->r, credit_deadline))
 				break;
-			waited = true;
 			continue;
 		}
 		wait_clock_start(&w);
@@ -534,9 +593,6 @@ ssize_t conn_rdma_recv(struct conn *c, int tcp_fd, const struct iovec *iov,
 	if (peek && iovcnt > 1)
 		iovcnt = 1;
 	host = host_memory(iov, iovcnt);
-	if (refused(iov, iovcnt, host))
-		return -EFAULT;
-	iovcnt = host;
 	while (i < iovcnt) {
 		uint8_t *base = (uint8_t *)iov[i].iov_base + off;
 		size_t want = iov[i].iov_len - off;
@@ -546,11 +602,11 @@ ssize_t conn_rdma_recv(struct conn *c, int tcp_fd, const struct iovec *iov,
 			off = 0;
 			continue;
 		}
-		n = transport_recv(c->t, base, want, peek);
+		n = recv_into(c, i >= host, base, want, peek);
 		if (n == -EAGAIN && (!total || waitall) && must_not_block(&b)) {
 			/* Before giving up: is the peer gone? */
 			check_peer(c, tcp_fd);
-			n = transport_recv(c->t, base, want, peek);
+			n = recv_into(c, i >= host, base, want, peek);
 		}
 		if (n > 0) {
 			wait_clock_stop(&w);

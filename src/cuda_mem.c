@@ -5,7 +5,6 @@
  */
 #include <dlfcn.h>
 #include <link.h>
-#include <pthread.h>
 #include <stdint.h>
 #include <sys/uio.h>
 
@@ -79,7 +78,8 @@ void cuda_mem_configure(bool enabled)
 
 /*
  * CUDA is not usable in the child of a process that loaded it; a child of
- * one that had not may load it itself.
+ * one that had not may load it itself.  So the parent looks before it
+ * forks, where it has not found the driver yet.
  */
 void cuda_mem_fork_child(void)
 {
@@ -109,6 +109,12 @@ static void look_for_driver(void)
 		 "classified");
 }
 
+void cuda_mem_fork_prepare(void)
+{
+	if (__atomic_load_n(&state, __ATOMIC_ACQUIRE) == CUDA_UNKNOWN)
+		look_for_driver();
+}
+
 bool cuda_mem_active(void)
 {
 	enum cuda_state s = __atomic_load_n(&state, __ATOMIC_ACQUIRE);
@@ -135,12 +141,13 @@ static int first_object(struct dl_phdr_info *info, size_t size, void *arg)
 }
 
 /*
- * seen_adds moves on only after the look: a thread that finds it equal
- * to the loads it counted knows that a look since then found nothing.
+ * seen_adds moves on only after a look: a thread that finds it equal to
+ * the loads it counted knows that a look made since found nothing.  No
+ * lock of ours is held across dlopen(): a constructor that sends, run
+ * under the loader's lock, must not wait for a thread that waits for it.
  */
 bool cuda_mem_active_now(void)
 {
-	static pthread_mutex_t look_lock = PTHREAD_MUTEX_INITIALIZER;
 	static unsigned long long seen_adds;
 	enum cuda_state s = __atomic_load_n(&state, __ATOMIC_ACQUIRE);
 	unsigned long long adds = 0;
@@ -150,12 +157,8 @@ bool cuda_mem_active_now(void)
 	dl_iterate_phdr(first_object, &adds);
 	if (__atomic_load_n(&seen_adds, __ATOMIC_ACQUIRE) == adds)
 		return false;
-	pthread_mutex_lock(&look_lock);
-	if (__atomic_load_n(&seen_adds, __ATOMIC_ACQUIRE) != adds) {
-		look_for_driver();
-		__atomic_store_n(&seen_adds, adds, __ATOMIC_RELEASE);
-	}
-	pthread_mutex_unlock(&look_lock);
+	look_for_driver();
+	__atomic_store_n(&seen_adds, adds, __ATOMIC_RELEASE);
 	return __atomic_load_n(&state, __ATOMIC_ACQUIRE) == CUDA_FOUND;
 }
 
@@ -214,8 +217,12 @@ static void ask_driver(const void *p, struct mem_info *out)
 		return;
 	rc = fn(5, attrs, data, (cu_device_ptr)(uintptr_t)p);
 	/* A driver before the range attributes: the class without them. */
-	if (rc == DRIVER_INVALID_VALUE)
+	if (rc == DRIVER_INVALID_VALUE) {
+		type = managed = 0;
+		id = start = 0;
+		size = 0;
 		rc = fn(3, attrs, data, (cu_device_ptr)(uintptr_t)p);
+	}
 	/*
 	 * Not initialised (no CUDA memory can exist yet), or another
 	 * error: pageable.
@@ -243,7 +250,7 @@ void cuda_mem_count(bool tx, const struct iovec *iov, int iovcnt, size_t bytes)
 	size_t n;
 	int i;
 
-	if (!cuda_mem_active())
+	if (!stats_segment() || !cuda_mem_active())
 		return;
 	for (i = 0; i < iovcnt && bytes; i++) {
 		n = iov[i].iov_len < bytes ? iov[i].iov_len : bytes;

@@ -26,7 +26,7 @@
 
 struct mem_info {
 	enum roceshim_mem_class cls;
-	uint64_t buffer_id; /* CUDA's id of the allocation; 0 if pageable */
+	uint64_t buffer_id; /* CUDA's id of the allocation; 0: none given */
 	uintptr_t start;    /* the allocation: [start, start + size) */
 	size_t size;
 };
@@ -76,11 +76,17 @@ static inline enum roceshim_mem_class cuda_mem_class(const void *p)
 struct iovec;
 /*
  * Counts the bytes that a call moved from iov (tx) or into it, by class,
- * in the stats: nothing unless CUDA is active.
+ * in the stats: nothing unless CUDA is active (found by cuda_mem_active(),
+ * so a thread's first calls after CUDA loads may count as pageable) and
+ * the process publishes statistics.
  */
 void cuda_mem_count(bool tx, const struct iovec *iov, int iovcnt, size_t bytes);
 
-/* In a fork child: CUDA is not usable there; everything is pageable. */
+/*
+ * Before fork, and in the child: a child of a process that loaded CUDA
+ * cannot use it, and everything is pageable there.
+ */
+void cuda_mem_fork_prepare(void);
 void cuda_mem_fork_child(void);
 
 #endif /* ROCESHIM_CUDA_MEM_H */

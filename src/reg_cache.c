@@ -25,7 +25,6 @@ struct reg_cache {
 	void *ctx;
 	uintptr_t page;
 	uint64_t clock;
-	size_t bytes; /* this cache's share of registered */
 	struct reg_entry entries[REG_CACHE_ENTRIES];
 };
 
@@ -61,7 +60,7 @@ static uintptr_t page_up(const struct reg_cache *rc, uintptr_t p)
 }
 
 /* Counts bytes into the process's total if they fit the budget. */
-static bool reserve(struct reg_cache *rc, size_t bytes)
+static bool reserve(size_t bytes)
 {
 	size_t limit = __atomic_load_n(&budget, __ATOMIC_RELAXED);
 	size_t now = __atomic_load_n(&registered, __ATOMIC_RELAXED);
@@ -72,14 +71,12 @@ static bool reserve(struct reg_cache *rc, size_t bytes)
 	} while (!__atomic_compare_exchange_n(&registered, &now, now + bytes,
 					      true, __ATOMIC_RELAXED,
 					      __ATOMIC_RELAXED));
-	rc->bytes += bytes;
 	return true;
 }
 
-static void unreserve(struct reg_cache *rc, size_t bytes)
+static void unreserve(size_t bytes)
 {
 	__atomic_sub_fetch(&registered, bytes, __ATOMIC_RELAXED);
-	rc->bytes -= bytes;
 }
 
 static void drop(struct reg_cache *rc, struct reg_entry *e)
@@ -87,7 +84,7 @@ static void drop(struct reg_cache *rc, struct reg_entry *e)
 	size_t bytes = e->hi - e->lo;
 
 	rc->ops.dereg(e->mr);
-	unreserve(rc, bytes);
+	unreserve(bytes);
 	stats_mem_registered(-(int64_t)bytes);
 	memset(e, 0, sizeof(*e));
 }
@@ -169,7 +166,7 @@ static struct reg_entry *add(struct reg_cache *rc, uint64_t id,
 	}
 	for (;;) {
 		e = free_slot(rc);
-		if (e && reserve(rc, end - first))
+		if (e && reserve(end - first))
 			break;
 		victim = least_recently_used(rc);
 		if (!victim) {
@@ -182,7 +179,7 @@ static struct reg_entry *add(struct reg_cache *rc, uint64_t id,
 	mr = rc->ops.reg(rc->ctx, (void *)first, end - first);
 	if (!mr) {
 		*err = errno ? -errno : -EIO;
-		unreserve(rc, end - first);
+		unreserve(end - first);
 		return NULL;
 	}
 	stats_mem_event(STATS_MEM_REGISTRATION, 1);
@@ -254,6 +251,24 @@ void reg_cache_destroy(struct reg_cache *rc)
 	}
 	pthread_mutex_destroy(&rc->lock);
 	free(rc);
+}
+
+void reg_cache_trim(struct reg_cache *rc)
+{
+	struct reg_entry *e;
+
+	pthread_mutex_lock(&rc->lock);
+	for_each_entry(rc, e)
+	{
+		if (e->mr && !e->refs)
+			drop(rc, e);
+	}
+	pthread_mutex_unlock(&rc->lock);
+}
+
+size_t reg_cache_budget(void)
+{
+	return __atomic_load_n(&budget, __ATOMIC_RELAXED);
 }
 
 void reg_cache_set_budget(size_t bytes)

@@ -70,12 +70,16 @@ void reg_cache_put(struct reg_cache *rc, void *mr);
 /* Deregisters everything: every reference must have been put. */
 void reg_cache_destroy(struct reg_cache *rc);
 
+/* Deregisters every entry nobody holds (the connection left RDMA). */
+void reg_cache_trim(struct reg_cache *rc);
+
 /*
  * The most bytes all caches of the process may hold registered together
  * (0: none may); 64 MiB until set.  Lowering it evicts nothing at once:
  * the next registrations make room.
  */
 void reg_cache_set_budget(size_t bytes);
+size_t reg_cache_budget(void);
 
 /* Bytes registered by all caches now. */
 size_t reg_cache_registered_bytes(void);

@@ -38,6 +38,7 @@ static const char *lookup_env(const char *name)
 
 static void fork_prepare(void)
 {
+	cuda_mem_fork_prepare();
 	conn_fork_prepare();
 	stats_fork_prepare();
 	sock_pool_lock();

@@ -448,9 +448,11 @@ void stats_mem_event(enum stats_mem_event ev, uint64_t n)
 	case STATS_MEM_EVICTION:
 		c = &m->evictions;
 		break;
-	default:
+	case STATS_MEM_REGISTRATION_FAILURE:
 		c = &m->registration_failures;
 		break;
+	default:
+		return;
 	}
 	counter_add(c, n);
 }

@@ -55,14 +55,15 @@ ssize_t upgraded_recv(struct sock *sock, int fd, const struct iovec *iov,
 	cuda_mem_call_begin();
 	ret = conn_recv(c, fd, iov, iovcnt, flags, &kernel);
 
-	if (ret > 0 && !(flags & MSG_PEEK) && kernel)
-		stats_tcp_rx(sock_row(sock), ret);
-	else if (ret > 0 && !(flags & MSG_PEEK))
-		stats_rdma_rx(sock_row(sock), ret);
-	if (ret > 0 && !(flags & MSG_PEEK))
+	if (ret > 0 && !(flags & MSG_PEEK)) {
+		if (kernel)
+			stats_tcp_rx(sock_row(sock), ret);
+		else
+			stats_rdma_rx(sock_row(sock), ret);
 		cuda_mem_count(false, iov, iovcnt, ret);
-	else if (ret < 0 && ret != -EAGAIN && ret != -EINTR)
+	} else if (ret < 0 && ret != -EAGAIN && ret != -EINTR) {
 		stats_error(sock_row(sock));
+	}
 	if (ret <= 0 && ret != -EAGAIN)
 		log_debug("fd %d: rdma read ends: %s", fd,
 			  ret ? strerror((int)-ret) : "EOF");

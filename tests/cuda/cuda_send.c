@@ -574,6 +574,11 @@ static void device_send_is_efault(struct conn *c)
 	    !is_efault("write", write(c->tx, dev, BUF_LEN)) ||
 	    !is_efault("writev", writev(c->tx, &iov, 1)))
 		goto out;
+	/* Nothing to read yet: the kernel says so before it would copy. */
+	CHECK(recv(c->rx, dev, BUF_LEN, MSG_DONTWAIT) == -1 && errno == EAGAIN,
+	      "a non-blocking recv into device memory with nothing to read "
+	      "did not say EAGAIN (%s)",
+	      strerror(errno));
 	CHECK(send_all(c->tx, (const uint8_t *)"waiting", 7) &&
 		      poll(&readable, 1, POLL_MS) == 1,
 	      "the bytes never arrived");

@@ -146,6 +146,33 @@ static void disabled_classification_is_pageable(void **state)
 	assert_int_equal(cuda_double_queries(), queries);
 }
 
+static void child_of_a_process_with_cuda_never_asks_the_driver(void **state)
+{
+	int status;
+	pid_t pid;
+
+	cuda_double_mark(arena, LEN, CUDA_DOUBLE_PINNED);
+	/* Nothing has looked for the driver since: as before a first look. */
+	cuda_mem_configure(true);
+	cuda_mem_fork_prepare();
+	pid = fork();
+	assert_true(pid >= 0);
+	if (!pid) {
+		uint64_t asked = cuda_double_queries();
+
+		cuda_mem_fork_child();
+		cuda_mem_call_begin();
+		_exit(cuda_mem_class(arena) == ROCESHIM_MEM_PAGEABLE &&
+				      !cuda_mem_active_now() &&
+				      cuda_double_queries() == asked
+			      ? 0
+			      : 1);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+}
+
 static void a_buffer_is_asked_about_once_per_call(void **state)
 {
 	struct mem_info info;
@@ -206,6 +233,8 @@ int main(void)
 		initialised_test(a_buffer_is_asked_about_once_per_call),
 		initialised_test(next_call_asks_again),
 		initialised_test(fork_child_sees_pageable),
+		initialised_test(
+			child_of_a_process_with_cuda_never_asks_the_driver),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -455,6 +455,21 @@ static void entry_limit_with_all_referenced_fails_enomem(void **state)
 	reg_cache_destroy(rc);
 }
 
+static void trim_deregisters_only_entries_nobody_holds(void **state)
+{
+	struct reg_cache *rc = fresh();
+	struct fake_mr *held;
+
+	reg_cache_put(rc, get_page(rc, 0));
+	held = get_page(rc, 1);
+	reg_cache_trim(rc);
+	assert_int_equal(deregs, 1);
+	assert_true(held->live);
+	assert_int_equal(reg_cache_registered_bytes(), page);
+	reg_cache_put(rc, held);
+	reg_cache_destroy(rc);
+}
+
 static void destroy_deregisters_everything(void **state)
 {
 	struct reg_cache *rc = fresh();
@@ -493,6 +508,7 @@ int main(void)
 		TEST(a_cache_evicts_only_its_own_entries),
 		TEST(entry_limit_evicts_least_recently_used),
 		TEST(entry_limit_with_all_referenced_fails_enomem),
+		TEST(trim_deregisters_only_entries_nobody_holds),
 		TEST(destroy_deregisters_everything),
 	};
 
