@@ -113,7 +113,47 @@ static void negative_remember(const struct config *cfg,
 	pthread_mutex_unlock(&neg.lock);
 }
 
-/* Binds an unbound TCP socket to the RDMA route's source address. */
+/* Whether the program bound the socket to an address of its choice. */
+static bool address_chosen(const struct sockaddr_storage *ss)
+{
+	static const struct in6_addr any6 = IN6ADDR_ANY_INIT;
+
+	if (ss->ss_family == AF_INET)
+		return ((const struct sockaddr_in *)ss)->sin_addr.s_addr !=
+		       htonl(INADDR_ANY);
+	return memcmp(&((const struct sockaddr_in6 *)ss)->sin6_addr, &any6,
+		      sizeof(any6));
+}
+
+/*
+ * Binds, taking a port now: a program that set IP_BIND_ADDRESS_NO_PORT
+ * (curl --interface, haproxy's source) left its socket without one until
+ * connect(), and the request must name it.
+ */
+static int bind_with_port(int fd, const struct sockaddr_storage *ss,
+			  socklen_t len)
+{
+	int no_port = 0, off = 0, err = 0;
+	socklen_t olen = sizeof(no_port);
+
+	if (real.getsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &no_port,
+			    &olen))
+		no_port = 0;
+	if (no_port)
+		real.setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &off,
+				sizeof(off));
+	if (real.bind(fd, (const struct sockaddr *)ss, len))
+		err = -errno;
+	if (no_port)
+		real.setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT,
+				&no_port, sizeof(no_port));
+	return err;
+}
+
+/*
+ * Binds an unbound TCP socket to the RDMA route's source address, and
+ * gives one bound without a port (IP_BIND_ADDRESS_NO_PORT) its port.
+ */
 static int bind_to_route_source(int fd, struct rdma_cm_id *id)
 {
 	struct sockaddr_storage ss;
@@ -127,6 +167,8 @@ static int bind_to_route_source(int fd, struct rdma_cm_id *id)
 	if ((domain == AF_INET && ((struct sockaddr_in *)&ss)->sin_port) ||
 	    (domain == AF_INET6 && ((struct sockaddr_in6 *)&ss)->sin6_port))
 		return 0; /* the program bound it itself */
+	if (address_chosen(&ss))
+		return bind_with_port(fd, &ss, len);
 	memset(&ss, 0, sizeof(ss));
 	if (domain == AF_INET && src->sa_family == AF_INET) {
 		struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
@@ -153,7 +195,7 @@ static int bind_to_route_source(int fd, struct rdma_cm_id *id)
 	} else {
 		return -EAFNOSUPPORT;
 	}
-	return real.bind(fd, (struct sockaddr *)&ss, len) ? -errno : 0;
+	return bind_with_port(fd, &ss, len);
 }
 
 /*

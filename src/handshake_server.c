@@ -469,15 +469,17 @@ static void take_inherited(const struct config *cfg,
 			   uint16_t local_port, int fd, bool *moved)
 {
 	enum share_pending state;
+	int err;
 
 	state = share_pending_claim(peer, local_port, cfg->connect_timeout_ms);
 	if (state != SHARE_PENDING_CLAIMED)
 		return;
-	if (conn_move_unclaimed(fd,
-				handshake_conn_options(cfg).move_timeout_ms)) {
+	err = conn_move_unclaimed(fd,
+				  handshake_conn_options(cfg).move_timeout_ms);
+	if (err) {
 		log_warn("fd %d: an RDMA connection accepted in a fork child "
-			 "could not move to TCP: reset",
-			 fd);
+			 "could not move to TCP (%s): reset",
+			 fd, strerror(-err));
 		real.shutdown(fd, SHUT_RDWR);
 		return;
 	}

@@ -7,6 +7,8 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdarg.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -78,6 +80,14 @@ SHIM_EXPORT int ioctl(int fd, unsigned long request, ...)
 	return real.ioctl(fd, request, arg);
 }
 
+/* The options that change what roceshim does with a socket. */
+static bool option_tracked(int level, int name)
+{
+	if (level == SOL_SOCKET)
+		return name == SO_SNDBUF || name == SO_SNDBUFFORCE;
+	return level == IPPROTO_TCP && name == TCP_DEFER_ACCEPT;
+}
+
 SHIM_EXPORT int setsockopt(int fd, int level, int name, const void *val,
 			   socklen_t len)
 {
@@ -86,14 +96,16 @@ SHIM_EXPORT int setsockopt(int fd, int level, int name, const void *val,
 
 	shim_ensure_init();
 	ret = real.setsockopt(fd, level, name, val, len);
-	if (ret || level != SOL_SOCKET ||
-	    (name != SO_SNDBUF && name != SO_SNDBUFFORCE))
+	if (ret || !option_tracked(level, name))
 		return ret;
 	sock = shim_lookup(fd);
-	if (sock) {
+	if (!sock)
+		return ret;
+	if (level == SOL_SOCKET)
 		track_sndbuf(sock, fd);
-		sock_put(sock);
-	}
+	else
+		track_defer_accept(sock, fd);
+	sock_put(sock);
 	return ret;
 }
 

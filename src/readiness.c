@@ -130,6 +130,11 @@ bool readiness_alive(const struct readiness *r)
 	return r->generation == generation;
 }
 
+bool readiness_released(const struct readiness *r)
+{
+	return __atomic_load_n(&r->closing, __ATOMIC_ACQUIRE);
+}
+
 int readiness_in_fd(const struct readiness *r)
 {
 	return r->in_fd;

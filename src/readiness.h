@@ -43,6 +43,8 @@ int readiness_create(struct transport *t, struct readiness **out);
 /* Frees it; its eventfds are closed. */
 void readiness_destroy(struct readiness *r);
 bool readiness_alive(const struct readiness *r);
+/* Closed, or released to its kernel socket: the eventfds serve no more. */
+bool readiness_released(const struct readiness *r);
 
 /*
  * The connection is established: arm its channel and bring the eventfds

@@ -270,20 +270,31 @@ void readiness_fd_closed(unsigned int first, unsigned int last)
 	}
 }
 
+/*
+ * A connection's move to its kernel socket (readiness_release()) and the
+ * program's epoll_ctl() on it exclude each other: a registration of the
+ * RDMA side made after the move handed the fd back would leave the
+ * kernel socket registered without the program's events.
+ */
+static pthread_mutex_t move_lock = PTHREAD_MUTEX_INITIALIZER;
+
 void readiness_fork_prepare(void)
 {
+	pthread_mutex_lock(&move_lock);
 	pthread_mutex_lock(&set.lock);
 }
 
 void readiness_fork_parent(void)
 {
 	pthread_mutex_unlock(&set.lock);
+	pthread_mutex_unlock(&move_lock);
 }
 
 void readiness_fork_child(void)
 {
 	readiness_core_fork_child();
 	pthread_mutex_unlock(&set.lock);
+	pthread_mutex_unlock(&move_lock);
 }
 
 void readiness_epoll_settle_all(void)
@@ -306,6 +317,7 @@ void readiness_release(struct readiness *r)
 {
 	unsigned int i = 0;
 
+	pthread_mutex_lock(&move_lock);
 	pthread_mutex_lock(&set.lock);
 	while (i < set.count) {
 		struct reg *o = &set.v[i];
@@ -330,6 +342,7 @@ void readiness_release(struct readiness *r)
 	}
 	pthread_mutex_unlock(&set.lock);
 	readiness_release_fds(r);
+	pthread_mutex_unlock(&move_lock);
 }
 
 /*
@@ -607,12 +620,20 @@ void readiness_forget_pending(struct sock *sock)
 	free(take_pending(sock, &n));
 }
 
+/*
+ * Under move_lock: a connection the peer moved to TCP before this ran
+ * (readiness_released()) takes plain registrations of its kernel socket.
+ */
 void readiness_resolve_pending(struct sock *sock, struct readiness *r)
 {
 	unsigned int i, n;
-	struct reg *moved = take_pending(sock, &n);
+	struct reg *moved;
 	struct epoll_event ev;
 
+	pthread_mutex_lock(&move_lock);
+	moved = take_pending(sock, &n);
+	if (r && readiness_released(r))
+		r = NULL;
 	for (i = 0; i < n; i++) {
 		ev.events = moved[i].events;
 		ev.data.u64 = moved[i].data;
@@ -623,6 +644,7 @@ void readiness_resolve_pending(struct sock *sock, struct readiness *r)
 			real.epoll_ctl(moved[i].epfd, EPOLL_CTL_ADD,
 				       moved[i].fd, &ev);
 	}
+	pthread_mutex_unlock(&move_lock);
 	free(moved);
 }
 
@@ -646,6 +668,7 @@ int readiness_epoll_ctl(const struct config *cfg, int epfd, int op, int fd,
 			struct epoll_event *ev)
 {
 	struct sock *sock = cfg->enabled ? readiness_upgraded_sock(fd) : NULL;
+	struct readiness *r;
 	int ret;
 
 	if (!sock) {
@@ -663,7 +686,13 @@ int readiness_epoll_ctl(const struct config *cfg, int epfd, int op, int fd,
 		errno = -ret;
 		return -1;
 	}
-	ret = ctl_upgraded(epfd, op, fd, conn_readiness(sock->conn), ev);
+	pthread_mutex_lock(&move_lock);
+	r = conn_readiness(sock->conn);
+	if (readiness_released(r))
+		ret = real.epoll_ctl(epfd, op, fd, ev);
+	else
+		ret = ctl_upgraded(epfd, op, fd, r, ev);
+	pthread_mutex_unlock(&move_lock);
 	sock_put(sock);
 	return ret;
 }

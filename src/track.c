@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <string.h>
 
 #include "connector.h"
@@ -331,14 +332,40 @@ static void open_cm_listener(struct sock *sock, int fd,
 		handshake_listen(&shim_config, sock, fd, backlog);
 }
 
+/*
+ * TCP_DEFER_ACCEPT: the kernel hands a connection to accept() only once
+ * its first bytes came over TCP, and a client on RDMA sends none there:
+ * its handshake would expire first.  Such a listener stays on TCP.
+ */
+static bool defers_accept(int fd)
+{
+	int err = errno, secs = 0;
+	socklen_t len = sizeof(secs);
+	bool defers = !real.getsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &secs,
+				       &len) &&
+		      secs > 0;
+
+	errno = err;
+	return defers;
+}
+
 void track_listen_prepare(struct sock *sock, int fd, int backlog)
 {
 	struct roceshim_stats_endpoint local;
 
 	local_endpoint(fd, &local);
-	if (policy_listener(&shim_config, local.port) != ROCESHIM_REASON_NONE)
+	if (policy_listener(&shim_config, local.port) != ROCESHIM_REASON_NONE ||
+	    defers_accept(fd))
 		return;
 	open_cm_listener(sock, fd, &local, backlog);
+}
+
+void track_defer_accept(struct sock *sock, int fd)
+{
+	if (!sock->listen_id || !defers_accept(fd))
+		return;
+	log_info("fd %d: TCP_DEFER_ACCEPT: the listener stays on TCP", fd);
+	handshake_unlisten(sock);
 }
 
 void track_listen_failed(struct sock *sock)

@@ -74,6 +74,11 @@ void track_connect_result(struct sock *sock, int fd, int so_error);
  * kernel socket would.  An accepted connection has its listener's.
  */
 void track_sndbuf(struct sock *sock, int fd);
+/*
+ * The program set TCP_DEFER_ACCEPT on fd: a listener with it takes no
+ * connection over RDMA (track.c says why).
+ */
+void track_defer_accept(struct sock *sock, int fd);
 
 /* Result of a data call on a tracked socket (bytes, or -1 with errno). */
 void track_tx(struct sock *sock, ssize_t ret, int err);

@@ -1608,6 +1608,84 @@ out:
 /* Tests: data transfer calls                                          */
 /* ------------------------------------------------------------------ */
 
+/*
+ * TCP_DEFER_ACCEPT (set after listen(), as Apache's AcceptFilter does):
+ * accept() returns once the client's first bytes are there, and they
+ * arrive whole.
+ */
+static void defer_accept_listener_serves_its_client(struct tctx *t)
+{
+	unsigned char out_buf[1000], in[1000];
+	int l = -1, c = -1, s = -1, secs = 1;
+	struct addr bound;
+	ssize_t r;
+
+	l = open_listener(t, &server_addr, 0, &bound);
+	TRY(l < 0);
+	ASSERT_OK(setsockopt(l, IPPROTO_TCP, TCP_DEFER_ACCEPT, &secs,
+			     sizeof(secs)));
+	c = tcp_socket(t, family(&server_addr), 0, &client_addr);
+	TRY(c < 0);
+	TRY(connect_to(t, c, &bound));
+	pattern_fill(out_buf, sizeof(out_buf), 7, 0);
+	TRY(send_all(t, c, out_buf, sizeof(out_buf)));
+	s = accept_within(t, l, 0);
+	TRY(s < 0);
+	TRY(recv_exact(t, s, in, sizeof(in)));
+	ASSERT(!memcmp(in, out_buf, sizeof(in)), "data corrupted");
+	note_digest(t, "read", sizeof(in), fnv1a(FNV1A_INIT, in, sizeof(in)));
+	r = write(s, in, 100);
+	ASSERT(r == 100, "write back: %zd", r);
+	TRY(recv_exact(t, c, in, 100));
+	ASSERT(!memcmp(in, out_buf, 100), "reply corrupted");
+out:
+	close_fd(&l);
+	close_fd(&c);
+	close_fd(&s);
+}
+
+/*
+ * IP_BIND_ADDRESS_NO_PORT (curl --interface, haproxy's source): bound
+ * without a port, the socket gets one at connect(), and carries bytes.
+ */
+static void bind_without_port_then_connect_carries_bytes(struct tctx *t)
+{
+	unsigned char out_buf[1000], in[1000];
+	int l = -1, c = -1, s = -1, one = 1;
+	struct addr bound, at = client_addr, local;
+	ssize_t r;
+
+	if (family(&client_addr) != AF_INET) {
+		skip(t, "IPv4 only");
+		return;
+	}
+	l = open_listener(t, &server_addr, 0, &bound);
+	TRY(l < 0);
+	c = socket(AF_INET, SOCK_STREAM, 0);
+	ASSERT_OK(c);
+	ASSERT_OK(setsockopt(c, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one,
+			     sizeof(one)));
+	addr_set_port(&at, 0);
+	ASSERT_OK(bind(c, sa(&at), at.len));
+	TRY(connect_to(t, c, &bound));
+	ASSERT_OK(local_addr(c, &local));
+	ASSERT(addr_port(&local) != 0, "no port after connect");
+	s = accept_within(t, l, 0);
+	TRY(s < 0);
+	pattern_fill(out_buf, sizeof(out_buf), 5, 0);
+	TRY(send_all(t, c, out_buf, sizeof(out_buf)));
+	TRY(recv_exact(t, s, in, sizeof(in)));
+	ASSERT(!memcmp(in, out_buf, sizeof(in)), "data corrupted");
+	r = write(s, in, 100);
+	ASSERT(r == 100, "write back: %zd", r);
+	TRY(recv_exact(t, c, in, 100));
+	ASSERT(!memcmp(in, out_buf, 100), "reply corrupted");
+out:
+	close_fd(&l);
+	close_fd(&c);
+	close_fd(&s);
+}
+
 static void read_write_roundtrip(struct tctx *t)
 {
 	unsigned char out_buf[3000], in[3000];
@@ -4681,6 +4759,8 @@ static const struct test tests[] = {
 	TEST(getsockname_getpeername_agree_between_ends),
 	/* data transfer calls */
 	TEST(read_write_roundtrip),
+	TEST(defer_accept_listener_serves_its_client),
+	TEST(bind_without_port_then_connect_carries_bytes),
 	TEST(send_recv_roundtrip),
 	TEST(sendto_recvfrom_on_connected_stream),
 	TEST(recvfrom_on_stream_leaves_address_empty),

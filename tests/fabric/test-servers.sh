@@ -1,0 +1,622 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# Real third-party servers and their own clients, every one under roceshim
+# with default settings (RDMA on): each server listens on the A address,
+# each client connects from the B address where it can bind (curl, ssh,
+# socat, haproxy's "source"), else unbound (ab, redis-benchmark, pgbench,
+# libmemcached tools: both ends then sit on rxe0).  Kernel TCP is the
+# specification: every result is checked for being correct and complete,
+# and roceshim-stat, sampled while the programs run, says how each
+# connection went:
+#   nginx, one process (sendfile)          curl 3 MiB x3 sha256, ab -n 200
+#                                          -> server and client on rdma
+#   nginx, master + 2 workers              the same -> moved to TCP (fork):
+#                                          the workers inherit the listener
+#   apache2 (prefork, custom -f config)    the same -> TCP: its listener
+#                                          has TCP_DEFER_ACCEPT
+#   haproxy (2 threads) in front of the    curl, ab -> front leg on rdma,
+#   nginx workers                          back leg moved by the workers
+#   redis-server                           redis-benchmark, 2 MB SET/GET
+#                                          -> rdma
+#   memcached (4 threads)                  memccapable, memcslap, 512 KB
+#                                          value -> rdma
+#   socat                                  download, upload: rdma; fork +
+#                                          EXEC: moved to TCP (fork)
+#   sshd (forks and re-execs per conn.)    ssh cat / sha256sum of 2 MiB
+#                                          -> moved to TCP by the fork
+#   postgres (backend forked per conn.)    pgbench -i, -C, -S, a 1.6 MB
+#                                          result -> moved to TCP (fork)
+# A program that is not installed skips its shape, with a line saying so.
+set -u
+PYTHON=${PYTHON:-/usr/bin/python3}
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/test-servers.XXXXXX") || exit 1
+chmod 755 "$tmp"
+# shellcheck source=../lib.sh
+. "$top_srcdir/tests/lib.sh"
+A=$ROCESHIM_FABRIC_ADDR_A
+B=$ROCESHIM_FABRIC_ADDR_B
+RUN=$ROCESHIM_RUN
+sampler=
+
+cleanup() {
+	local f
+
+	[ -n "$sampler" ] && kill "$sampler" 2>/dev/null
+	for f in "$tmp"/*.pid "$tmp"/pg/postmaster.pid; do
+		[ -f "$f" ] && kill -INT "$(head -n1 "$f")" 2>/dev/null
+	done
+	kill $(jobs -p) 2>/dev/null
+	sleep 1
+	kill -9 $(jobs -p) 2>/dev/null
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+have() { # PROGRAM... : all installed, else a skip line
+	local p
+
+	for p in "$@"; do
+		if ! command -v "$p" >/dev/null 2>&1 && [ ! -x "$p" ]; then
+			echo "SKIP $shape: $p is not installed"
+			return 1
+		fi
+	done
+}
+
+# The stats of every roceshim process, sampled every 0.2 s into FILE, so
+# that short-lived processes (curl, forked children) are seen too.
+sample_start() {
+	(
+		while :; do
+			"$ROCESHIM_STAT" --json 2>/dev/null
+			echo
+			sleep 0.2
+		done
+	) >"$1" &
+	sampler=$!
+}
+sample_stop() {
+	"$ROCESHIM_STAT" --json >>"$tmp/$shape.stats" 2>/dev/null
+	echo >>"$tmp/$shape.stats"
+	kill "$sampler" 2>/dev/null
+	wait "$sampler" 2>/dev/null
+	sampler=
+}
+
+# conns SIDE PORT: from $tmp/$shape.stats, the last state of every
+# connection row (per process) whose server end is PORT, seen from SIDE
+# (server: local port is PORT; client: peer port is PORT), counted by
+# "transport/fallback/downgrade", one "KEY COUNT" line each.
+conns() {
+	"$PYTHON" - "$tmp/$shape.stats" "$1" "$2" <<'EOF'
+import collections, json, sys
+path, side, port = sys.argv[1], sys.argv[2], ":" + sys.argv[3]
+rows = {}
+for line in open(path, errors="replace"):
+    line = line.strip()
+    if not line:
+        continue
+    try:
+        procs = json.loads(line)
+    except ValueError:
+        continue
+    for p in procs:
+        for c in p.get("connections", []):
+            if c["role"] == "listener":
+                continue
+            end = c["local"] if side == "server" else c["peer"]
+            if not end.endswith(port):
+                continue
+            key = (p["pid"], c["fd"], c["opened_unix_ms"], c["local"],
+                   c["peer"])
+            rows[key] = c
+n = collections.Counter("%s/%s/%s" % (c["transport"], c["fallback"],
+                                     c["downgrade"]) for c in rows.values())
+for k, v in sorted(n.items()):
+    print(k, v)
+EOF
+}
+
+# count KEY SUMMARY: the count of KEY in a conns summary (0 if absent)
+count() { awk -v k="$1" '$1 == k {print $2; f=1} END {if (!f) print 0}' <<<"$2"; }
+# others KEY... SUMMARY-last: the keys of the summary not in the list
+others() {
+	local s=${!#}
+	local keys=("${@:1:$#-1}")
+	awk -v ks="${keys[*]}" 'BEGIN {n = split(ks, a, " "); for (i in a) ok[a[i]]=1}
+		NF && !($1 in ok) {printf "%s%s=%s", sep, $1, $2; sep=" "}' <<<"$s"
+}
+# at_least NAME MIN ACTUAL
+at_least() {
+	if [ "${3:-0}" -ge "$2" ]; then
+		echo "ok $1 ($3)"
+		passes=$((passes + 1))
+	else
+		echo "FAIL $1: expected at least $2, got '$3'"
+		failures=$((failures + 1))
+	fi
+}
+
+# report SIDE PORT: prints and returns the summary for SIDE
+report() {
+	local s
+
+	s=$(conns "$1" "$2")
+	sed "s/^/    $shape $1 conns: /" <<<"$s" >&2
+	echo "$s"
+}
+
+sha() { sha256sum | cut -d' ' -f1; }
+
+# Data: random blobs (a 3 MiB download, a 2 MiB ssh and socat payload,
+# a 512 KiB memcached value) and a small page for the request storms.
+mkdir -p "$tmp/www"
+head -c $((3 << 20)) /dev/urandom >"$tmp/www/big.bin"
+head -c $((2 << 20)) /dev/urandom >"$tmp/blob2m"
+head -c $((512 << 10)) /dev/urandom >"$tmp/val512k"
+head -c 2048 /dev/urandom | base64 >"$tmp/www/small.html"
+big_sha=$(sha <"$tmp/www/big.bin")
+blob_sha=$(sha <"$tmp/blob2m")
+chmod -R a+rX "$tmp"
+
+# curl_get NAME URL: three downloads of big.bin from B, each checked;
+# the first is rate-limited so that the sampler sees curl's own row.
+curl_get() {
+	local i got ok=0
+
+	for i in 1 2 3; do
+		got=$(timeout 120 "$RUN" curl -sS -m 60 --interface "$B" \
+			$([ "$i" = 1 ] && echo --limit-rate 1M) "$2" 2>>"$tmp/$1.curl.err" | sha)
+		[ "$got" = "$big_sha" ] && ok=$((ok + 1))
+	done
+	check_eq "${1}_curl_3MiB_sha256_x3" 3 "$ok"
+	[ "$ok" = 3 ] || sed "s/^/    curl: /" "$tmp/$1.curl.err"
+}
+
+# ab_storm NAME URL: ab -n 200 -c 10, every request complete and good.
+ab_storm() {
+	timeout 240 "$RUN" ab -q -s 30 -n 200 -c 10 "$2" >"$tmp/$1.ab" 2>&1
+	echo "rc $?" >>"$tmp/$1.ab"
+	check_eq "${1}_ab_200_complete" 200 \
+		"$(awk '/^Complete requests:/ {print $3}' "$tmp/$1.ab")"
+	check_eq "${1}_ab_0_failed" 0 \
+		"$(awk '/^Failed requests:/ {print $3}' "$tmp/$1.ab")"
+	check_eq "${1}_ab_no_non2xx" 0 \
+		"$(grep -c '^Non-2xx' "$tmp/$1.ab")"
+	grep -qE '^Failed requests: +0$' "$tmp/$1.ab" ||
+		sed "s/^/    ab: /" "$tmp/$1.ab"
+}
+
+# ------------------------------------------------------------------ nginx
+NGINX_PORT=18080
+# start_nginx NAME PORT MASTER(on/off): its pid file is $tmp/NAME.pid
+start_nginx() {
+	mkdir -p "$tmp/$1"
+	cat >"$tmp/$1/nginx.conf" <<EOF
+daemon off;
+master_process $3;
+worker_processes 2;
+pid $tmp/$1.pid;
+error_log $tmp/$1/error.log info;
+events { worker_connections 256; }
+http {
+	access_log $tmp/$1/access.log;
+	client_body_temp_path $tmp/$1/body;
+	proxy_temp_path $tmp/$1/proxy;
+	fastcgi_temp_path $tmp/$1/fastcgi;
+	uwsgi_temp_path $tmp/$1/uwsgi;
+	scgi_temp_path $tmp/$1/scgi;
+	sendfile on;
+	keepalive_timeout 30;
+	server {
+		listen $A:$2;
+		root $tmp/www;
+	}
+}
+EOF
+	"$RUN" nginx -c "$tmp/$1/nginx.conf" -e "$tmp/$1/error.log" \
+		>"$tmp/$1/out" 2>&1 &
+	for i in $(seq 300); do
+		[ -s "$tmp/$1.pid" ] && break
+		sleep 0.1
+	done
+	sleep 1
+}
+
+# One process (master_process off): every connection stays on RDMA.
+shape=nginx
+if have nginx curl ab; then
+	sample_start "$tmp/$shape.stats"
+	start_nginx nginx $NGINX_PORT off
+	curl_get nginx "http://$A:$NGINX_PORT/big.bin"
+	ab_storm nginx "http://$A:$NGINX_PORT/small.html"
+	sample_stop
+	s=$(report server $NGINX_PORT)
+	at_least nginx_server_conns_on_rdma 203 "$(count rdma/none/none "$s")"
+	check_eq nginx_server_no_other_transport "" "$(others rdma/none/none "$s")"
+	c=$(report client $NGINX_PORT)
+	at_least nginx_client_conns_on_rdma 1 "$(count rdma/none/none "$c")"
+	check_eq nginx_client_no_other_transport "" "$(others rdma/none/none "$c")"
+	# haproxy reuses this nginx: it stays up until then.
+fi
+
+# A master and 2 workers that inherit its listener: each connection is
+# accepted on RDMA and moved to TCP (cause fork) before its first byte.
+shape=nginx_workers
+NGINXW_PORT=18082
+if have nginx curl ab; then
+	sample_start "$tmp/$shape.stats"
+	start_nginx nginx_workers $NGINXW_PORT on
+	curl_get nginx_workers "http://$A:$NGINXW_PORT/big.bin"
+	ab_storm nginx_workers "http://$A:$NGINXW_PORT/small.html"
+	sample_stop
+	s=$(report server $NGINXW_PORT)
+	at_least nginx_workers_server_conns_moved_fork 1 "$(count tcp/none/fork "$s")"
+	# (a connection may fall back to TCP with its reason: the data
+	# checks above decide)
+	check_eq nginx_workers_server_no_other_transport "" \
+		"$(others tcp/none/fork tcp/peer_tcp/none "$s")"
+	c=$(report client $NGINXW_PORT)
+	at_least nginx_workers_client_conns_moved_by_server 1 \
+		"$(count tcp/none/peer "$c")"
+	# (a row the sampler saw only before its move says rdma)
+	check_eq nginx_workers_client_no_other_transport "" \
+		"$(others tcp/none/peer rdma/none/none "$c")"
+	kill -QUIT "$(cat "$tmp/nginx_workers.pid")" 2>/dev/null
+fi
+
+# ---------------------------------------------------------------- haproxy
+shape=haproxy
+HAPROXY_PORT=18443
+if have nginx haproxy curl ab && [ -f "$tmp/nginx.pid" ]; then
+	cat >"$tmp/haproxy.cfg" <<EOF
+global
+	maxconn 200
+	nbthread 2
+defaults
+	mode http
+	timeout connect 20s
+	timeout client 120s
+	timeout server 120s
+frontend fe
+	bind $A:$HAPROXY_PORT
+	default_backend be
+backend be
+	server nginx $A:$NGINX_PORT source $B
+EOF
+	sample_start "$tmp/$shape.stats"
+	"$RUN" haproxy -db -f "$tmp/haproxy.cfg" >"$tmp/haproxy.out" 2>&1 &
+	haproxy=$!
+	for i in $(seq 300); do
+		timeout 5 bash -c "echo >/dev/tcp/$A/$HAPROXY_PORT" 2>/dev/null && break
+		sleep 0.1
+	done
+	curl_get haproxy "http://$A:$HAPROXY_PORT/big.bin"
+	ab_storm haproxy "http://$A:$HAPROXY_PORT/small.html"
+	sample_stop
+	s=$(report server $HAPROXY_PORT)
+	at_least haproxy_frontend_conns_on_rdma 200 "$(count rdma/none/none "$s")"
+	# the readiness probe above is plain bash: one peer_tcp row
+	check_eq haproxy_frontend_no_other_transport "" \
+		"$(others rdma/none/none tcp/peer_tcp/none "$s")"
+	b=$(report client $NGINX_PORT)
+	at_least haproxy_backend_conns_on_rdma 1 "$(count rdma/none/none "$b")"
+	check_eq haproxy_backend_no_other_transport "" "$(others rdma/none/none "$b")"
+	kill "$haproxy" 2>/dev/null
+fi
+[ -f "$tmp/nginx.pid" ] && kill -QUIT "$(cat "$tmp/nginx.pid")" 2>/dev/null
+
+# ---------------------------------------------------------------- apache2
+shape=apache2
+APACHE_PORT=18081
+if have apache2 curl ab && [ -f /usr/lib/apache2/modules/mod_mpm_prefork.so ]; then
+	mkdir -p "$tmp/apache"
+	m=/usr/lib/apache2/modules
+	cat >"$tmp/apache/httpd.conf" <<EOF
+ServerRoot $tmp/apache
+ServerName localhost
+DefaultRuntimeDir $tmp/apache
+PidFile $tmp/apache2.pid
+Listen $A:$APACHE_PORT
+LoadModule mpm_prefork_module $m/mod_mpm_prefork.so
+LoadModule authz_core_module $m/mod_authz_core.so
+LoadModule mime_module $m/mod_mime.so
+User www-data
+Group www-data
+StartServers 3
+MinSpareServers 2
+MaxSpareServers 6
+MaxRequestWorkers 12
+ErrorLog $tmp/apache/error.log
+LogLevel info
+TypesConfig /etc/mime.types
+EnableSendfile On
+DocumentRoot $tmp/www
+<Directory $tmp/www>
+	Require all granted
+</Directory>
+EOF
+	sample_start "$tmp/$shape.stats"
+	# setsid: prefork's shutdown signals its whole process group
+	ROCESHIM_LOG_LEVEL=info ROCESHIM_LOG_FILE="$tmp/apache/rs.%p.log" \
+		setsid "$RUN" apache2 -f "$tmp/apache/httpd.conf" -DFOREGROUND \
+		>"$tmp/apache/out" 2>&1 &
+	wait_for "$tmp/apache/error.log" 'resuming normal operations' 300
+	curl_get apache2 "http://$A:$APACHE_PORT/big.bin"
+	ab_storm apache2 "http://$A:$APACHE_PORT/small.html"
+	sample_stop
+	# Apache's AcceptFilter sets TCP_DEFER_ACCEPT on its listener: the
+	# kernel holds a connection back until bytes come over TCP, so the
+	# listener takes none over RDMA (the client's request is refused).
+	s=$(report server $APACHE_PORT)
+	at_least apache2_server_conns_on_tcp_defer_accept 1 \
+		"$(count tcp/peer_tcp/none "$s")"
+	check_eq apache2_server_no_other_transport "" \
+		"$(others tcp/peer_tcp/none "$s")"
+	c=$(report client $APACHE_PORT)
+	at_least apache2_client_conns_refused_rdma 1 \
+		"$(count tcp/peer_rejected/none "$c")"
+	# (a row sampled while its request was still out reads rdma/none)
+	check_eq apache2_client_no_other_transport "" \
+		"$(others tcp/peer_rejected/none rdma/none/none "$c")"
+	at_least apache2_listener_stays_on_tcp 1 \
+		"$(cat "$tmp"/apache/rs.*.log 2>/dev/null |
+			grep -c 'TCP_DEFER_ACCEPT: the listener stays on TCP')"
+	check_eq apache2_no_failed_move_to_tcp 0 \
+		"$(cat "$tmp"/apache/rs.*.log 2>/dev/null | grep -c 'could not move to TCP')"
+	grep -h 'could not move' "$tmp"/apache/rs.*.log 2>/dev/null | head -3 |
+		sed 's/^/    apache2 roceshim: /'
+	kill -TERM "$(cat "$tmp/apache2.pid")" 2>/dev/null
+	grep -E 'AH[0-9]+.*(error|rror)' "$tmp/apache/error.log" | head -5 |
+		sed 's/^/    apache2 error.log: /'
+fi
+
+# ------------------------------------------------------------------ redis
+shape=redis
+REDIS_PORT=16379
+if have redis-server redis-benchmark redis-cli; then
+	sample_start "$tmp/$shape.stats"
+	mkdir -p "$tmp/redis"
+	"$RUN" redis-server --bind "$A" --port $REDIS_PORT --save '' \
+		--appendonly no --dir "$tmp/redis" --pidfile "$tmp/redis.pid" \
+		--protected-mode no >"$tmp/redis/out" 2>&1 &
+	wait_for "$tmp/redis/out" 'Ready to accept connections' 300
+	timeout 240 "$RUN" redis-benchmark -h "$A" -p $REDIS_PORT -n 2000 -c 10 \
+		-q -t set,get,incr,lpush,lpop >"$tmp/redis.bench" 2>&1
+	echo "rc $?" >>"$tmp/redis.bench"
+	timeout 240 "$RUN" redis-benchmark -h "$A" -p $REDIS_PORT -n 2000 -c 4 \
+		-P 16 -q -t set,get >>"$tmp/redis.bench" 2>&1
+	echo "rc $?" >>"$tmp/redis.bench"
+	tr '\r' '\n' <"$tmp/redis.bench" | grep -v '^ *$' | grep -v 'rps=' |
+		sed 's/^/    redis-benchmark: /'
+	check_eq redis_benchmark_7_tests_done 7 \
+		"$(tr '\r' '\n' <"$tmp/redis.bench" | grep -cE '^[A-Z_]+( \(.*\))?: [0-9.]+ requests per second')"
+	check_eq redis_benchmark_exits_0 "rc 0 rc 0" \
+		"$(grep '^rc ' "$tmp/redis.bench" | tr '\n' ' ' | sed 's/ $//')"
+	check_eq redis_benchmark_no_errors 0 \
+		"$(grep -ci 'error' "$tmp/redis.bench")"
+	"$PYTHON" -c 'import base64, sys
+sys.stdout.write(base64.b64encode(open(sys.argv[1], "rb").read()).decode())' \
+		"$tmp/blob2m" >"$tmp/redis.val"
+	check_eq redis_set_2MB_value OK "$(timeout 120 "$RUN" redis-cli -h "$A" \
+		-p $REDIS_PORT -x SET big <"$tmp/redis.val" 2>&1)"
+	check_eq redis_get_2MB_value "$( (cat "$tmp/redis.val"; echo) | sha)" \
+		"$(timeout 120 "$RUN" redis-cli -h "$A" -p $REDIS_PORT --raw GET big | sha)"
+	check_eq redis_dbsize_after_bench_and_set ok "$(
+		n=$(timeout 60 "$RUN" redis-cli -h "$A" -p $REDIS_PORT DBSIZE)
+		[ "${n:-0}" -ge 3 ] && echo ok || echo "dbsize '$n'")"
+	sample_stop
+	s=$(report server $REDIS_PORT)
+	at_least redis_server_conns_on_rdma 40 "$(count rdma/none/none "$s")"
+	check_eq redis_server_no_other_transport "" "$(others rdma/none/none "$s")"
+	c=$(report client $REDIS_PORT)
+	at_least redis_client_conns_on_rdma 10 "$(count rdma/none/none "$c")"
+	check_eq redis_client_no_other_transport "" "$(others rdma/none/none "$c")"
+	kill "$(cat "$tmp/redis.pid")" 2>/dev/null
+fi
+
+# -------------------------------------------------------------- memcached
+shape=memcached
+MC_PORT=11311
+if have memcached memccapable memcslap memccp memccat; then
+	sample_start "$tmp/$shape.stats"
+	"$RUN" memcached -l "$A" -p $MC_PORT -U 0 -u nobody -m 64 -I 2m -t 4 \
+		-v >"$tmp/memcached.out" 2>&1 &
+	mc=$!
+	for i in $(seq 300); do
+		timeout 5 bash -c "echo >/dev/tcp/$A/$MC_PORT" 2>/dev/null && break
+		sleep 0.1
+	done
+	timeout 240 "$RUN" memccapable -h "$A" -p $MC_PORT -t 60 \
+		>"$tmp/memccapable" 2>&1
+	echo "rc $?" >>"$tmp/memccapable"
+	grep -vE '\[pass\]|\[skip\]' "$tmp/memccapable" | sed 's/^/    memccapable: /'
+	check_eq memccapable_all_pass "rc 0" "$(tail -n1 "$tmp/memccapable")"
+	check_eq memccapable_no_fail 0 "$(grep -c '\[FAIL\]' "$tmp/memccapable")"
+	timeout 240 "$RUN" memcslap -s "$A:$MC_PORT" -c 4 -e 500 -t set \
+		>"$tmp/memcslap" 2>&1
+	echo "rc $?" >>"$tmp/memcslap"
+	timeout 240 "$RUN" memcslap -s "$A:$MC_PORT" -c 4 -e 500 -t get \
+		>>"$tmp/memcslap" 2>&1
+	echo "rc $?" >>"$tmp/memcslap"
+	sed 's/^/    memcslap: /' "$tmp/memcslap"
+	check_eq memcslap_set_get_exit_0 "rc 0 rc 0" \
+		"$(grep '^rc ' "$tmp/memcslap" | tr '\n' ' ' | sed 's/ $//')"
+	(cd "$tmp" && timeout 120 "$RUN" memccp -s "$A:$MC_PORT" val512k) \
+		>"$tmp/memccp" 2>&1
+	check_eq memccp_512KiB_stored 0 "$?"
+	# memccat ends the value with a newline
+	check_eq memccat_512KiB_value "$( (cat "$tmp/val512k"; echo) | sha)" \
+		"$(timeout 120 "$RUN" memccat -s "$A:$MC_PORT" val512k 2>/dev/null | sha)"
+	sample_stop
+	s=$(report server $MC_PORT)
+	at_least memcached_server_conns_on_rdma 10 "$(count rdma/none/none "$s")"
+	check_eq memcached_server_no_other_transport "" \
+		"$(others rdma/none/none tcp/peer_tcp/none "$s")"
+	c=$(report client $MC_PORT)
+	at_least memcached_client_conns_on_rdma 1 "$(count rdma/none/none "$c")"
+	kill "$mc" 2>/dev/null
+fi
+
+# ------------------------------------------------------------------ socat
+shape=socat
+SOCAT_PORT=18090
+if have socat; then
+	sample_start "$tmp/$shape.stats"
+	# download: the server sends the blob to one client
+	"$RUN" socat -u OPEN:"$tmp/blob2m" \
+		TCP-LISTEN:$SOCAT_PORT,bind="$A",reuseaddr >"$tmp/socat1" 2>&1 &
+	sleep 1
+	# (the reader waits 1 s, the sender with it: the sampler sees both)
+	got=$(timeout 120 "$RUN" socat -u TCP:"$A":$SOCAT_PORT,bind="$B",retry=50,interval=0.2 \
+		STDOUT 2>>"$tmp/socat.err" | (sleep 1; sha))
+	check_eq socat_download_2MiB_sha256 "$blob_sha" "$got"
+	# upload: the client sends, the server writes a file
+	"$RUN" socat -u TCP-LISTEN:$((SOCAT_PORT + 1)),bind="$A",reuseaddr \
+		CREATE:"$tmp/socat.up" >"$tmp/socat2" 2>&1 &
+	up=$!
+	sleep 1
+	(sleep 1; cat "$tmp/blob2m") | timeout 120 "$RUN" socat -u STDIN \
+		TCP:"$A":$((SOCAT_PORT + 1)),bind="$B",retry=50,interval=0.2 \
+		2>>"$tmp/socat.err"
+	wait $up
+	check_eq socat_upload_2MiB_sha256 "$blob_sha" "$(sha <"$tmp/socat.up")"
+	# fork + EXEC: the child that runs sha256sum has the connection
+	"$RUN" socat TCP-LISTEN:$((SOCAT_PORT + 2)),bind="$A",reuseaddr,fork \
+		EXEC:sha256sum >"$tmp/socat3" 2>&1 &
+	forker=$!
+	sleep 1
+	ok=0
+	for i in 1 2 3; do
+		got=$( (sleep 1; cat "$tmp/blob2m") |
+			timeout 120 "$RUN" socat -t 60 STDIO \
+			TCP:"$A":$((SOCAT_PORT + 2)),bind="$B",retry=50,interval=0.2 \
+			2>>"$tmp/socat.err" | cut -d' ' -f1)
+		[ "$got" = "$blob_sha" ] && ok=$((ok + 1))
+	done
+	check_eq socat_fork_exec_sha256sum_x3 3 "$ok"
+	sample_stop
+	sed 's/^/    socat: /' "$tmp/socat.err"
+	s=$(report server $SOCAT_PORT)
+	check_eq socat_download_server_rdma 1 "$(count rdma/none/none "$s")"
+	s=$(report server $((SOCAT_PORT + 1)))
+	check_eq socat_upload_server_rdma 1 "$(count rdma/none/none "$s")"
+	s=$(report server $((SOCAT_PORT + 2)))
+	check_eq socat_fork_server_no_rdma_left "" \
+		"$(others tcp/none/fork tcp/none/exec "$s")"
+	c=$(report client $((SOCAT_PORT + 2)))
+	check_eq socat_fork_client_moved_by_server "tcp/none/peer 3" "$c"
+	kill "$forker" 2>/dev/null
+fi
+
+# ------------------------------------------------------------------- sshd
+shape=sshd
+SSH_PORT=18022
+if have /usr/sbin/sshd ssh ssh-keygen; then
+	mkdir -p /run/sshd "$tmp/ssh"
+	chmod 700 "$tmp/ssh"
+	ssh-keygen -q -t ed25519 -N '' -f "$tmp/ssh/host" >/dev/null
+	ssh-keygen -q -t ed25519 -N '' -f "$tmp/ssh/id" >/dev/null
+	cp "$tmp/ssh/id.pub" "$tmp/ssh/authorized_keys"
+	cat >"$tmp/ssh/sshd_config" <<EOF
+ListenAddress $A
+AuthorizedKeysFile $tmp/ssh/authorized_keys
+StrictModes no
+PermitRootLogin yes
+UsePAM no
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+PidFile $tmp/sshd.pid
+LogLevel VERBOSE
+EOF
+	sample_start "$tmp/$shape.stats"
+	"$RUN" /usr/sbin/sshd -f "$tmp/ssh/sshd_config" -D -e -p $SSH_PORT \
+		-h "$tmp/ssh/host" >"$tmp/sshd.out" 2>&1 &
+	wait_for "$tmp/sshd.out" 'Server listening on' 300
+	ssh_to() {
+		timeout 180 "$RUN" ssh -F /dev/null -i "$tmp/ssh/id" -b "$B" \
+			-p $SSH_PORT -o BatchMode=yes -o StrictHostKeyChecking=no \
+			-o UserKnownHostsFile=/dev/null -o LogLevel=ERROR \
+			"root@$A" "$@"
+	}
+	check_eq ssh_cat_2MiB_sha256 "$blob_sha" \
+		"$(ssh_to cat "$tmp/blob2m" 2>>"$tmp/ssh.err" | sha)"
+	check_eq ssh_upload_2MiB_sha256sum "$blob_sha" \
+		"$(ssh_to sha256sum <"$tmp/blob2m" 2>>"$tmp/ssh.err" | cut -d' ' -f1)"
+	check_eq ssh_echo_x3 "hi1 hi2 hi3" \
+		"$(for i in 1 2 3; do ssh_to echo hi$i 2>>"$tmp/ssh.err"; done | tr '\n' ' ' | sed 's/ $//')"
+	sample_stop
+	sed 's/^/    ssh: /' "$tmp/ssh.err"
+	s=$(report server $SSH_PORT)
+	check_eq sshd_server_no_rdma_left "" \
+		"$(others tcp/none/fork tcp/none/exec "$s")"
+	c=$(report client $SSH_PORT)
+	check_eq sshd_client_moved_by_server "tcp/none/peer 5" "$c"
+	kill "$(cat "$tmp/sshd.pid")" 2>/dev/null
+	grep -iE 'error|fatal' "$tmp/sshd.out" | head -5 | sed 's/^/    sshd: /'
+fi
+
+# --------------------------------------------------------------- postgres
+shape=postgres
+PG_PORT=15432
+pgbin=/usr/lib/postgresql/15/bin
+if have $pgbin/initdb $pgbin/postgres $pgbin/pgbench $pgbin/psql runuser &&
+	id postgres >/dev/null 2>&1; then
+	mkdir -p "$tmp/pg"
+	chown postgres: "$tmp/pg"
+	runuser -u postgres -- $pgbin/initdb -D "$tmp/pg" -A trust -U postgres \
+		--no-sync >"$tmp/initdb.out" 2>&1 || sed 's/^/    initdb: /' "$tmp/initdb.out"
+	echo "host all all $A/24 trust" >>"$tmp/pg/pg_hba.conf"
+	sample_start "$tmp/$shape.stats"
+	runuser -u postgres -- "$RUN" $pgbin/postgres -D "$tmp/pg" -p $PG_PORT \
+		-c listen_addresses="$A" -c unix_socket_directories="$tmp/pg" \
+		-c shared_buffers=16MB -c fsync=off -c max_connections=20 \
+		>"$tmp/postgres.out" 2>&1 &
+	wait_for "$tmp/postgres.out" 'ready to accept connections' 600
+	pg=(-h "$A" -p $PG_PORT -U postgres)
+	timeout 300 "$RUN" $pgbin/pgbench "${pg[@]}" -i -s 1 -q postgres \
+		>"$tmp/pgbench.init" 2>&1
+	check_eq pgbench_init_exit_0 0 "$?"
+	grep -v '^[0-9]* of ' "$tmp/pgbench.init" | sed 's/^/    pgbench -i: /'
+	psql() { timeout 120 "$RUN" $pgbin/psql "${pg[@]}" -X -At "$@" postgres; }
+	check_eq pg_accounts_100000 100000 \
+		"$(psql -c 'select count(*) from pgbench_accounts' 2>&1)"
+	timeout 300 "$RUN" $pgbin/pgbench "${pg[@]}" -C -c 4 -j 2 -t 25 \
+		postgres >"$tmp/pgbench.C" 2>&1
+	echo "rc $?" >>"$tmp/pgbench.C"
+	sed 's/^/    pgbench -C: /' "$tmp/pgbench.C"
+	pg_bug="a forking server loses 1-20% of connections in a move, README"
+	known_eq pgbench_C_100_transactions "$pg_bug" "100/100" \
+		"$(awk '/number of transactions actually processed/ {print $NF}' "$tmp/pgbench.C")"
+	check_eq pgbench_C_0_failed "0" \
+		"$(awk '/number of failed transactions/ {print $5}' "$tmp/pgbench.C")"
+	known_eq pgbench_C_exit_0 "$pg_bug" "rc 0" "$(tail -n1 "$tmp/pgbench.C")"
+	timeout 300 "$RUN" $pgbin/pgbench "${pg[@]}" -S -c 4 -j 2 -t 200 \
+		postgres >"$tmp/pgbench.S" 2>&1
+	echo "rc $?" >>"$tmp/pgbench.S"
+	check_eq pgbench_S_800_transactions "800/800" \
+		"$(awk '/number of transactions actually processed/ {print $NF}' "$tmp/pgbench.S")"
+	check_eq pgbench_S_exit_0 "rc 0" "$(tail -n1 "$tmp/pgbench.S")"
+	want=$("$PYTHON" -c 'import hashlib
+print(hashlib.sha256(("".join(hashlib.md5(str(i).encode()).hexdigest()
+    for i in range(1, 50001)) + "\n").encode()).hexdigest())')
+	check_eq pg_1600KB_result_sha256 "$want" "$(psql -c \
+		"select string_agg(md5(i::text), '' order by i) from generate_series(1, 50000) i" | sha)"
+	sample_stop
+	s=$(report server $PG_PORT)
+	known_eq postgres_server_no_rdma_left "$pg_bug" "" \
+		"$(others tcp/none/fork tcp/none/exec "$s")"
+	c=$(report client $PG_PORT)
+	# (pgbench -C's connections are short: the sampler sees some, and
+	# some last before the backend's first read moved them)
+	at_least postgres_client_conns_moved_by_server 10 \
+		"$(count tcp/none/peer "$c")"
+	check_eq postgres_client_no_other_transport "" \
+		"$(others tcp/none/peer rdma/none/none "$c")"
+	kill -INT "$(head -n1 "$tmp/pg/postmaster.pid")" 2>/dev/null
+	grep -E 'ERROR|FATAL|PANIC|LOG: .*terminated' "$tmp/postgres.out" |
+		head -5 | sed 's/^/    postgres: /'
+fi
+
+finish
