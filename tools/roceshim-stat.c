@@ -515,6 +515,25 @@ static void prom_labels(const struct snapshot *snap)
 	putchar('"');
 }
 
+/* One series per process: the memory counter at offset. */
+static void prom_memory_field(struct snapshot *snaps, int n, const char *name,
+			      const char *type, const char *help, size_t offset)
+{
+	int i;
+
+	prom_metric(name, type, help);
+	for (i = 0; i < n; i++) {
+		const uint8_t *m =
+			(const uint8_t *)&snaps[i].header.global.memory;
+		uint64_t value;
+
+		memcpy(&value, m + offset, sizeof(value));
+		printf("roceshim_%s{", name);
+		prom_labels(&snaps[i]);
+		printf("} %" PRIu64 "\n", value);
+	}
+}
+
 static void print_prometheus_memory(struct snapshot *snaps, int n)
 {
 	static const char *const dir[] = { "tx", "rx" };
@@ -538,22 +557,15 @@ static void print_prometheus_memory(struct snapshot *snaps, int n)
 				       d ? m->rx_bytes[c] : m->tx_bytes[c]);
 			}
 	}
-	prom_metric("device_refused_total", "counter",
-		    "Calls refused with EFAULT: the buffer was GPU memory.");
-	for (i = 0; i < n; i++) {
-		printf("roceshim_device_refused_total{");
-		prom_labels(&snaps[i]);
-		printf("} %" PRIu64 "\n",
-		       snaps[i].header.global.memory.device_refused);
-	}
-	prom_metric("zerocopy_bytes_total", "counter",
-		    "Bytes sent straight from registered pinned memory.");
-	for (i = 0; i < n; i++) {
-		printf("roceshim_zerocopy_bytes_total{");
-		prom_labels(&snaps[i]);
-		printf("} %" PRIu64 "\n",
-		       snaps[i].header.global.memory.zerocopy_tx_bytes);
-	}
+	prom_memory_field(
+		snaps, n, "device_refused_total", "counter",
+		"Calls refused with EFAULT: the buffer was GPU "
+		"memory.",
+		offsetof(struct roceshim_stats_memory, device_refused));
+	prom_memory_field(
+		snaps, n, "zerocopy_bytes_total", "counter",
+		"Bytes sent straight from registered pinned memory.",
+		offsetof(struct roceshim_stats_memory, zerocopy_tx_bytes));
 	prom_metric("registrations_total", "counter",
 		    "Pinned-memory registration cache events.");
 	for (i = 0; i < n; i++) {
@@ -577,14 +589,10 @@ static void print_prometheus_memory(struct snapshot *snaps, int n)
 			       e[c].value);
 		}
 	}
-	prom_metric("registered_bytes", "gauge",
-		    "Pinned memory registered by the cache now.");
-	for (i = 0; i < n; i++) {
-		printf("roceshim_registered_bytes{");
-		prom_labels(&snaps[i]);
-		printf("} %" PRIu64 "\n",
-		       snaps[i].header.global.memory.registered_bytes);
-	}
+	prom_memory_field(
+		snaps, n, "registered_bytes", "gauge",
+		"Pinned memory registered by the cache now.",
+		offsetof(struct roceshim_stats_memory, registered_bytes));
 }
 
 static void print_prometheus(struct snapshot *snaps, int n)

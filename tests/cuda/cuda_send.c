@@ -440,6 +440,24 @@ static bool cuda_init(void)
 	return !rc;
 }
 
+/*
+ * BUF_LEN bytes that the double says are CUDA memory of kind, filled
+ * with seed's pattern; after cuInit() unless cold.  NULL: failed.
+ */
+static uint8_t *cuda_buffer(int kind, uint8_t seed, bool cold)
+{
+	uint8_t *buf;
+
+	if (!cold && !cuda_init())
+		return NULL;
+	buf = map(NULL, BUF_LEN, PROT_READ | PROT_WRITE);
+	if (!buf)
+		return NULL;
+	cuda_double_mark(buf, BUF_LEN, kind);
+	fill(buf, BUF_LEN, seed);
+	return buf;
+}
+
 /* --- the cases --------------------------------------------------------- */
 
 static void pinned_send_registers_once(struct conn *c)
@@ -447,13 +465,9 @@ static void pinned_send_registers_once(struct conn *c)
 	struct roceshim_stats_memory before = memory_now(), after;
 	uint8_t *buf;
 
-	if (!cuda_init())
-		return;
-	buf = map(NULL, BUF_LEN, PROT_READ | PROT_WRITE);
+	buf = cuda_buffer(CUDA_DOUBLE_PINNED, 1, false);
 	if (!buf)
 		return;
-	cuda_double_mark(buf, BUF_LEN, CUDA_DOUBLE_PINNED);
-	fill(buf, BUF_LEN, 1);
 	if (!transfer(c, buf, BUF_LEN, 8, 1, false) ||
 	    !transfer(c, buf, BUF_LEN, 8, 1, true) || !segment)
 		goto out;
@@ -485,13 +499,9 @@ static void fork_child_sends_pinned_memory_intact(struct conn *c)
 	uint8_t *buf;
 	pid_t pid;
 
-	if (!cuda_init())
-		return;
-	buf = map(NULL, BUF_LEN, PROT_READ | PROT_WRITE);
+	buf = cuda_buffer(CUDA_DOUBLE_PINNED, 1, false);
 	if (!buf)
 		return;
-	cuda_double_mark(buf, BUF_LEN, CUDA_DOUBLE_PINNED);
-	fill(buf, BUF_LEN, 1);
 	if (!transfer(c, buf, BUF_LEN, 2, 1, false))
 		goto out;
 	if (pthread_create(&r.thread, NULL, read_and_check, &r)) {
@@ -526,13 +536,9 @@ static void reallocated_range_registers_again(struct conn *c)
 	struct roceshim_stats_memory before = memory_now(), after;
 	uint8_t *buf;
 
-	if (!cuda_init())
-		return;
-	buf = map(NULL, BUF_LEN, PROT_READ | PROT_WRITE);
+	buf = cuda_buffer(CUDA_DOUBLE_PINNED, 1, false);
 	if (!buf)
 		return;
-	cuda_double_mark(buf, BUF_LEN, CUDA_DOUBLE_PINNED);
-	fill(buf, BUF_LEN, 1);
 	if (!transfer(c, buf, BUF_LEN, 1, 1, false))
 		goto out;
 	/* Freed, and allocated again at the same address: new pages. */
@@ -599,13 +605,9 @@ static void managed_send_is_copied(struct conn *c)
 	struct roceshim_stats_memory before = memory_now(), after;
 	uint8_t *buf;
 
-	if (!cuda_init())
-		return;
-	buf = map(NULL, BUF_LEN, PROT_READ | PROT_WRITE);
+	buf = cuda_buffer(CUDA_DOUBLE_MANAGED, 3, false);
 	if (!buf)
 		return;
-	cuda_double_mark(buf, BUF_LEN, CUDA_DOUBLE_MANAGED);
-	fill(buf, BUF_LEN, 3);
 	if (!transfer(c, buf, BUF_LEN, 2, 3, false) || !segment)
 		goto out;
 	after = memory_now();
@@ -620,12 +622,10 @@ out:
 static void before_cuinit_everything_is_pageable(struct conn *c)
 {
 	struct roceshim_stats_memory before = memory_now(), after;
-	uint8_t *buf = map(NULL, BUF_LEN, PROT_READ | PROT_WRITE);
+	uint8_t *buf = cuda_buffer(CUDA_DOUBLE_PINNED, 4, true);
 
 	if (!buf)
 		return;
-	cuda_double_mark(buf, BUF_LEN, CUDA_DOUBLE_PINNED);
-	fill(buf, BUF_LEN, 4);
 	if (!transfer(c, buf, BUF_LEN, 2, 4, false) || !segment)
 		goto out;
 	after = memory_now();

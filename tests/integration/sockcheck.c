@@ -1608,6 +1608,37 @@ out:
 /* Tests: data transfer calls                                          */
 /* ------------------------------------------------------------------ */
 
+/* The client's first 1000 bytes, seed's pattern. */
+static int send_first(struct tctx *t, int c, int seed)
+{
+	unsigned char out_buf[1000];
+
+	pattern_fill(out_buf, sizeof(out_buf), seed, 0);
+	return send_all(t, c, out_buf, sizeof(out_buf));
+}
+
+/*
+ * The server reads send_first()'s bytes whole and sends 100 of them back,
+ * which the client reads.
+ */
+static int reply_to_first(struct tctx *t, int c, int s, int seed)
+{
+	unsigned char want[1000], in[1000];
+	ssize_t r;
+
+	pattern_fill(want, sizeof(want), seed, 0);
+	TRY(recv_exact(t, s, in, sizeof(in)));
+	ASSERT(!memcmp(in, want, sizeof(in)), "data corrupted");
+	note_digest(t, "read", sizeof(in), fnv1a(FNV1A_INIT, in, sizeof(in)));
+	r = write(s, in, 100);
+	ASSERT(r == 100, "write back: %zd", r);
+	TRY(recv_exact(t, c, in, 100));
+	ASSERT(!memcmp(in, want, 100), "reply corrupted");
+	return 0;
+out:
+	return -1;
+}
+
 /*
  * TCP_DEFER_ACCEPT (set after listen(), as Apache's AcceptFilter does):
  * accept() returns once the client's first bytes are there, and they
@@ -1615,10 +1646,8 @@ out:
  */
 static void defer_accept_listener_serves_its_client(struct tctx *t)
 {
-	unsigned char out_buf[1000], in[1000];
 	int l = -1, c = -1, s = -1, secs = 1;
 	struct addr bound;
-	ssize_t r;
 
 	l = open_listener(t, &server_addr, 0, &bound);
 	TRY(l < 0);
@@ -1627,17 +1656,10 @@ static void defer_accept_listener_serves_its_client(struct tctx *t)
 	c = tcp_socket(t, family(&server_addr), 0, &client_addr);
 	TRY(c < 0);
 	TRY(connect_to(t, c, &bound));
-	pattern_fill(out_buf, sizeof(out_buf), 7, 0);
-	TRY(send_all(t, c, out_buf, sizeof(out_buf)));
+	TRY(send_first(t, c, 7));
 	s = accept_within(t, l, 0);
 	TRY(s < 0);
-	TRY(recv_exact(t, s, in, sizeof(in)));
-	ASSERT(!memcmp(in, out_buf, sizeof(in)), "data corrupted");
-	note_digest(t, "read", sizeof(in), fnv1a(FNV1A_INIT, in, sizeof(in)));
-	r = write(s, in, 100);
-	ASSERT(r == 100, "write back: %zd", r);
-	TRY(recv_exact(t, c, in, 100));
-	ASSERT(!memcmp(in, out_buf, 100), "reply corrupted");
+	TRY(reply_to_first(t, c, s, 7));
 out:
 	close_fd(&l);
 	close_fd(&c);
@@ -1650,10 +1672,8 @@ out:
  */
 static void bind_without_port_then_connect_carries_bytes(struct tctx *t)
 {
-	unsigned char out_buf[1000], in[1000];
 	int l = -1, c = -1, s = -1, one = 1;
 	struct addr bound, at = client_addr, local;
-	ssize_t r;
 
 	if (family(&client_addr) != AF_INET) {
 		skip(t, "IPv4 only");
@@ -1672,14 +1692,8 @@ static void bind_without_port_then_connect_carries_bytes(struct tctx *t)
 	ASSERT(addr_port(&local) != 0, "no port after connect");
 	s = accept_within(t, l, 0);
 	TRY(s < 0);
-	pattern_fill(out_buf, sizeof(out_buf), 5, 0);
-	TRY(send_all(t, c, out_buf, sizeof(out_buf)));
-	TRY(recv_exact(t, s, in, sizeof(in)));
-	ASSERT(!memcmp(in, out_buf, sizeof(in)), "data corrupted");
-	r = write(s, in, 100);
-	ASSERT(r == 100, "write back: %zd", r);
-	TRY(recv_exact(t, c, in, 100));
-	ASSERT(!memcmp(in, out_buf, 100), "reply corrupted");
+	TRY(send_first(t, c, 5));
+	TRY(reply_to_first(t, c, s, 5));
 out:
 	close_fd(&l);
 	close_fd(&c);
