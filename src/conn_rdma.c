@@ -403,17 +403,20 @@ static bool goes_direct(struct conn *c, struct blocking *b, const uint8_t *p,
 		return false;
 	if (cuda_mem_active())
 		cuda_mem_classify(p, info);
-	/* No id, no way to tell a reallocation; or a registration failed. */
-	if (info->cls == ROCESHIM_MEM_PINNED &&
-	    (!info->buffer_id ||
-	     clock_ms() <
-		     __atomic_load_n(&c->pinned_retry_ms, __ATOMIC_RELAXED)))
+	if (info->cls == ROCESHIM_MEM_PINNED) {
+		/*
+		 * No id, no way to tell a reallocation; or a registration
+		 * failed a moment ago.
+		 */
+		if (!info->buffer_id ||
+		    clock_ms() < __atomic_load_n(&c->pinned_retry_ms,
+						 __ATOMIC_RELAXED))
+			return false;
+		if (pinned_big)
+			return true;
+	} else if (info->cls != ROCESHIM_MEM_PAGEABLE) {
 		return false;
-	if (info->cls == ROCESHIM_MEM_PINNED && pinned_big)
-		return true;
-	if (info->cls != ROCESHIM_MEM_PAGEABLE &&
-	    info->cls != ROCESHIM_MEM_PINNED)
-		return false;
+	}
 	return big && !must_not_block(b);
 }
 
@@ -552,8 +555,7 @@ ssize_t conn_rdma_send(struct conn *c, int tcp_fd, const struct iovec *iov,
 		}
 		if (n != -EAGAIN)
 			break;
-		/* Non-blocking: waits for credit, PINNED_CREDIT_WAIT_MS in all.
-		 */
+		/* Non-blocking: a pinned send waits a little for credit. */
 		if (must_not_block(&b)) {
 			if (credit_deadline < 0)
 				credit_deadline =
