@@ -243,6 +243,26 @@ static void reset_if_unread(struct conn *c, int fd)
 		real.setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
 }
 
+/*
+ * Whether the connection still needs its kernel socket once the program's
+ * last fd of it here is closed: a fork child may go on with it (conn_release()
+ * moves it to TCP), a move under way must finish, and bytes this end sent
+ * before a move must still reach the peer.
+ */
+static bool needs_socket_locked(const struct conn *c, bool shared)
+{
+	switch (path_of(c)) {
+	case CONN_RDMA:
+		return shared;
+	case CONN_MOVING:
+		return true;
+	case CONN_TCP:
+		return c->backlog_from != c->backlog_to;
+	default:
+		return false;
+	}
+}
+
 void conn_fd_closing(struct conn *c, int fd, int other_fd)
 {
 	bool shared;
@@ -256,17 +276,14 @@ void conn_fd_closing(struct conn *c, int fd, int other_fd)
 	if (c->kfd == fd && !c->kfd_ours) {
 		unwatch_kernel_locked(c);
 		c->kfd = other_fd;
-		if (other_fd < 0 && shared && path_of(c) == CONN_RDMA) {
-			/*
-			 * The last fd here, but a fork child may hold the
-			 * socket: the connection must go on without this
-			 * process (conn_release() moves it to TCP).
-			 */
+		if (other_fd < 0 && needs_socket_locked(c, shared)) {
 			c->kfd = real.fcntl(fd, F_DUPFD_CLOEXEC, 0);
 			c->kfd_ours = c->kfd >= 0;
 		}
 		if (path_of(c) != CONN_TCP)
 			conn_watch_kernel_locked(c, EPOLLIN | EPOLLRDHUP);
+		else if (c->backlog_from != c->backlog_to)
+			conn_watch_kernel_locked(c, EPOLLOUT);
 	}
 	pthread_mutex_unlock(&c->lock);
 }

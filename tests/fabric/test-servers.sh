@@ -586,12 +586,11 @@ if have $pgbin/initdb $pgbin/postgres $pgbin/pgbench $pgbin/psql runuser &&
 		postgres >"$tmp/pgbench.C" 2>&1
 	echo "rc $?" >>"$tmp/pgbench.C"
 	sed 's/^/    pgbench -C: /' "$tmp/pgbench.C"
-	pg_bug="a forking server loses 1-20% of connections in a move, README"
-	known_eq pgbench_C_100_transactions "$pg_bug" "100/100" \
+	check_eq pgbench_C_100_transactions "100/100" \
 		"$(awk '/number of transactions actually processed/ {print $NF}' "$tmp/pgbench.C")"
 	check_eq pgbench_C_0_failed "0" \
 		"$(awk '/number of failed transactions/ {print $5}' "$tmp/pgbench.C")"
-	known_eq pgbench_C_exit_0 "$pg_bug" "rc 0" "$(tail -n1 "$tmp/pgbench.C")"
+	check_eq pgbench_C_exit_0 "rc 0" "$(tail -n1 "$tmp/pgbench.C")"
 	timeout 300 "$RUN" $pgbin/pgbench "${pg[@]}" -S -c 4 -j 2 -t 200 \
 		postgres >"$tmp/pgbench.S" 2>&1
 	echo "rc $?" >>"$tmp/pgbench.S"
@@ -605,7 +604,7 @@ print(hashlib.sha256(("".join(hashlib.md5(str(i).encode()).hexdigest()
 		"select string_agg(md5(i::text), '' order by i) from generate_series(1, 50000) i" | sha)"
 	sample_stop
 	s=$(report server $PG_PORT)
-	known_eq postgres_server_no_rdma_left "$pg_bug" "" \
+	check_eq postgres_server_no_rdma_left "" \
 		"$(others tcp/none/fork tcp/none/exec "$s")"
 	c=$(report client $PG_PORT)
 	# (pgbench -C's connections are short: the sampler sees some, and

@@ -93,6 +93,9 @@ struct addr {
 
 static struct addr server_addr;
 static struct addr client_addr;
+/* The addresses as given, for a client run as a process of its own. */
+static const char *server_arg = "127.0.0.1";
+static const char *client_arg;
 static unsigned int timeout_scale = 1;
 
 /* Environment probes, decided once with raw syscalls (see probe_env()). */
@@ -4326,6 +4329,93 @@ out:
 	close_fd(&s);
 }
 
+/*
+ * The client of forked_handler_keeps_connection_its_parent_closes, run as
+ * "sockcheck ... --pattern-client PORT": a process of its own (a fork child
+ * of a process that uses RDMA would stay on TCP), which sends 32 KiB of
+ * stream 28 to the server address and waits for "done".
+ */
+static int pattern_client(const char *port)
+{
+	struct addr from = client_addr, to = server_addr;
+	char ack[4];
+	int fd;
+
+	addr_set_port(&from, 0);
+	addr_set_port(&to, strtoul(port, NULL, 10));
+	fd = socket(family(&to), SOCK_STREAM, 0);
+	if (fd < 0 || bind(fd, sa(&from), from.len) < 0 ||
+	    connect(fd, sa(&to), to.len) < 0 ||
+	    child_send_pattern(fd, 28, 32 << 10) < 0)
+		return 1;
+	if (recv(fd, ack, sizeof(ack), MSG_WAITALL) != sizeof(ack) ||
+	    memcmp(ack, "done", 4))
+		return 2;
+	return 0;
+}
+
+static pid_t start_pattern_client(uint16_t port)
+{
+	char port_arg[8];
+	pid_t pid;
+
+	snprintf(port_arg, sizeof(port_arg), "%u", port);
+	pid = fork_child();
+	if (pid == 0) {
+		execl("/proc/self/exe", "sockcheck", "--server-addr",
+		      server_arg, "--client-addr", client_arg,
+		      "--pattern-client", port_arg, (char *)NULL);
+		_exit(127);
+	}
+	return pid;
+}
+
+/*
+ * The database shape: accept, fork a handler that reads at once, and close
+ * the acceptor's copy while the handler is taking the connection over.  The
+ * client is stopped meanwhile, so that the close falls inside the handover
+ * wherever the connection has one to make.
+ */
+static void forked_handler_keeps_connection_its_parent_closes(struct tctx *t)
+{
+	int l = -1, s = -1, status;
+	pid_t client = -1, handler;
+	struct addr bound;
+
+	l = open_listener(t, &server_addr, 0, &bound);
+	TRY(l < 0);
+	client = start_pattern_client(addr_port(&bound));
+	ASSERT_OK(client);
+	s = accept_within(t, l, 0);
+	TRY(s < 0);
+	ASSERT_OK(kill(client, SIGSTOP));
+	handler = fork_child();
+	ASSERT_OK(handler);
+	if (handler == 0) {
+		close(l);
+		if (recv_pattern(t, s, 28, 32 << 10, NULL))
+			_exit(1);
+		_exit(send(s, "done", 4, MSG_NOSIGNAL) == 4 ? 0 : 2);
+	}
+	sleep_ms(200);
+	close_fd(&s);
+	kill(client, SIGCONT);
+	TRY(wait_child(t, handler, &status));
+	ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	       "handler failed (status %#x)", status);
+	TRY(wait_child(t, client, &status));
+	client = -1;
+	ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	       "client failed (status %#x)", status);
+out:
+	if (client > 0) {
+		kill(client, SIGKILL);
+		waitpid(client, NULL, 0);
+	}
+	close_fd(&l);
+	close_fd(&s);
+}
+
 /* Kept apart so that nothing in a test's frame lives across vfork(). */
 static pid_t __attribute__((noinline)) vfork_and_exit(int code)
 {
@@ -4855,6 +4945,7 @@ static const struct test tests[] = {
 	/* processes */
 	TEST(fork_child_writes_inherited_socket),
 	TEST(fork_child_opens_own_connection),
+	TEST(forked_handler_keeps_connection_its_parent_closes),
 	TEST(vfork_child_exit_leaves_sockets_intact),
 	TEST(vfork_child_execs_a_handler_on_the_socket),
 	TEST(vfork_child_closing_sockets_leaves_them_open),
@@ -4928,7 +5019,8 @@ static bool selected_test(const char *only, const char *name)
 	return true;
 }
 
-static int parse_args(int argc, char **argv, const char **only, bool *list)
+static int parse_args(int argc, char **argv, const char **only, bool *list,
+		      const char **pattern_client_port)
 {
 	const char *srv = "127.0.0.1", *cli = NULL;
 	int i;
@@ -4956,6 +5048,8 @@ static int parse_args(int argc, char **argv, const char **only, bool *list)
 			cli = val;
 		} else if (!strcmp(arg, "--only")) {
 			*only = val;
+		} else if (!strcmp(arg, "--pattern-client")) {
+			*pattern_client_port = val;
 		} else if (!strcmp(arg, "--skip")) {
 			skip_patterns = val;
 		} else if (!strcmp(arg, "--timeout-scale")) {
@@ -4971,6 +5065,8 @@ static int parse_args(int argc, char **argv, const char **only, bool *list)
 	}
 	if (!cli)
 		cli = srv;
+	server_arg = srv;
+	client_arg = cli;
 	if (parse_addr(srv, &server_addr) || parse_addr(cli, &client_addr)) {
 		fprintf(stderr, "sockcheck: bad address\n");
 		return -1;
@@ -5008,14 +5104,16 @@ static void run_one(const struct test *tc, struct tctx *t)
 int main(int argc, char **argv)
 {
 	int passed = 0, failed = 0, skipped = 0, selected = 0, done = 0;
-	const char *only = NULL;
+	const char *only = NULL, *pattern_client_port = NULL;
 	bool list = false;
 	int64_t start;
 	struct tctx t;
 	size_t i;
 
-	if (parse_args(argc, argv, &only, &list))
+	if (parse_args(argc, argv, &only, &list, &pattern_client_port))
 		return 2;
+	if (pattern_client_port)
+		return pattern_client(pattern_client_port);
 	for (i = 0; i < ARRAY_SIZE(tests); i++) {
 		if (!selected_test(only, tests[i].name))
 			continue;
