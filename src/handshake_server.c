@@ -38,10 +38,18 @@
 #define PENDING_TIMEOUT_MS  30000
 #define PENDING_GONE_MS	    600000
 #define PENDING_PER_BACKLOG 2
+/*
+ * A connection that a fork child claimed keeps its queue pair this long:
+ * the child's marker must reach the client before the client sees the
+ * disconnect, or the client would take that for a failure of its queue
+ * pair (the move is right either way; the recorded cause would not be).
+ */
+#define PENDING_CLAIMED_MS 1000
 enum pending_state {
 	PENDING_ACCEPTED,
 	PENDING_ESTABLISHED,
 	PENDING_FAILED,
+	PENDING_CLAIMED, /* a fork child took it: it goes when it expires */
 };
 
 struct pending {
@@ -367,8 +375,9 @@ bool handshake_pending_tick(void)
 	pthread_mutex_unlock(&pend.lock);
 	while ((p = expired)) {
 		expired = p->next;
-		log_info("cm: RDMA connection dropped: accept() never took "
-			 "it, or its listener closed");
+		if (p->state != PENDING_CLAIMED)
+			log_info("cm: RDMA connection dropped: accept() never "
+				 "took it, or its listener closed");
 		conn_discard(p->conn);
 		free(p);
 	}
@@ -449,6 +458,7 @@ static struct pending **find(const struct roceshim_stats_endpoint *peer,
 
 	for (pp = &pend.list; (p = *pp); pp = &p->next)
 		if (p->port == local_port && p->expires_ms != 0 &&
+		    p->state != PENDING_CLAIMED &&
 		    same_endpoint(&p->source, peer))
 			return pp;
 	return NULL;
@@ -490,24 +500,21 @@ static void take_inherited(const struct config *cfg,
 void handshake_on_share_request(void *ctx)
 {
 	struct conn *c = ctx;
-	struct pending **pp, *p;
+	struct pending *p;
 
 	if (share_pending_state(conn_slot(c)) != SHARE_PENDING_CLAIMED) {
 		conn_on_share_request(c);
 		return;
 	}
 	pthread_mutex_lock(&pend.lock);
-	for (pp = &pend.list; (p = *pp); pp = &p->next) {
+	for (p = pend.list; p; p = p->next) {
 		if (p->conn == c) {
-			*pp = p->next;
+			p->state = PENDING_CLAIMED;
+			p->expires_ms = clock_ms() + PENDING_CLAIMED_MS;
 			break;
 		}
 	}
 	pthread_mutex_unlock(&pend.lock);
-	if (p) {
-		conn_discard(c);
-		free(p);
-	}
 }
 
 /*
