@@ -744,6 +744,7 @@ static bool finished(struct conn *c, int64_t now, int64_t deadline)
 		return c->backlog_from == c->backlog_to;
 	case CONN_RDMA:
 		return now >= deadline || !transport_writes_in_flight(c->t) ||
+		       __atomic_load_n(&c->qp_lost, __ATOMIC_ACQUIRE) ||
 		       transport_progress(c->t);
 	default:
 		return true;

@@ -639,6 +639,8 @@ ssize_t conn_rdma_recv(struct conn *c, int tcp_fd, const struct iovec *iov,
 /*
  * Lets a FIN complete before the caller's kernel socket sends its own:
  * the peer must find the RDMA FIN already there when TCP says "closed".
+ * A peer that let its queue pair go (it closed first) reads nothing more,
+ * and the writes to it would only complete when they time out.
  */
 void conn_rdma_wait_writes(struct conn *c)
 {
@@ -646,6 +648,7 @@ void conn_rdma_wait_writes(struct conn *c)
 	int64_t deadline = clock_ms() + 200;
 
 	while (transport_writes_in_flight(c->t) && clock_ms() < deadline &&
+	       !__atomic_load_n(&c->qp_lost, __ATOMIC_ACQUIRE) &&
 	       !transport_progress(c->t))
 		nanosleep(&pause, NULL);
 }
