@@ -60,6 +60,8 @@ static void real_resolve(void)
 	RESOLVE(dup3);
 	RESOLVE(fork);
 	RESOLVE(vfork);
+	RESOLVE(syscall);
+	RESOLVE(clone);
 	RESOLVE(execve);
 	RESOLVE(execv);
 	RESOLVE(execvp);

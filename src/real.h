@@ -76,6 +76,8 @@ struct real_libc {
 	int (*dup3)(int, int, int);
 	pid_t (*fork)(void);
 	pid_t (*vfork)(void);
+	long (*syscall)(long, ...);
+	int (*clone)(int (*)(void *), void *, int, void *, ...);
 	int (*execve)(const char *, char *const[], char *const[]);
 	int (*execv)(const char *, char *const[]);
 	int (*execvp)(const char *, char *const[]);

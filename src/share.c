@@ -64,7 +64,7 @@ static struct {
 static long futex(uint32_t *word, int op, uint32_t val,
 		  const struct timespec *timeout)
 {
-	return syscall(SYS_futex, word, op, val, timeout, NULL, 0);
+	return real.syscall(SYS_futex, word, op, val, timeout, NULL, 0);
 }
 
 /* Datagrams only wake the owner: every slot says what it wants. */

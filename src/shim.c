@@ -1,8 +1,12 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/sched.h>
 #include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "conn.h"
@@ -201,3 +205,92 @@ SHIM_EXPORT pid_t vfork(void)
 	return vfork_as_fork();
 }
 #endif
+
+/*
+ * A fork made with the clone system call runs no pthread_atfork handler:
+ * neither end would know that they share the connections (vsftpd starts
+ * each session so, with syscall(SYS_clone, CLONE_NEWPID | ... | SIGCHLD)).
+ * So a clone that copies the address space (no CLONE_VM) and returns on
+ * the caller's stack, through syscall() or through clone(), runs the fork
+ * handlers around it as fork() does.  Every other system call passes
+ * straight through.
+ */
+static bool copies_memory(uint64_t flags)
+{
+	return !(flags & (CLONE_VM | CLONE_THREAD));
+}
+
+static bool forks(long number, const long *arg)
+{
+	const struct clone_args *ca = (const struct clone_args *)arg[0];
+
+	if (number == SYS_clone)
+		return copies_memory(arg[0]) && !arg[1];
+	if (number == SYS_clone3 && ca &&
+	    (size_t)arg[1] >= CLONE_ARGS_SIZE_VER0)
+		return copies_memory(ca->flags) && !ca->stack;
+	return false;
+}
+
+SHIM_EXPORT long syscall(long number, ...)
+{
+	va_list ap;
+	long arg[6], ret;
+	int i;
+
+	/* As libc's own: six argument registers, whatever the call uses. */
+	va_start(ap, number);
+	for (i = 0; i < 6; i++)
+		arg[i] = va_arg(ap, long);
+	va_end(ap);
+	shim_ensure_init();
+	if (!shim_config.enabled || !forks(number, arg))
+		return real.syscall(number, arg[0], arg[1], arg[2], arg[3],
+				    arg[4], arg[5]);
+	fork_prepare();
+	ret = real.syscall(number, arg[0], arg[1], arg[2], arg[3], arg[4],
+			   arg[5]);
+	if (ret == 0)
+		fork_child();
+	else
+		fork_parent();
+	return ret;
+}
+
+struct clone_start {
+	int (*fn)(void *);
+	void *arg;
+};
+
+/* The child's copy of the parent's clone_start: its memory is a copy. */
+static int clone_child_start(void *start)
+{
+	struct clone_start *cs = start;
+
+	fork_child();
+	return cs->fn(cs->arg);
+}
+
+SHIM_EXPORT int clone(int (*fn)(void *), void *stack, int flags, void *arg, ...)
+{
+	struct clone_start cs = { .fn = fn, .arg = arg };
+	pid_t *parent_tid, *child_tid;
+	va_list ap;
+	void *tls;
+	int ret;
+
+	va_start(ap, arg);
+	parent_tid = va_arg(ap, pid_t *);
+	tls = va_arg(ap, void *);
+	child_tid = va_arg(ap, pid_t *);
+	va_end(ap);
+	shim_ensure_init();
+	if (!shim_config.enabled || !copies_memory((unsigned int)flags))
+		return real.clone(fn, stack, flags, arg, parent_tid, tls,
+				  child_tid);
+	fork_prepare();
+	ret = real.clone(clone_child_start, stack, flags, &cs, parent_tid, tls,
+			 child_tid);
+	fork_parent();
+	return ret;
+}

@@ -4416,6 +4416,39 @@ out:
 	close_fd(&s);
 }
 
+/*
+ * A fork made with the clone system call (vsftpd's sessions), which runs
+ * no pthread_atfork handler: the child serves the connection while the
+ * parent closes its copy at once.
+ */
+static void clone_child_serves_connection_its_parent_closes(struct tctx *t)
+{
+	const size_t len = 64 << 10;
+	int c = -1, s = -1, status;
+	pid_t pid;
+	uint64_t h;
+
+	TRY(make_pair(t, &c, &s, PAIR_BIND_CLIENT));
+	fflush(NULL);
+	pid = syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0);
+	ASSERT_OK(pid);
+	if (pid == 0) {
+		alarm(2 * IO_MS / 1000 * timeout_scale);
+		close(c);
+		_exit(child_send_pattern(s, 29, len) ? 1 : 0);
+	}
+	close_fd(&s);
+	TRY(recv_pattern(t, c, 29, len, &h));
+	note_digest(t, "from clone child", len, h);
+	TRY(wait_child(t, pid, &status));
+	ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	       "child failed (status %#x)", status);
+	TRY(expect_eof(t, c));
+out:
+	close_fd(&c);
+	close_fd(&s);
+}
+
 /* Kept apart so that nothing in a test's frame lives across vfork(). */
 static pid_t __attribute__((noinline)) vfork_and_exit(int code)
 {
@@ -4946,6 +4979,7 @@ static const struct test tests[] = {
 	TEST(fork_child_writes_inherited_socket),
 	TEST(fork_child_opens_own_connection),
 	TEST(forked_handler_keeps_connection_its_parent_closes),
+	TEST(clone_child_serves_connection_its_parent_closes),
 	TEST(vfork_child_exit_leaves_sockets_intact),
 	TEST(vfork_child_execs_a_handler_on_the_socket),
 	TEST(vfork_child_closing_sockets_leaves_them_open),
