@@ -209,6 +209,9 @@ void conn_watch_kernel_locked(struct conn *c, uint32_t events)
 	events |= EPOLLONESHOT;
 	ret = c->kwatched ? progress_mod(c->kfd, events, &c->kwatch)
 			  : progress_add(c->kfd, events, &c->kwatch);
+	/* The kernel drops the entry with the socket's last descriptor. */
+	if (ret == -ENOENT)
+		ret = progress_add(c->kfd, events, &c->kwatch);
 	c->kwatched = !ret;
 }
 
@@ -505,6 +508,10 @@ int conn_shutdown(struct conn *c, int fd, int how)
 	int ret = 0;
 
 	claim_if_inherited(c);
+	if (how != SHUT_WR && conn_on_rdma(c)) {
+		transport_shutdown_read(c->t);
+		readiness_sync(c->r);
+	}
 	if (how == SHUT_RD)
 		return real.shutdown(fd, how) ? -errno : 0;
 	switch (path_of(c)) {
@@ -635,8 +642,11 @@ static void on_kernel_event(struct progress_watcher *w, uint32_t events)
 		(struct conn *)((char *)w -
 				__builtin_offsetof(struct conn, kwatch));
 
+	/*
+	 * The oneshot entry is disarmed, not gone: kwatched stays, so that
+	 * a re-arm modifies it and the end deletes it.
+	 */
 	pthread_mutex_lock(&c->lock);
-	c->kwatched = false; /* oneshot: re-armed by whoever needs it */
 	conn_move_kernel_event_locked(c, events);
 	pthread_mutex_unlock(&c->lock);
 }
