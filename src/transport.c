@@ -58,6 +58,7 @@ struct transport {
 	uint32_t sq_outstanding;
 	uint64_t direct_end; /* where the last zero-copy write ends */
 	bool tx_shut;
+	bool rx_shut;	  /* the program shut down reading: empty reads end */
 	bool fin_pending; /* shut, and the FIN waits for staged bytes */
 	bool peer_gone;
 	bool armed;	 /* an event will come: no arm since the last taken */
@@ -666,7 +667,10 @@ ssize_t transport_recv(struct transport *t, void *buf, size_t len, bool peek)
 		goto out;
 	}
 	if (!avail) {
-		ret = t->s.rx_eof ? 0 : t->error ? t->error : -EAGAIN;
+		if (t->s.rx_eof || t->rx_shut)
+			ret = 0;
+		else
+			ret = t->error ? t->error : -EAGAIN;
 		goto out;
 	}
 	head = t->s.rx_head;
@@ -711,6 +715,13 @@ int transport_shutdown(struct transport *t)
 	}
 	pthread_mutex_unlock(&t->lock);
 	return ret;
+}
+
+void transport_shutdown_read(struct transport *t)
+{
+	pthread_mutex_lock(&t->lock);
+	t->rx_shut = true;
+	pthread_mutex_unlock(&t->lock);
 }
 
 int transport_freeze(struct transport *t, struct wire_positions *pos,
@@ -945,10 +956,11 @@ void transport_readiness(struct transport *t, struct transport_readiness *out)
 	pthread_mutex_lock(&t->lock);
 	progress_locked(t);
 	/* Moving to TCP: nothing until the kernel socket carries it. */
-	out->readable = (stream_available(&t->s) || t->error || t->s.rx_eof) &&
+	out->readable = (stream_available(&t->s) || t->error || t->s.rx_eof ||
+			 t->rx_shut) &&
 			!t->frozen;
 	out->writable = writable_locked(t) && !t->frozen;
-	out->eof = t->s.rx_eof;
+	out->eof = t->s.rx_eof || t->rx_shut;
 	out->shut = t->tx_shut;
 	out->arrivals = t->s.rx_tail + t->s.rx_eof + (t->error != 0);
 	out->corked = corked_locked(t);

@@ -109,6 +109,11 @@ void transport_deregister(struct ibv_mr *mr);
 void transport_limit_send(struct transport *t, uint32_t bytes);
 /* No more sending; the peer reads EOF once it has the data staged before. */
 int transport_shutdown(struct transport *t);
+/*
+ * No more reading, as TCP's SHUT_RD: a read that finds nothing returns EOF
+ * at once, and the connection reads as at its end (readable, RDHUP).
+ */
+void transport_shutdown_read(struct transport *t);
 
 /*
  * The connection moves to its kernel TCP socket (docs/design.md,

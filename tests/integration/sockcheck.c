@@ -2485,6 +2485,38 @@ out:
 	close_fd(&s);
 }
 
+/*
+ * shutdown(SHUT_RD): what came before is still read, then a read returns
+ * EOF at once, and poll says so (POLLIN|POLLRDHUP) while the peer sends
+ * nothing more.
+ */
+static void shutdown_rd_ends_reads_at_once(struct tctx *t)
+{
+	struct pollfd pfd = { .events = POLLIN | POLLRDHUP };
+	int c = -1, s = -1, n;
+	char buf[16];
+
+	TRY(make_pair(t, &c, &s, PAIR_BIND_CLIENT));
+	TRY(send_all(t, s, "before", 6));
+	TRY(wait_queued(t, c, 6));
+	ASSERT_OK(shutdown(c, SHUT_RD));
+	TRY(recv_exact(t, c, buf, 6));
+	ASSERT(!memcmp(buf, "before", 6), "data before SHUT_RD corrupted");
+	pfd.fd = c;
+	n = poll(&pfd, 1, io_ms());
+	ASSERT(n == 1 && pfd.revents == (POLLIN | POLLRDHUP),
+	       "poll after SHUT_RD: want POLLIN|POLLRDHUP, got %d (%#x)", n,
+	       pfd.revents);
+	TRY(expect_eof(t, c));
+	/* The other direction is still open. */
+	TRY(send_all(t, c, "after", 5));
+	TRY(recv_exact(t, s, buf, 5));
+	ASSERT(!memcmp(buf, "after", 5), "data after SHUT_RD corrupted");
+out:
+	close_fd(&c);
+	close_fd(&s);
+}
+
 static void send_after_shutdown_wr_gives_epipe(struct tctx *t)
 {
 	sig_atomic_t before = sigpipe_count;
@@ -4919,6 +4951,7 @@ static const struct test tests[] = {
 	/* shutdown, close and errors */
 	TEST(shutdown_wr_gives_peer_eof_but_keeps_reading),
 	TEST(half_closed_peer_still_receives_a_long_reply),
+	TEST(shutdown_rd_ends_reads_at_once),
 	TEST(send_after_shutdown_wr_gives_epipe),
 	TEST(eof_after_close_reads_zero_repeatedly),
 	TEST(linger_zero_close_resets_peer),
