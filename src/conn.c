@@ -442,8 +442,12 @@ ssize_t conn_send(struct conn *c, int tcp_fd, const struct iovec *iov,
 		case CONN_RDMA:
 			if (__atomic_load_n(&c->peer_closed,
 					    __ATOMIC_ACQUIRE) ||
-			    __atomic_load_n(&c->peer_reset, __ATOMIC_ACQUIRE))
-				return kernel_send(tcp_fd, iov, iovcnt, flags);
+			    __atomic_load_n(&c->peer_reset, __ATOMIC_ACQUIRE)) {
+				err = conn_take_error(c);
+				return err ? -err
+					   : kernel_send(tcp_fd, iov, iovcnt,
+							 flags);
+			}
 			*kernel = false;
 			n = conn_rdma_send(c, tcp_fd, iov, iovcnt, flags);
 			if (n == -EXDEV || qp_failed(c, n))
@@ -473,6 +477,24 @@ ssize_t conn_send(struct conn *c, int tcp_fd, const struct iovec *iov,
 	}
 }
 
+int conn_take_error(struct conn *c)
+{
+	return __atomic_exchange_n(&c->taken_error, 0, __ATOMIC_ACQ_REL);
+}
+
+/*
+ * A reset peer: its error is reported once, by the kernel socket or by
+ * the record of it that roceshim took, and the reads after it find the
+ * end of the stream, as on TCP.
+ */
+static ssize_t recv_after_reset(struct conn *c, int tcp_fd,
+				const struct iovec *iov, int iovcnt, int flags)
+{
+	int err = conn_take_error(c);
+
+	return err ? -err : kernel_recv(tcp_fd, iov, iovcnt, flags);
+}
+
 ssize_t conn_recv(struct conn *c, int tcp_fd, const struct iovec *iov,
 		  int iovcnt, int flags, bool *kernel)
 {
@@ -488,6 +510,12 @@ ssize_t conn_recv(struct conn *c, int tcp_fd, const struct iovec *iov,
 			n = conn_rdma_recv(c, tcp_fd, iov, iovcnt, flags);
 			if (n == -EXDEV || qp_failed(c, n))
 				continue;
+			if (n == -ECONNRESET &&
+			    __atomic_load_n(&c->peer_reset, __ATOMIC_ACQUIRE)) {
+				*kernel = true;
+				return recv_after_reset(c, tcp_fd, iov, iovcnt,
+							flags);
+			}
 			return n;
 		case CONN_MOVING:
 			err = wait_moved(c, tcp_fd, flags, SO_RCVTIMEO);

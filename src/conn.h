@@ -90,6 +90,12 @@ ssize_t conn_recv(struct conn *c, int tcp_fd, const struct iovec *iov,
 int conn_shutdown(struct conn *c, int fd, int how);
 /* FIONREAD. */
 int conn_readable_bytes(struct conn *c, int fd);
+/*
+ * The error of the kernel socket that roceshim read in the program's
+ * stead (a reset met while reading the peer's marker), once; 0 if none.
+ * SO_ERROR and the next read report it, as the kernel would have.
+ */
+int conn_take_error(struct conn *c);
 /* SO_SNDBUF: the kernel's value for the socket (transport.h). */
 void conn_limit_send(struct conn *c, int bytes);
 

@@ -45,6 +45,7 @@ struct conn {
 	int path;	  /* atomic: enum conn_path */
 	bool peer_closed; /* atomic: the peer's kernel socket is closed */
 	bool peer_reset;  /* atomic: it was reset */
+	int taken_error;  /* atomic: the socket's error that roceshim read */
 	bool qp_lost;	  /* atomic: the CM says the queue pair is gone */
 
 	/* Under lock: */

@@ -225,6 +225,10 @@ static void read_marker_locked(struct conn *c)
 			continue;
 		}
 		if (!n || (errno != EAGAIN && errno != EINTR)) {
+			/* The program must still be told, once (conn.h). */
+			if (n < 0)
+				__atomic_store_n(&c->taken_error, errno,
+						 __ATOMIC_RELEASE);
 			peer_gone_locked(c, n < 0 && errno == ECONNRESET);
 			return;
 		}

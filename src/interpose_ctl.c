@@ -128,6 +128,10 @@ SHIM_EXPORT int getsockopt(int fd, int level, int name, void *val,
 		if (early)
 			memcpy(val, &early, sizeof(early));
 		memcpy(&so_error, val, sizeof(so_error));
+		if (!so_error) {
+			so_error = upgraded_take_error(sock);
+			memcpy(val, &so_error, sizeof(so_error));
+		}
 		if (!connector_pending(sock))
 			track_connect_result(sock, fd, so_error);
 		sock_put(sock);

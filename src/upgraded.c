@@ -77,6 +77,13 @@ int upgraded_shutdown(struct sock *sock, int fd, int how)
 	return c ? conn_shutdown(c, fd, how) : -ENOTCONN;
 }
 
+int upgraded_take_error(struct sock *sock)
+{
+	struct conn *c = __atomic_load_n(&sock->conn, __ATOMIC_ACQUIRE);
+
+	return c ? conn_take_error(c) : 0;
+}
+
 int upgraded_readable_bytes(struct sock *sock, int fd)
 {
 	return conn_readable_bytes(sock->conn, fd);

@@ -23,5 +23,7 @@ ssize_t upgraded_recv(struct sock *sock, int fd, const struct iovec *iov,
 int upgraded_shutdown(struct sock *sock, int fd, int how);
 /* FIONREAD. */
 int upgraded_readable_bytes(struct sock *sock, int fd);
+/* conn_take_error() of sock's connection; 0 without one. */
+int upgraded_take_error(struct sock *sock);
 
 #endif /* ROCESHIM_UPGRADED_H */

@@ -2593,6 +2593,32 @@ out:
 }
 
 /*
+ * A reset is reported once: the read that meets it fails with ECONNRESET,
+ * and the reads after it find the end of the stream, with SO_ERROR clear.
+ */
+static void reset_is_reported_once_then_reads_end(struct tctx *t)
+{
+	int c = -1, s = -1, err = -1;
+	socklen_t len = sizeof(err);
+	char buf[4];
+
+	TRY(make_pair(t, &c, &s, PAIR_BIND_CLIENT));
+	TRY(roundtrip(t, c, s));
+	ASSERT_OK(abortive_close(s));
+	s = -1;
+	ASSERT(wait_fd(c, POLLIN, io_ms()) > 0, "no event after peer reset");
+	ASSERT_ERR(recv(c, buf, sizeof(buf), 0), ECONNRESET);
+	ASSERT(recv(c, buf, sizeof(buf), 0) == 0,
+	       "second read after the reset: want EOF");
+	ASSERT_OK(getsockopt(c, SOL_SOCKET, SO_ERROR, &err, &len));
+	ASSERT(err == 0, "SO_ERROR after the reported reset: want 0, got %s",
+	       errname(err));
+out:
+	close_fd(&c);
+	close_fd(&s);
+}
+
+/*
  * A reset is readable (the read gets the error) as well as an error and a
  * hang-up.  (Over RDMA, the queue pair's end may show as readable a moment
  * before the reset: the loops wait for the error.)  Event loops that take
@@ -4955,6 +4981,7 @@ static const struct test tests[] = {
 	TEST(send_after_shutdown_wr_gives_epipe),
 	TEST(eof_after_close_reads_zero_repeatedly),
 	TEST(linger_zero_close_resets_peer),
+	TEST(reset_is_reported_once_then_reads_end),
 	TEST(reset_reports_readable_to_poll),
 	TEST(reset_reports_readable_to_epoll),
 	TEST(blocking_read_wakes_with_eof_when_peer_closes),
