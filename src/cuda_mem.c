@@ -109,10 +109,10 @@ static void look_for_driver(void)
 		 "classified");
 }
 
+/* A look costs the loader's search: only after a shared object loaded. */
 void cuda_mem_fork_prepare(void)
 {
-	if (__atomic_load_n(&state, __ATOMIC_ACQUIRE) == CUDA_UNKNOWN)
-		look_for_driver();
+	cuda_mem_active_now();
 }
 
 bool cuda_mem_active(void)
