@@ -4299,18 +4299,24 @@ static int child_send_pattern(int fd, uint64_t seed, size_t len)
 	return 0;
 }
 
-static pid_t fork_child(void)
+/* fork(), or with clone_syscall the clone system call, as vsftpd does. */
+static pid_t fork_child_by(bool clone_syscall)
 {
 	pid_t pid;
 
 	fflush(NULL);
-	pid = fork();
+	pid = clone_syscall ? syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0) : fork();
 	if (pid == 0) {
 		/* the child must not outlive a hang of its own */
 		signal(SIGALRM, SIG_DFL);
 		alarm(2 * IO_MS / 1000 * timeout_scale);
 	}
 	return pid;
+}
+
+static pid_t fork_child(void)
+{
+	return fork_child_by(false);
 }
 
 static void fork_child_writes_inherited_socket(struct tctx *t)
@@ -4487,11 +4493,9 @@ static void clone_child_serves_connection_its_parent_closes(struct tctx *t)
 	uint64_t h;
 
 	TRY(make_pair(t, &c, &s, PAIR_BIND_CLIENT));
-	fflush(NULL);
-	pid = syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0);
+	pid = fork_child_by(true);
 	ASSERT_OK(pid);
 	if (pid == 0) {
-		alarm(2 * IO_MS / 1000 * timeout_scale);
 		close(c);
 		_exit(child_send_pattern(s, 29, len) ? 1 : 0);
 	}
