@@ -532,16 +532,30 @@ ssize_t conn_recv(struct conn *c, int tcp_fd, const struct iovec *iov,
 
 int conn_shutdown(struct conn *c, int fd, int how)
 {
-	bool to_kernel = false;
+	bool to_kernel = false, on_rdma;
 	int ret = 0;
 
 	claim_if_inherited(c);
-	if (how != SHUT_WR && conn_on_rdma(c)) {
-		transport_shutdown_read(c->t);
-		readiness_sync(c->r);
+	if (how != SHUT_WR) {
+		/*
+		 * On RDMA, the kernel socket's read side is where the peer's
+		 * close, reset or move shows: it is shut only once the
+		 * connection is on TCP (conn_move.c).
+		 */
+		pthread_mutex_lock(&c->lock);
+		on_rdma = conn_on_rdma(c);
+		if (on_rdma) {
+			c->rx_shut = true;
+			transport_shutdown_read(c->t);
+		}
+		pthread_mutex_unlock(&c->lock);
+		if (on_rdma)
+			readiness_sync(c->r);
+		else if (real.shutdown(fd, SHUT_RD))
+			return -errno;
 	}
 	if (how == SHUT_RD)
-		return real.shutdown(fd, how) ? -errno : 0;
+		return 0;
 	switch (path_of(c)) {
 	case CONN_RDMA:
 	case CONN_MOVING:
@@ -572,8 +586,6 @@ int conn_shutdown(struct conn *c, int fd, int how)
 		ret = -ENOTCONN;
 		break;
 	}
-	if (how == SHUT_RDWR && real.shutdown(fd, SHUT_RD))
-		return -errno;
 	if (to_kernel && real.shutdown(fd, SHUT_WR))
 		return -errno;
 	return ret == -EXDEV ? 0 : ret;

@@ -200,6 +200,8 @@ static void finish_locked(struct conn *c, uint64_t from)
 	c->backlog_from = from;
 	c->backlog_to = c->pos.staged;
 	set_path(c, CONN_TCP);
+	if (c->rx_shut)
+		real.shutdown(c->kfd, SHUT_RD);
 	share_publish(c->slot, SHARE_TCP);
 	stats_downgrade(__atomic_load_n(&c->row, __ATOMIC_ACQUIRE), c->cause);
 	log_move(c, "moved to TCP");
