@@ -96,6 +96,8 @@ static struct addr client_addr;
 /* The addresses as given, for a client run as a process of its own. */
 static const char *server_arg = "127.0.0.1";
 static const char *client_arg;
+/* argv[0]: /proc/self/exe would be valgrind's tool under valgrind. */
+static const char *self_path = "sockcheck";
 static unsigned int timeout_scale = 1;
 
 /* Environment probes, decided once with raw syscalls (see probe_env()). */
@@ -4426,9 +4428,9 @@ static pid_t start_pattern_client(uint16_t port)
 	snprintf(port_arg, sizeof(port_arg), "%u", port);
 	pid = fork_child();
 	if (pid == 0) {
-		execl("/proc/self/exe", "sockcheck", "--server-addr",
-		      server_arg, "--client-addr", client_arg,
-		      "--pattern-client", port_arg, (char *)NULL);
+		execlp(self_path, "sockcheck", "--server-addr", server_arg,
+		       "--client-addr", client_arg, "--pattern-client",
+		       port_arg, (char *)NULL);
 		_exit(127);
 	}
 	return pid;
@@ -5208,6 +5210,7 @@ int main(int argc, char **argv)
 	struct tctx t;
 	size_t i;
 
+	self_path = argv[0];
 	if (parse_args(argc, argv, &only, &list, &pattern_client_port))
 		return 2;
 	if (pattern_client_port)
