@@ -46,7 +46,7 @@ struct conn {
 	bool peer_closed; /* atomic: the peer's kernel socket is closed */
 	bool peer_reset;  /* atomic: it was reset */
 	int taken_error;  /* atomic: the socket's error that roceshim read */
-	bool rx_shut;	  /* SHUT_RD on RDMA: the kernel socket's waits */
+	bool rx_shut;	  /* SHUT_RD on RDMA: the socket is shut on TCP */
 	bool qp_lost;	  /* atomic: the CM says the queue pair is gone */
 
 	/* Under lock: */
