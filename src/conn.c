@@ -15,6 +15,7 @@
 
 #include "clock.h"
 #include "conn_impl.h"
+#include "fd_room.h"
 #include "log.h"
 #include "rdma_stack.h"
 #include "real.h"
@@ -114,6 +115,20 @@ static void health_check(struct progress_watcher *w, uint32_t events)
 		health_arm(false);
 }
 
+/* A timerfd out of the program's way (fd_room.h), or -1. */
+static int hidden_timer(void)
+{
+	int fd, hidden;
+
+	fd_room_enter();
+	fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	hidden = fd < 0 ? -1 : fd_room_hide(fd);
+	if (fd >= 0 && hidden < 0)
+		real.close(fd);
+	fd_room_leave();
+	return hidden < 0 ? -1 : hidden;
+}
+
 /* Writes are in flight: the health check runs until none are. */
 static void health_watch(void)
 {
@@ -122,8 +137,7 @@ static void health_watch(void)
 		return;
 	pthread_mutex_lock(&live.lock);
 	if (live.timer_fd < 0) {
-		live.timer_fd = timerfd_create(CLOCK_MONOTONIC,
-					       TFD_CLOEXEC | TFD_NONBLOCK);
+		live.timer_fd = hidden_timer();
 		live.watcher.fn = health_check;
 		if (live.timer_fd >= 0 &&
 		    progress_add(live.timer_fd, EPOLLIN, &live.watcher)) {
@@ -153,7 +167,7 @@ int conn_create(struct rdma_cm_id *id, struct transport *t,
 	c->slot = share_slot_new(c);
 	if (!c->slot) {
 		readiness_destroy(c->r);
-		err = -ENOMEM;
+		err = -ENOSPC;
 		goto fail;
 	}
 	pthread_mutex_init(&c->lock, NULL);
@@ -280,7 +294,7 @@ void conn_fd_closing(struct conn *c, int fd, int other_fd)
 		unwatch_kernel_locked(c);
 		c->kfd = other_fd;
 		if (other_fd < 0 && needs_socket_locked(c, shared)) {
-			c->kfd = real.fcntl(fd, F_DUPFD_CLOEXEC, 0);
+			c->kfd = fd_room_dup(fd);
 			c->kfd_ours = c->kfd >= 0;
 		}
 		if (path_of(c) != CONN_TCP)

@@ -11,6 +11,7 @@
 #include "conn.h"
 #include "connector.h"
 #include "endpoint.h"
+#include "fd_room.h"
 #include "handshake.h"
 #include "log.h"
 #include "progress.h"
@@ -126,9 +127,9 @@ bool connector_start(const struct config *cfg, struct sock *sock, int fd,
 	c->fd = fd;
 	memcpy(&c->addr, addr, len);
 	c->len = len;
-	c->wait_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	c->wait_fd = fd_room_eventfd();
 	/* Ours: the program may close its fd while the work goes on. */
-	c->dup = real.fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	c->dup = fd_room_dup(fd);
 	if (c->wait_fd < 0 || c->dup < 0) {
 		*reason = ROCESHIM_REASON_RESOURCE;
 		goto fail;

@@ -1,15 +1,25 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Whether the program has descriptors to spare for roceshim's own.  An
- * upgraded connection or listener holds descriptors beside the program's
- * socket, counted against the program's RLIMIT_NOFILE: near that limit
- * they would take the numbers the program's next socket(), accept() or
- * open() needs, and it would fail with EMFILE where over TCP it would
- * not.  There, connections stay on TCP (reason "fd_limit").
+ * Room for roceshim's own descriptors.  An upgraded connection holds
+ * descriptors beside the program's socket (eventfds, a completion
+ * channel, a CM event channel while it connects).  Where they took the
+ * lowest free numbers, as new descriptors do, they would shift the
+ * numbers the program's next socket(), accept() and open() get, and near
+ * RLIMIT_NOFILE they would take the numbers the program needs: it would
+ * fail with EMFILE where over TCP it would not.
  *
- * Contract: fd_room() is thread safe, leaves errno alone, and judges by
- * the lowest free descriptor number, which is the one the program's next
- * descriptor takes.
+ * So every such descriptor is moved out of the program's way, to a number
+ * at or above the program's soft RLIMIT_NOFILE, which the program itself
+ * can never be given.  The kernel checks that limit only when it hands
+ * out a number, so the soft limit is raised for the few calls that make
+ * the descriptor and its copy, and put back at once (serialised here; a
+ * program that changes the limit on another thread at that instant may
+ * see its change undone).  Where the hard limit leaves no room above the soft
+ * one, the descriptor stays where it was made, and connections stay on TCP
+ * (reason "fd_limit") once that would come within FD_ROOM_SPARE numbers
+ * of the limit.
+ *
+ * Contract: every function is thread safe and leaves errno alone.
  */
 #ifndef ROCESHIM_FD_ROOM_H
 #define ROCESHIM_FD_ROOM_H
@@ -19,6 +29,47 @@
 /* Descriptor numbers that must stay free below the limit. */
 #define FD_ROOM_SPARE 32
 
+/*
+ * Whether a new connection may take descriptors of its own: they can be
+ * moved above the limit (and a few numbers below it are free for the
+ * moment each exists before it is moved), or there are FD_ROOM_SPARE
+ * numbers free below the limit beside them.  Judged by the lowest free
+ * number, which is the one the program's next descriptor takes.
+ */
 bool fd_room(void);
+
+/*
+ * Around the making of a descriptor for roceshim's own use: between them
+ * the soft limit is raised where it can be, so that the descriptor can
+ * be made even when the program holds every number below its limit, and
+ * fd_room_hide() moves it.  Calls nest; the thread holds a lock between
+ * the outermost two, so only quick calls go between them.
+ */
+void fd_room_enter(void);
+void fd_room_leave(void);
+
+/*
+ * Moves fd, a descriptor roceshim made for itself (close-on-exec), out
+ * of the program's way.  Returns the descriptor to use from now on: a
+ * new number, fd being closed; or fd itself where it cannot move and
+ * leaves room below the limit.  -EMFILE: it can neither move nor stay;
+ * fd is left open for the caller to close.
+ */
+int fd_room_hide(int fd);
+
+/* A non-blocking close-on-exec eventfd, hidden; -errno if none. */
+int fd_room_eventfd(void);
+
+/*
+ * A close-on-exec copy of fd for roceshim's own use, out of the
+ * program's way where it can be, else at the lowest free number;
+ * -errno if none can be made.
+ */
+int fd_room_dup(int fd);
+
+/* Fork handlers: a fork never happens with the limit raised. */
+void fd_room_fork_prepare(void);
+void fd_room_fork_parent(void);
+void fd_room_fork_child(void);
 
 #endif /* ROCESHIM_FD_ROOM_H */

@@ -8,7 +8,9 @@
 #include <pthread.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 
+#include "fd_room.h"
 #include "handshake_impl.h"
 #include "log.h"
 #include "progress.h"
@@ -62,6 +64,26 @@ struct conn_options handshake_conn_options(const struct config *cfg)
 	return opt;
 }
 
+struct rdma_event_channel *handshake_open_channel(void)
+{
+	struct rdma_event_channel *ch;
+	int fd;
+
+	fd_room_enter();
+	ch = rdmacm.create_event_channel();
+	fd = ch ? fd_room_hide(ch->fd) : -1;
+	fd_room_leave();
+	if (!ch)
+		return NULL;
+	if (fd < 0) {
+		rdmacm.destroy_event_channel(ch);
+		errno = EMFILE;
+		return NULL;
+	}
+	ch->fd = fd;
+	return ch;
+}
+
 /*
  * Pinning the two rings is what usually fails: ibv.reg_mr() gives ENOMEM
  * past RLIMIT_MEMLOCK, which the message names.
@@ -72,6 +94,19 @@ void handshake_log_no_transport(const char *what, int err)
 		 err == -ENOMEM ? "; each connection pins twice "
 				  "ROCESHIM_RING_KB, within RLIMIT_MEMLOCK"
 				: "");
+}
+
+enum roceshim_reason handshake_reason_of(int err)
+{
+	struct rlimit lim;
+
+	if (err == -EMFILE || err == -ENFILE)
+		return ROCESHIM_REASON_FD_LIMIT;
+	/* Under a pinning limit, ENOMEM is nearly always that limit. */
+	if (err == -ENOMEM && !getrlimit(RLIMIT_MEMLOCK, &lim) &&
+	    lim.rlim_cur != RLIM_INFINITY)
+		return ROCESHIM_REASON_MEMLOCK_LIMIT;
+	return ROCESHIM_REASON_RESOURCE;
 }
 
 /* The conn of a connection id; NULL for listeners and new ids. */
@@ -138,7 +173,7 @@ struct rdma_event_channel *handshake_channel(const struct config *cfg)
 	progress_on_tick(handshake_dial_tick);
 	hs.watch.w.fn = serve_channel;
 	hs.watch.cfg = cfg;
-	hs.watch.ch = rdmacm.create_event_channel();
+	hs.watch.ch = handshake_open_channel();
 	if (!hs.watch.ch || real.fcntl(hs.watch.ch->fd, F_SETFL, O_NONBLOCK) ||
 	    !progress_start() ||
 	    progress_add(hs.watch.ch->fd, EPOLLIN, &hs.watch.w) ||

@@ -312,11 +312,12 @@ static enum roceshim_reason send_request(struct dial *d)
 	err = transport_create(d->id, &tc, &d->t);
 	if (err) {
 		handshake_log_no_transport("connection stays on TCP", err);
-		return ROCESHIM_REASON_RESOURCE;
+		return handshake_reason_of(err);
 	}
-	if (conn_create(d->id, d->t, &opt, &d->conn)) {
+	err = conn_create(d->id, d->t, &opt, &d->conn);
+	if (err) {
 		log_info("cm: out of memory or fds; connection stays on TCP");
-		return ROCESHIM_REASON_RESOURCE;
+		return handshake_reason_of(err);
 	}
 	transport_local_ring(d->t, &hello.ring);
 	hello.connected = d->connected;
@@ -347,6 +348,8 @@ static enum roceshim_reason established(struct dial *d,
 /* Why an unexpected event stops the dial. */
 static enum roceshim_reason unexpected(struct dial *d, struct rdma_cm_event *ev)
 {
+	enum roceshim_reason reason;
+
 	log_debug("cm: %s (status %d) while dialing",
 		  rdmacm.event_str(ev->event), ev->status);
 	switch (ev->event) {
@@ -355,7 +358,9 @@ static enum roceshim_reason unexpected(struct dial *d, struct rdma_cm_event *ev)
 		return ROCESHIM_REASON_NO_ROUTE;
 	case RDMA_CM_EVENT_REJECTED:
 		d->no_listener = ev->status == HANDSHAKE_REJ_NO_LISTENER;
-		return ROCESHIM_REASON_PEER_REJECTED;
+		wire_decode_reject(ev->param.conn.private_data,
+				   ev->param.conn.private_data_len, &reason);
+		return reason;
 	default:
 		return ROCESHIM_REASON_TIMEOUT;
 	}
@@ -506,9 +511,10 @@ enum roceshim_reason handshake_connect(const struct config *cfg, int fd,
 	if (!shared)
 		return ROCESHIM_REASON_UNSUPPORTED;
 	/* A channel of its own: the handshake's events are ours alone. */
-	ch = rdmacm.create_event_channel();
+	ch = handshake_open_channel();
 	if (!ch)
-		return ROCESHIM_REASON_RESOURCE;
+		return errno == EMFILE ? ROCESHIM_REASON_FD_LIMIT
+				       : ROCESHIM_REASON_RESOURCE;
 	reason = dial_prepare(&d, cfg, fd, addr, len, flags);
 	if (!reason)
 		reason = dial_start(&d, ch, NULL);
@@ -682,7 +688,7 @@ static bool bg_channel_locked(void)
 {
 	if (bg.ch || bg.failed)
 		return bg.ch;
-	bg.ch = rdmacm.create_event_channel();
+	bg.ch = handshake_open_channel();
 	bg.watcher.fn = bg_events;
 	if (!bg.ch || real.fcntl(bg.ch->fd, F_SETFL, O_NONBLOCK) ||
 	    progress_add(bg.ch->fd, EPOLLIN, &bg.watcher)) {

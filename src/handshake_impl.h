@@ -44,8 +44,17 @@ bool handshake_running(void);
 struct transport_config handshake_transport_config(const struct config *cfg);
 struct conn_options handshake_conn_options(const struct config *cfg);
 
+/*
+ * A new CM event channel, its descriptor out of the program's way
+ * (fd_room.h); NULL and errno if none can be had (EMFILE: the program
+ * is near its RLIMIT_NOFILE).
+ */
+struct rdma_event_channel *handshake_open_channel(void);
+
 /* Logs why this end has no queue pair for a connection. */
 void handshake_log_no_transport(const char *what, int err);
+/* The reason a connection stays on TCP when its resources fail with err. */
+enum roceshim_reason handshake_reason_of(int err);
 
 /* The server side of the channel's events (handshake_server.c). */
 bool handshake_on_connect_request(const struct config *cfg,

@@ -209,7 +209,8 @@ bool handshake_on_connect_request(const struct config *cfg,
 		.retry_count = HANDSHAKE_RETRY_COUNT,
 	};
 	struct rdma_cm_id *id = ev->id;
-	uint8_t reply[WIRE_ACCEPT_LEN];
+	uint8_t reply[WIRE_ACCEPT_LEN], refusal[WIRE_REJECT_LEN];
+	enum roceshim_reason why = ROCESHIM_REASON_NONE;
 	struct transport_ring_info ring;
 	struct transport *t = NULL;
 	struct wire_hello hello;
@@ -244,6 +245,7 @@ bool handshake_on_connect_request(const struct config *cfg,
 	err = transport_create(id, &tc, &t);
 	if (err) {
 		handshake_log_no_transport("connect request refused", err);
+		why = handshake_reason_of(err);
 		goto reject;
 	}
 	err = transport_connect(t, &hello.ring);
@@ -255,9 +257,11 @@ bool handshake_on_connect_request(const struct config *cfg,
 	}
 	p = calloc(1, sizeof(*p));
 	opt = handshake_conn_options(cfg);
-	if (!p || conn_create(id, t, &opt, &c)) {
+	err = p ? conn_create(id, t, &opt, &c) : -ENOMEM;
+	if (err) {
 		log_info("cm: connect request refused: out of memory or fds");
 		free(p);
+		why = handshake_reason_of(err);
 		goto reject;
 	}
 	transport_local_ring(t, &ring);
@@ -311,7 +315,13 @@ bool handshake_on_connect_request(const struct config *cfg,
 reject:
 	if (t)
 		transport_destroy(t);
-	rdmacm.reject(id, NULL, 0);
+	if (why) {
+		/* The client records why: this end lacked the resources. */
+		wire_encode_reject(why, refusal);
+		rdmacm.reject(id, refusal, sizeof(refusal));
+	} else {
+		rdmacm.reject(id, NULL, 0);
+	}
 	return false;
 }
 

@@ -5,6 +5,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 
+#include "fd_room.h"
 #include "log.h"
 #include "progress.h"
 #include "real.h"
@@ -74,6 +75,20 @@ static void *progress_main(void *arg)
 	return NULL;
 }
 
+/* An epoll set out of the program's way (fd_room.h), or -1. */
+static int hidden_epoll(void)
+{
+	int fd, hidden;
+
+	fd_room_enter();
+	fd = real.epoll_create1(EPOLL_CLOEXEC);
+	hidden = fd < 0 ? -1 : fd_room_hide(fd);
+	if (fd >= 0 && hidden < 0)
+		real.close(fd);
+	fd_room_leave();
+	return hidden < 0 ? -1 : hidden;
+}
+
 bool progress_start(void)
 {
 	struct epoll_event wake = { .events = EPOLLIN,
@@ -84,8 +99,8 @@ bool progress_start(void)
 	pthread_mutex_lock(&pg.lock);
 	if (pg.started || pg.disabled)
 		goto out;
-	pg.epfd = real.epoll_create1(EPOLL_CLOEXEC);
-	pg.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	pg.epfd = hidden_epoll();
+	pg.wake_fd = fd_room_eventfd();
 	if (pg.epfd < 0 || pg.wake_fd < 0 ||
 	    real.epoll_ctl(pg.epfd, EPOLL_CTL_ADD, pg.wake_fd, &wake) ||
 	    pthread_create(&thread, NULL, progress_main, NULL)) {

@@ -11,6 +11,7 @@
 #include <sys/eventfd.h>
 
 #include "clock.h"
+#include "fd_room.h"
 #include "progress.h"
 #include "readiness_impl.h"
 #include "real.h"
@@ -89,8 +90,10 @@ int readiness_create(struct transport *t, struct readiness **out)
 
 	if (!r)
 		return -ENOMEM;
-	r->in_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	r->out_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	fd_room_enter();
+	r->in_fd = fd_room_eventfd();
+	r->out_fd = fd_room_eventfd();
+	fd_room_leave();
 	if (r->in_fd < 0 || r->out_fd < 0) {
 		if (r->in_fd >= 0)
 			real.close(r->in_fd);

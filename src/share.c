@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "fd_room.h"
 #include "log.h"
 #include "progress.h"
 #include "real.h"
@@ -97,7 +98,7 @@ static int open_request_socket_locked(struct region *r)
 {
 	struct sockaddr_un sun = { .sun_family = AF_UNIX };
 	uint64_t nonce = 0;
-	int fd, len;
+	int fd, hidden, len;
 
 	if (getrandom(&nonce, sizeof(nonce), GRND_NONBLOCK) != sizeof(nonce))
 		nonce = (uint64_t)clock_us() ^ ((uint64_t)getpid() << 32);
@@ -106,9 +107,15 @@ static int open_request_socket_locked(struct region *r)
 		       (unsigned long long)nonce);
 	if (len <= 0 || len + 1 > NAME_MAX_LEN)
 		return -EINVAL;
+	fd_room_enter();
 	fd = real.socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
+	hidden = fd < 0 ? -errno : fd_room_hide(fd);
+	if (fd >= 0 && hidden < 0)
+		real.close(fd);
+	fd_room_leave();
+	if (hidden < 0)
+		return hidden;
+	fd = hidden;
 	if (real.bind(fd, (struct sockaddr *)&sun,
 		      (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 +
 				  len))) {

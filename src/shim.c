@@ -12,6 +12,7 @@
 #include "conn.h"
 #include "connector.h"
 #include "cuda_mem.h"
+#include "fd_room.h"
 #include "handshake.h"
 #include "log.h"
 #include "progress.h"
@@ -47,10 +48,13 @@ static void fork_prepare(void)
 	stats_fork_prepare();
 	sock_pool_lock();
 	readiness_fork_prepare();
+	/* Last: the work before it may make descriptors. */
+	fd_room_fork_prepare();
 }
 
 static void fork_parent(void)
 {
+	fd_room_fork_parent();
 	readiness_fork_parent();
 	sock_pool_unlock();
 	stats_fork_parent();
@@ -60,6 +64,7 @@ static void fork_child(void)
 {
 	/* A vfork child of the parent's is none of this child's. */
 	shim_vfork_parent = 0;
+	fd_room_fork_child();
 	progress_fork_child();
 	connector_fork_child();
 	handshake_fork_child();

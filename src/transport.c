@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fd_room.h"
 #include "log.h"
 #include "rdma_stack.h"
 #include "real.h"
@@ -105,11 +106,16 @@ static int create_queues(struct transport *t)
 		},
 	};
 	uint32_t i;
-	int ret;
+	int ret, fd;
 
+	fd_room_enter();
 	t->channel = ibv.create_comp_channel(t->id->verbs);
-	if (!t->channel)
-		return -errno;
+	/* Before the CQ names it: the kernel finds the channel by number. */
+	fd = t->channel ? fd_room_hide(t->channel->fd) : -errno;
+	fd_room_leave();
+	if (fd < 0)
+		return fd;
+	t->channel->fd = fd;
 	/* Non-blocking: waiters poll it, and two may race for one event. */
 	if (real.fcntl(t->channel->fd, F_SETFL,
 		       real.fcntl(t->channel->fd, F_GETFL) | O_NONBLOCK))

@@ -128,6 +128,34 @@ int wire_decode_accept(const void *data, size_t len,
 	return get_ring(p + 8, ring);
 }
 
+void wire_encode_reject(enum roceshim_reason reason,
+			uint8_t buf[WIRE_REJECT_LEN])
+{
+	memset(buf, 0, WIRE_REJECT_LEN);
+	put32(buf, WIRE_MAGIC);
+	buf[4] = WIRE_VERSION;
+	buf[5] = (uint8_t)reason;
+}
+
+int wire_decode_reject(const void *data, size_t len,
+		       enum roceshim_reason *reason)
+{
+	const uint8_t *p = data;
+
+	*reason = ROCESHIM_REASON_PEER_REJECTED;
+	if (!p || check_header(p, len, WIRE_REJECT_LEN))
+		return -EPROTO;
+	switch (p[5]) {
+	case ROCESHIM_REASON_FD_LIMIT:
+	case ROCESHIM_REASON_MEMLOCK_LIMIT:
+	case ROCESHIM_REASON_RESOURCE:
+		*reason = p[5];
+		return 0;
+	default:
+		return -EPROTO;
+	}
+}
+
 void wire_encode_marker(const struct wire_marker *m,
 			uint8_t buf[WIRE_MARKER_LEN])
 {

@@ -6,7 +6,9 @@
  * endpoint its kernel connection will come from (so the server can match
  * the accept() to this RDMA connection), its receive ring, and whether
  * that TCP connection is up already (a second request, handshake.h).  The
- * server's accept carries its own ring.  Every field is in network byte
+ * server's accept carries its own ring; a refusal for want of resources
+ * carries the reason (fd_limit, memlock_limit or resource), so that the
+ * client records it.  Every field is in network byte
  * order at a fixed offset; nothing depends on either host's struct layout.
  *
  * When a connection leaves RDMA for its kernel TCP socket (a downgrade),
@@ -39,6 +41,7 @@
 #define WIRE_VERSION	3
 #define WIRE_HELLO_LEN	48 /* fits RDMA_PS_TCP's 56 bytes of REQ data */
 #define WIRE_ACCEPT_LEN 24
+#define WIRE_REJECT_LEN 8
 #define WIRE_MARKER_LEN 32
 
 struct wire_hello {
@@ -55,6 +58,12 @@ void wire_encode_accept(const struct transport_ring_info *ring,
 			uint8_t buf[WIRE_ACCEPT_LEN]);
 int wire_decode_accept(const void *buf, size_t len,
 		       struct transport_ring_info *ring);
+
+void wire_encode_reject(enum roceshim_reason reason,
+			uint8_t buf[WIRE_REJECT_LEN]);
+/* Only the resource reasons above are accepted. */
+int wire_decode_reject(const void *buf, size_t len,
+		       enum roceshim_reason *reason);
 
 struct wire_marker {
 	uint64_t resume; /* the sender consumed the receiver's stream to here */

@@ -48,6 +48,7 @@ enum roceshim_reason {
 	ROCESHIM_REASON_PEER_TCP = 10,	    /* the peer did not offer RDMA */
 	ROCESHIM_REASON_NO_RDMA_LIBS = 11,  /* libibverbs/librdmacm unusable */
 	ROCESHIM_REASON_FD_LIMIT = 12,	    /* near RLIMIT_NOFILE */
+	ROCESHIM_REASON_MEMLOCK_LIMIT = 13, /* rings beyond RLIMIT_MEMLOCK */
 	ROCESHIM_REASON_COUNT = 16	    /* array size, room to grow */
 };
 
@@ -198,6 +199,7 @@ static inline const char *roceshim_reason_name(unsigned int reason)
 		[ROCESHIM_REASON_PEER_TCP] = "peer_tcp",
 		[ROCESHIM_REASON_NO_RDMA_LIBS] = "no_rdma_libs",
 		[ROCESHIM_REASON_FD_LIMIT] = "fd_limit",
+		[ROCESHIM_REASON_MEMLOCK_LIMIT] = "memlock_limit",
 	};
 
 	if (reason >= sizeof(names) / sizeof(names[0]) || !names[reason])

@@ -14,7 +14,7 @@
 #   client without roceshim                     -> server: peer_tcp
 #   peer on the route without RDMA (vethC/D)    -> client: no_route
 #   client that cannot pin its rings (as nobody,
-#   RLIMIT_MEMLOCK 64 KiB)                      -> client: resource, and
+#   RLIMIT_MEMLOCK 64 KiB)                      -> client: memlock_limit, and
 #                                                  its log names the limit;
 #                                                  server: peer_tcp
 #   client within 32 descriptors of its
@@ -120,7 +120,7 @@ start_server memlock 1 "$B"
 	client memlock 1 "$B" "$port" "$A"
 )
 check_eq unpinnable_rings_echo ok "$(echo_of "$tmp/memlock.cli")"
-check_eq unpinnable_rings_client_reason "tcp resource" \
+check_eq unpinnable_rings_client_reason "tcp memlock_limit" \
 	"$(conn_of "$tmp/memlock.cli")"
 check unpinnable_rings_log_names_the_limit \
 	grep -q 'no queue pair and rings.*RLIMIT_MEMLOCK' "$tmp/memlock.cli"

@@ -173,6 +173,45 @@ static void short_or_foreign_accept_is_refused(void **state)
 			 -EPROTO);
 }
 
+static void resource_refusal_carries_its_reason(void **state)
+{
+	enum roceshim_reason reason;
+	uint8_t buf[WIRE_REJECT_LEN];
+
+	wire_encode_reject(ROCESHIM_REASON_FD_LIMIT, buf);
+	assert_int_equal(wire_decode_reject(buf, sizeof(buf), &reason), 0);
+	assert_int_equal(reason, ROCESHIM_REASON_FD_LIMIT);
+	wire_encode_reject(ROCESHIM_REASON_MEMLOCK_LIMIT, buf);
+	assert_int_equal(wire_decode_reject(buf, sizeof(buf), &reason), 0);
+	assert_int_equal(reason, ROCESHIM_REASON_MEMLOCK_LIMIT);
+}
+
+static void refusal_with_another_reason_is_a_plain_refusal(void **state)
+{
+	enum roceshim_reason reason;
+	uint8_t buf[WIRE_REJECT_LEN];
+
+	wire_encode_reject(ROCESHIM_REASON_NONE, buf);
+	assert_int_equal(wire_decode_reject(buf, sizeof(buf), &reason),
+			 -EPROTO);
+	assert_int_equal(reason, ROCESHIM_REASON_PEER_REJECTED);
+	buf[5] = 200;
+	assert_int_equal(wire_decode_reject(buf, sizeof(buf), &reason),
+			 -EPROTO);
+	assert_int_equal(reason, ROCESHIM_REASON_PEER_REJECTED);
+}
+
+static void refusal_without_data_is_a_plain_refusal(void **state)
+{
+	enum roceshim_reason reason;
+	uint8_t zeros[WIRE_REJECT_LEN] = { 0 };
+
+	assert_int_equal(wire_decode_reject(NULL, 0, &reason), -EPROTO);
+	assert_int_equal(wire_decode_reject(zeros, sizeof(zeros), &reason),
+			 -EPROTO);
+	assert_int_equal(reason, ROCESHIM_REASON_PEER_REJECTED);
+}
+
 /* Random bytes, random lengths, some with a valid header: never a crash,
  * and whatever is accepted is within bounds. */
 static void random_private_data_is_refused_or_sane(void **state)
@@ -299,6 +338,10 @@ int main(void)
 		cmocka_unit_test(marker_round_trips),
 		cmocka_unit_test(short_foreign_or_dirty_marker_is_refused),
 		cmocka_unit_test(a_hello_is_not_a_marker),
+		cmocka_unit_test(resource_refusal_carries_its_reason),
+		cmocka_unit_test(
+			refusal_with_another_reason_is_a_plain_refusal),
+		cmocka_unit_test(refusal_without_data_is_a_plain_refusal),
 		cmocka_unit_test(resend_starts_where_the_peer_resumes),
 		cmocka_unit_test(resume_outside_what_this_end_holds_is_refused),
 	};
