@@ -13,13 +13,15 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 
 #include "clock.h"
 #include "conn.h"
 #include "connector.h"
+#include "fd_table.h"
+#include "poll_wide.h"
 #include "readiness_impl.h"
 #include "real.h"
-#include "fd_table.h"
 
 #define POLL_IN_EVENTS	(POLLIN | POLLRDNORM | POLLPRI | POLLRDHUP)
 #define POLL_OUT_EVENTS (POLLOUT | POLLWRNORM)
@@ -149,6 +151,35 @@ static short kernel_revents(const struct pollfd *pfd)
 }
 
 /*
+ * Waits on a substituted set of n entries, made of the program's nfds.
+ * poll() refuses more entries than RLIMIT_NOFILE: the program's own set
+ * was within it (or the kernel refuses the program too), so one that grew
+ * past it by substitution is waited on as poll_wide() does.
+ */
+static int wait_entries(struct pollfd *tmp, nfds_t n, nfds_t nfds,
+			int timeout_ms, const struct timespec *ts,
+			const sigset_t *sigmask, bool ppoll)
+{
+	struct rlimit lim;
+	int ret, err;
+
+	ret = ppoll ? real.ppoll(tmp, n, ts, sigmask)
+		    : real.poll(tmp, n, timeout_ms);
+	if (ret >= 0)
+		return ret;
+	err = errno;
+	if (err != EINVAL || getrlimit(RLIMIT_NOFILE, &lim) ||
+	    n <= lim.rlim_cur || nfds > lim.rlim_cur)
+		return -err;
+	if (!ppoll)
+		return poll_wide(tmp, n, timeout_ms, NULL);
+	if (ts &&
+	    (ts->tv_sec < 0 || ts->tv_nsec < 0 || ts->tv_nsec >= 1000000000))
+		return -EINVAL;
+	return poll_wide(tmp, n, ts ? readiness_timespec_ms(ts) : -1, sigmask);
+}
+
+/*
  * poll() over a set where some fds are upgraded: each of those becomes its
  * POLL_ENTRIES entries, and their results fold back into the program's
  * entry.  When only channels fired, and brought nothing the program
@@ -195,12 +226,10 @@ static int poll_substituted(struct pollfd *fds, nfds_t nfds,
 	if (timeout_ms > 0)
 		deadline = clock_ms() + timeout_ms;
 	for (;;) {
-		ret = ppoll ? real.ppoll(tmp, j, tmo, sigmask)
-			    : real.poll(tmp, j, timeout_ms);
-		if (ret < 0) {
-			ret = -errno;
+		ret = wait_entries(tmp, j, nfds, timeout_ms, tmo, sigmask,
+				   ppoll);
+		if (ret < 0)
 			goto out;
-		}
 		ready = 0;
 		moved = false;
 		for (i = 0, j = 0; i < nfds; i++) {
