@@ -1417,6 +1417,68 @@ out:
 		setrlimit(RLIMIT_NOFILE, &old);
 }
 
+/* Marks in open[] the descriptors below n open in this process. */
+static int list_open_fds(bool *open, int n)
+{
+	DIR *dir = opendir("/proc/self/fd");
+	struct dirent *entry;
+	int fd;
+
+	if (!dir)
+		return -1;
+	memset(open, 0, n * sizeof(*open));
+	while ((entry = readdir(dir))) {
+		fd = atoi(entry->d_name);
+		if (entry->d_name[0] != '.' && fd != dirfd(dir) && fd < n)
+			open[fd] = true;
+	}
+	closedir(dir);
+	return 0;
+}
+
+#define LOW_FDS 1024
+
+/*
+ * A connection takes the program's two sockets below RLIMIT_NOFILE and
+ * nothing else there: whatever else it needs must not shift the numbers
+ * the program's own socket(), accept() and open() get.  The first pair
+ * makes what a process needs once; the limit is lowered below the hard
+ * one, so that there is room above it.
+ */
+static void
+connection_takes_no_number_below_the_limit_but_its_own(struct tctx *t)
+{
+	static bool before[LOW_FDS], after[LOW_FDS];
+	struct rlimit old, lim;
+	int c = -1, s = -1, fd;
+	bool lowered = false;
+
+	ASSERT_OK(getrlimit(RLIMIT_NOFILE, &old));
+	lim = old;
+	lim.rlim_cur = LOW_FDS;
+	if (old.rlim_max != RLIM_INFINITY && old.rlim_max <= LOW_FDS)
+		lim.rlim_cur = old.rlim_max / 2;
+	ASSERT_OK(setrlimit(RLIMIT_NOFILE, &lim));
+	lowered = true;
+	TRY(make_pair(t, &c, &s, 0));
+	TRY(roundtrip(t, c, s));
+	close_fd(&c);
+	close_fd(&s);
+	ASSERT_OK(list_open_fds(before, (int)lim.rlim_cur));
+	TRY(make_pair(t, &c, &s, 0));
+	TRY(roundtrip(t, c, s));
+	ASSERT_OK(list_open_fds(after, (int)lim.rlim_cur));
+	for (fd = 0; fd < (int)lim.rlim_cur; fd++)
+		ASSERT(!after[fd] || before[fd] || fd == c || fd == s,
+		       "descriptor %d is new and neither socket of the pair",
+		       fd);
+out:
+	close_fd(&c);
+	close_fd(&s);
+	if (lowered)
+		setrlimit(RLIMIT_NOFILE, &old);
+}
+
 static void connect_to_closed_port_is_refused(struct tctx *t)
 {
 	int hole = -1, c = -1;
@@ -4950,6 +5012,7 @@ static const struct test tests[] = {
 	TEST(connect_completes_for_a_dup_of_a_closed_fd),
 	TEST(successful_calls_leave_errno_alone),
 	TEST(connection_fits_three_descriptors_below_the_limit),
+	TEST(connection_takes_no_number_below_the_limit_but_its_own),
 	TEST(connect_to_closed_port_is_refused),
 	TEST(nonblocking_connect_to_closed_port_reports_so_error),
 	TEST(connect_on_connected_socket_gives_eisconn),
