@@ -2581,6 +2581,55 @@ out:
 	close_fd(&s);
 }
 
+struct blocked_read {
+	int fd;
+	ssize_t got;
+	int err;
+};
+
+static void *read_blocking(void *arg)
+{
+	struct blocked_read *b = arg;
+	char byte;
+
+	ssize_t got = recv(b->fd, &byte, 1, 0);
+
+	b->err = got < 0 ? errno : 0;
+	__atomic_store_n(&b->got, got, __ATOMIC_SEQ_CST);
+	return NULL;
+}
+
+/* A thread asleep in recv() wakes with EOF when another shuts reading. */
+static void shutdown_rd_wakes_a_blocked_reader(struct tctx *t)
+{
+	struct blocked_read b = { .got = -2 };
+	int c = -1, s = -1, i;
+	bool started = false;
+	pthread_t th;
+
+	TRY(make_pair(t, &c, &s, PAIR_BIND_CLIENT));
+	b.fd = c;
+	ASSERT(!start_thread(&th, read_blocking, &b), "pthread_create");
+	started = true;
+	usleep(200000);
+	ASSERT_OK(shutdown(c, SHUT_RD));
+	for (i = 0; i < io_ms() / 10 &&
+		    __atomic_load_n(&b.got, __ATOMIC_SEQ_CST) == -2;
+	     i++)
+		usleep(10000);
+	ASSERT(b.got != -2, "the blocked recv() did not wake");
+	ASSERT(b.got == 0, "recv: want EOF, got %zd (%s)", b.got,
+	       errname(b.err));
+out:
+	if (started) {
+		if (b.got == -2)
+			send_all(t, s, "x", 1);
+		pthread_join(th, NULL);
+	}
+	close_fd(&c);
+	close_fd(&s);
+}
+
 static void send_after_shutdown_wr_gives_epipe(struct tctx *t)
 {
 	sig_atomic_t before = sigpipe_count;
@@ -5047,6 +5096,7 @@ static const struct test tests[] = {
 	TEST(shutdown_wr_gives_peer_eof_but_keeps_reading),
 	TEST(half_closed_peer_still_receives_a_long_reply),
 	TEST(shutdown_rd_ends_reads_at_once),
+	TEST(shutdown_rd_wakes_a_blocked_reader),
 	TEST(send_after_shutdown_wr_gives_epipe),
 	TEST(eof_after_close_reads_zero_repeatedly),
 	TEST(linger_zero_close_resets_peer),
