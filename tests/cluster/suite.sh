@@ -1,0 +1,35 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# The cluster suite: runs on host1 of a fabric cluster
+# (fabric/roceshim-fabric run --hosts 3 --plain host3 -- tests/cluster/suite.sh):
+# host1 and host2 have an rxe device on the wire, host3 has none.  Runs
+# every tests/cluster/test-*.sh, its output in $logdir/NAME.log.
+set -u
+
+if [ "${ROCESHIM_FABRIC_HOSTS:-1}" -lt 3 ]; then
+	echo "suite.sh runs on host1 of a 3-host fabric:" \
+		"fabric/roceshim-fabric run --hosts 3 --plain host3 -- $0" >&2
+	exit 2
+fi
+
+logdir=${ROCESHIM_FABRIC_LOGS:-$PWD/cluster-logs}
+mkdir -p "$logdir"
+passed=0
+failed=0
+echo "# cluster: host1 $ROCESHIM_FABRIC_HOST1, host2 $ROCESHIM_FABRIC_HOST2," \
+	"host3 $ROCESHIM_FABRIC_HOST3 (no RDMA); logs in $logdir"
+for t in "$top_srcdir"/tests/cluster/test-*.sh; do
+	name=$(basename "$t" .sh)
+	start=$SECONDS
+	if /bin/bash "$t" >"$logdir/$name.log" 2>&1; then
+		echo "PASS: $name ($((SECONDS - start)) s)"
+		passed=$((passed + 1))
+	else
+		echo "FAIL: $name ($((SECONDS - start)) s); log tail:"
+		tail -n 40 "$logdir/$name.log" | sed 's/^/    /'
+		failed=$((failed + 1))
+	fi
+done
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
