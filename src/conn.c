@@ -115,18 +115,16 @@ static void health_check(struct progress_watcher *w, uint32_t events)
 		health_arm(false);
 }
 
-/* A timerfd out of the program's way (fd_room.h), or -1. */
+/* The health check's timerfd, out of the program's way (fd_room.h). */
 static int hidden_timer(void)
 {
 	int fd, hidden;
 
 	fd_room_enter();
 	fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-	hidden = fd < 0 ? -1 : fd_room_hide(fd);
-	if (fd >= 0 && hidden < 0)
-		real.close(fd);
+	hidden = fd < 0 ? -1 : fd_room_keep(fd);
 	fd_room_leave();
-	return hidden < 0 ? -1 : hidden;
+	return hidden;
 }
 
 /* Writes are in flight: the health check runs until none are. */

@@ -131,7 +131,9 @@ bool connector_start(const struct config *cfg, struct sock *sock, int fd,
 	/* Ours: the program may close its fd while the work goes on. */
 	c->dup = fd_room_dup(fd);
 	if (c->wait_fd < 0 || c->dup < 0) {
-		*reason = ROCESHIM_REASON_RESOURCE;
+		*reason = c->wait_fd == -EMFILE || c->dup == -EMFILE
+				  ? ROCESHIM_REASON_FD_LIMIT
+				  : ROCESHIM_REASON_RESOURCE;
 		goto fail;
 	}
 	__atomic_store_n(&sock->connector, c, __ATOMIC_RELEASE);

@@ -16,6 +16,13 @@
 /* Free numbers below the limit that a descriptor needs while it moves. */
 #define MOVE_SPARE 4
 
+/*
+ * The descriptors a connection may make below the limit, where none can
+ * move, before the first is refused: admitted with that much room, it is
+ * not refused half-made.
+ */
+#define CONNECTION_FDS 8
+
 static pthread_mutex_t room_lock = PTHREAD_MUTEX_INITIALIZER;
 /* Held by this thread: fd_room_enter() calls not yet left. */
 static __thread unsigned int room_depth;
@@ -55,15 +62,35 @@ void fd_room_leave(void)
 {
 	int err;
 
-	if (--room_depth)
+	if (room_depth > 1) {
+		room_depth--;
 		return;
+	}
 	err = errno;
 	if (limit_raised && setrlimit(RLIMIT_NOFILE, &program_limit))
 		log_warn("cannot restore RLIMIT_NOFILE to %llu: %m",
 			 (unsigned long long)program_limit.rlim_cur);
 	limit_raised = false;
 	pthread_mutex_unlock(&room_lock);
+	/* After the unlock: a signal handler in between nests, not locks. */
+	room_depth = 0;
 	errno = err;
+}
+
+rlim_t fd_room_program_limit(void)
+{
+	struct rlimit lim;
+	int err = errno;
+	rlim_t cur;
+
+	/* Under the lock nobody has the limit raised, except this thread. */
+	fd_room_enter();
+	cur = limit_known ? program_limit.rlim_cur
+			  : (getrlimit(RLIMIT_NOFILE, &lim) ? RLIM_INFINITY
+							    : lim.rlim_cur);
+	fd_room_leave();
+	errno = err;
+	return cur;
 }
 
 /* Inside: whether number fd leaves spare numbers free below the limit. */
@@ -92,14 +119,17 @@ bool fd_room(void)
 		return false;
 	}
 	fd_room_enter();
-	room = below_limit(lowest, limit_raised ? MOVE_SPARE : FD_ROOM_SPARE);
+	room = below_limit(lowest, limit_raised
+					   ? MOVE_SPARE
+					   : FD_ROOM_SPARE + CONNECTION_FDS);
 	fd_room_leave();
 	real.close(lowest);
 	errno = err;
 	return room;
 }
 
-int fd_room_hide(int fd)
+/* Moves fd above the limit if it can; refuse: whether it may say no. */
+static int move_out(int fd, bool refuse)
 {
 	int err = errno, ret = fd, copy;
 
@@ -114,12 +144,22 @@ int fd_room_hide(int fd)
 			goto out;
 		}
 	}
-	if (!below_limit(fd, FD_ROOM_SPARE))
+	if (refuse && !below_limit(fd, FD_ROOM_SPARE))
 		ret = -EMFILE;
 out:
 	fd_room_leave();
 	errno = err;
 	return ret;
+}
+
+int fd_room_hide(int fd)
+{
+	return move_out(fd, true);
+}
+
+int fd_room_keep(int fd)
+{
+	return move_out(fd, false);
 }
 
 int fd_room_eventfd(void)

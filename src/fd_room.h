@@ -25,6 +25,7 @@
 #define ROCESHIM_FD_ROOM_H
 
 #include <stdbool.h>
+#include <sys/resource.h>
 
 /* Descriptor numbers that must stay free below the limit. */
 #define FD_ROOM_SPARE 32
@@ -33,8 +34,8 @@
  * Whether a new connection may take descriptors of its own: they can be
  * moved above the limit (and a few numbers below it are free for the
  * moment each exists before it is moved), or there are FD_ROOM_SPARE
- * numbers free below the limit beside them.  Judged by the lowest free
- * number, which is the one the program's next descriptor takes.
+ * numbers free below the limit beside all that a connection makes.  Judged by
+ * the lowest free number, which is the one the program's next descriptor takes.
  */
 bool fd_room(void);
 
@@ -56,6 +57,19 @@ void fd_room_leave(void);
  * fd is left open for the caller to close.
  */
 int fd_room_hide(int fd);
+
+/*
+ * As fd_room_hide(), for a descriptor the process makes once and every
+ * connection needs (the progress thread's, the CM's): it is never
+ * refused, and stays where it was made if it cannot move.
+ */
+int fd_room_keep(int fd);
+
+/*
+ * The program's soft RLIMIT_NOFILE, as it set it: getrlimit() may see it
+ * raised while another thread makes a descriptor.
+ */
+rlim_t fd_room_program_limit(void);
 
 /* A non-blocking close-on-exec eventfd, hidden; -errno if none. */
 int fd_room_eventfd(void);

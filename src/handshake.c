@@ -64,14 +64,15 @@ struct conn_options handshake_conn_options(const struct config *cfg)
 	return opt;
 }
 
-struct rdma_event_channel *handshake_open_channel(void)
+struct rdma_event_channel *handshake_open_channel(bool refusable)
 {
 	struct rdma_event_channel *ch;
-	int fd;
+	int fd = -1;
 
 	fd_room_enter();
 	ch = rdmacm.create_event_channel();
-	fd = ch ? fd_room_hide(ch->fd) : -1;
+	if (ch)
+		fd = refusable ? fd_room_hide(ch->fd) : fd_room_keep(ch->fd);
 	fd_room_leave();
 	if (!ch)
 		return NULL;
@@ -173,7 +174,7 @@ struct rdma_event_channel *handshake_channel(const struct config *cfg)
 	progress_on_tick(handshake_dial_tick);
 	hs.watch.w.fn = serve_channel;
 	hs.watch.cfg = cfg;
-	hs.watch.ch = handshake_open_channel();
+	hs.watch.ch = handshake_open_channel(false);
 	if (!hs.watch.ch || real.fcntl(hs.watch.ch->fd, F_SETFL, O_NONBLOCK) ||
 	    !progress_start() ||
 	    progress_add(hs.watch.ch->fd, EPOLLIN, &hs.watch.w) ||

@@ -511,7 +511,7 @@ enum roceshim_reason handshake_connect(const struct config *cfg, int fd,
 	if (!shared)
 		return ROCESHIM_REASON_UNSUPPORTED;
 	/* A channel of its own: the handshake's events are ours alone. */
-	ch = handshake_open_channel();
+	ch = handshake_open_channel(true);
 	if (!ch)
 		return errno == EMFILE ? ROCESHIM_REASON_FD_LIMIT
 				       : ROCESHIM_REASON_RESOURCE;
@@ -688,7 +688,7 @@ static bool bg_channel_locked(void)
 {
 	if (bg.ch || bg.failed)
 		return bg.ch;
-	bg.ch = handshake_open_channel();
+	bg.ch = handshake_open_channel(false);
 	bg.watcher.fn = bg_events;
 	if (!bg.ch || real.fcntl(bg.ch->fd, F_SETFL, O_NONBLOCK) ||
 	    progress_add(bg.ch->fd, EPOLLIN, &bg.watcher)) {

@@ -46,10 +46,11 @@ struct conn_options handshake_conn_options(const struct config *cfg);
 
 /*
  * A new CM event channel, its descriptor out of the program's way
- * (fd_room.h); NULL and errno if none can be had (EMFILE: the program
- * is near its RLIMIT_NOFILE).
+ * (fd_room.h); NULL and errno if none can be had.  refusable: one
+ * connection's, refused near RLIMIT_NOFILE (EMFILE, fd_room_hide());
+ * otherwise the process's own (fd_room_keep()).
  */
-struct rdma_event_channel *handshake_open_channel(void);
+struct rdma_event_channel *handshake_open_channel(bool refusable);
 
 /* Logs why this end has no queue pair for a connection. */
 void handshake_log_no_transport(const char *what, int err);

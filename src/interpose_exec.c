@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "fd_room.h"
 #include "real.h"
 #include "shim.h"
 #include "track.h"
@@ -170,9 +171,15 @@ SHIM_EXPORT int posix_spawn(pid_t *pid, const char *path,
 			    const posix_spawnattr_t *attr, char *const argv[],
 			    char *const envp[])
 {
+	int ret;
+
 	shim_ensure_init();
 	track_spawn();
-	return real.posix_spawn(pid, path, actions, attr, argv, envp);
+	/* Its clone runs no fork handler: no child with the limit raised. */
+	fd_room_fork_prepare();
+	ret = real.posix_spawn(pid, path, actions, attr, argv, envp);
+	fd_room_fork_parent();
+	return ret;
 }
 
 SHIM_EXPORT int posix_spawnp(pid_t *pid, const char *file,
@@ -180,9 +187,14 @@ SHIM_EXPORT int posix_spawnp(pid_t *pid, const char *file,
 			     const posix_spawnattr_t *attr, char *const argv[],
 			     char *const envp[])
 {
+	int ret;
+
 	shim_ensure_init();
 	track_spawn();
-	return real.posix_spawnp(pid, file, actions, attr, argv, envp);
+	fd_room_fork_prepare();
+	ret = real.posix_spawnp(pid, file, actions, attr, argv, envp);
+	fd_room_fork_parent();
+	return ret;
 }
 
 SHIM_EXPORT int

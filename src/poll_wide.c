@@ -100,16 +100,15 @@ int poll_wide(struct pollfd *fds, nfds_t n, int timeout_ms,
 		.mask = calloc(n + 1, sizeof(*w.mask)),
 		.events = calloc(n + 1, sizeof(*w.events)),
 	};
-	int hidden, got, ret = -ENOMEM;
+	int got, ret = -ENOMEM;
 	nfds_t i;
 
 	/* Made even where the program holds every number below its limit. */
 	fd_room_enter();
 	w.epfd = real.epoll_create1(EPOLL_CLOEXEC);
-	hidden = w.epfd < 0 ? -1 : fd_room_hide(w.epfd);
+	if (w.epfd >= 0)
+		w.epfd = fd_room_keep(w.epfd);
 	fd_room_leave();
-	if (hidden >= 0)
-		w.epfd = hidden;
 	if (!w.owner || !w.mask || !w.events || w.epfd < 0)
 		goto out;
 	for (i = 0; i < n; i++) {

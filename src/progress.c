@@ -75,18 +75,21 @@ static void *progress_main(void *arg)
 	return NULL;
 }
 
-/* An epoll set out of the program's way (fd_room.h), or -1. */
-static int hidden_epoll(void)
+/*
+ * The thread's epoll set and wake-up eventfd, out of the program's way
+ * where they can be (fd_room_keep()).
+ */
+static bool make_fds(void)
 {
-	int fd, hidden;
-
 	fd_room_enter();
-	fd = real.epoll_create1(EPOLL_CLOEXEC);
-	hidden = fd < 0 ? -1 : fd_room_hide(fd);
-	if (fd >= 0 && hidden < 0)
-		real.close(fd);
+	pg.epfd = real.epoll_create1(EPOLL_CLOEXEC);
+	if (pg.epfd >= 0)
+		pg.epfd = fd_room_keep(pg.epfd);
+	pg.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (pg.wake_fd >= 0)
+		pg.wake_fd = fd_room_keep(pg.wake_fd);
 	fd_room_leave();
-	return hidden < 0 ? -1 : hidden;
+	return pg.epfd >= 0 && pg.wake_fd >= 0;
 }
 
 bool progress_start(void)
@@ -99,9 +102,7 @@ bool progress_start(void)
 	pthread_mutex_lock(&pg.lock);
 	if (pg.started || pg.disabled)
 		goto out;
-	pg.epfd = hidden_epoll();
-	pg.wake_fd = fd_room_eventfd();
-	if (pg.epfd < 0 || pg.wake_fd < 0 ||
+	if (!make_fds() ||
 	    real.epoll_ctl(pg.epfd, EPOLL_CTL_ADD, pg.wake_fd, &wake) ||
 	    pthread_create(&thread, NULL, progress_main, NULL)) {
 		log_warn("cannot start the RDMA progress thread; TCP only");

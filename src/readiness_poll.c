@@ -13,11 +13,11 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
-#include <sys/resource.h>
 
 #include "clock.h"
 #include "conn.h"
 #include "connector.h"
+#include "fd_room.h"
 #include "fd_table.h"
 #include "poll_wide.h"
 #include "readiness_impl.h"
@@ -160,7 +160,7 @@ static int wait_entries(struct pollfd *tmp, nfds_t n, nfds_t nfds,
 			int timeout_ms, const struct timespec *ts,
 			const sigset_t *sigmask, bool ppoll)
 {
-	struct rlimit lim;
+	rlim_t limit;
 	int ret, err;
 
 	ret = ppoll ? real.ppoll(tmp, n, ts, sigmask)
@@ -168,8 +168,10 @@ static int wait_entries(struct pollfd *tmp, nfds_t n, nfds_t nfds,
 	if (ret >= 0)
 		return ret;
 	err = errno;
-	if (err != EINVAL || getrlimit(RLIMIT_NOFILE, &lim) ||
-	    n <= lim.rlim_cur || nfds > lim.rlim_cur)
+	if (err != EINVAL)
+		return -err;
+	limit = fd_room_program_limit();
+	if (n <= limit || nfds > limit)
 		return -err;
 	if (!ppoll)
 		return poll_wide(tmp, n, timeout_ms, NULL);

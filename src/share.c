@@ -109,9 +109,7 @@ static int open_request_socket_locked(struct region *r)
 		return -EINVAL;
 	fd_room_enter();
 	fd = real.socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	hidden = fd < 0 ? -errno : fd_room_hide(fd);
-	if (fd >= 0 && hidden < 0)
-		real.close(fd);
+	hidden = fd < 0 ? -errno : fd_room_keep(fd);
 	fd_room_leave();
 	if (hidden < 0)
 		return hidden;

@@ -111,7 +111,8 @@ static int create_queues(struct transport *t)
 	fd_room_enter();
 	t->channel = ibv.create_comp_channel(t->id->verbs);
 	/* Before the CQ names it: the kernel finds the channel by number. */
-	fd = t->channel ? fd_room_hide(t->channel->fd) : -errno;
+	fd = t->channel ? fd_room_hide(t->channel->fd)
+			: -(errno ? errno : ENOMEM);
 	fd_room_leave();
 	if (fd < 0)
 		return fd;

@@ -5,6 +5,7 @@
  * lower the hard limit, which cannot be raised again, run in a child. */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -202,6 +203,72 @@ descriptor_within_the_spare_is_refused_without_room_above(void **state)
 	with_no_room_above(refuses_within_the_spare_without_room_above);
 }
 
+static void keeps_where_a_connection_would_be_refused(void)
+{
+	int fds[SOFT], fd;
+
+	fill_below(SOFT - FD_ROOM_SPARE + 1, fds, SOFT);
+	fd = eventfd(0, EFD_CLOEXEC);
+	expect(fd_room_keep(fd) == fd);
+}
+
+static void
+process_descriptor_is_kept_where_a_connection_is_refused(void **state)
+{
+	(void)state;
+	with_no_room_above(keeps_where_a_connection_would_be_refused);
+}
+
+/* Admitted, a connection's descriptors must not be refused half-made. */
+static void refuses_a_connection_that_would_be_refused_half_made(void)
+{
+	int fds[SOFT], made = 0, fd;
+
+	fill_below(SOFT - FD_ROOM_SPARE - 1, fds, SOFT);
+	if (fd_room()) {
+		while (made < 8 && (fd = fd_room_eventfd()) >= 0)
+			made++;
+		expect(made == 8);
+	}
+	expect(!fd_room());
+}
+
+static void connection_is_admitted_only_with_room_for_all_it_makes(void **state)
+{
+	(void)state;
+	with_no_room_above(
+		refuses_a_connection_that_would_be_refused_half_made);
+}
+
+struct raiser {
+	int entered;
+};
+
+static void *raise_for_a_while(void *arg)
+{
+	struct raiser *r = arg;
+
+	fd_room_enter();
+	__atomic_store_n(&r->entered, 1, __ATOMIC_SEQ_CST);
+	usleep(100000);
+	fd_room_leave();
+	return NULL;
+}
+
+static void programs_limit_is_its_own_while_another_thread_raises(void **state)
+{
+	struct raiser r = { 0 };
+	pthread_t th;
+
+	(void)state;
+	assert_int_equal(pthread_create(&th, NULL, raise_for_a_while, &r), 0);
+	while (!__atomic_load_n(&r.entered, __ATOMIC_SEQ_CST))
+		usleep(1000);
+	assert_true(soft_limit() > SOFT);
+	assert_int_equal(fd_room_program_limit(), SOFT);
+	pthread_join(th, NULL);
+}
+
 static void copies_below_without_room_above(void)
 {
 	int fd = eventfd(0, EFD_CLOEXEC), copy = fd_room_dup(fd);
@@ -233,6 +300,12 @@ int main(void)
 		cmocka_unit_test(
 			descriptor_within_the_spare_is_refused_without_room_above),
 		cmocka_unit_test(copy_is_made_below_without_room_above),
+		cmocka_unit_test(
+			process_descriptor_is_kept_where_a_connection_is_refused),
+		cmocka_unit_test(
+			connection_is_admitted_only_with_room_for_all_it_makes),
+		cmocka_unit_test(
+			programs_limit_is_its_own_while_another_thread_raises),
 	};
 
 	real_init();
