@@ -13,6 +13,9 @@ if [ "${ROCESHIM_SKIP_FABRIC:-0}" = 1 ]; then
 	exit 77
 fi
 export ROCESHIM_FABRIC_CACHE=${ROCESHIM_FABRIC_CACHE:-$top_builddir/fabric/cache}
+# One fabric at a time (make -j check): its timings assume the cores.
+exec 9>"$top_builddir/fabric-run.lock"
+flock 9
 exec "$top_srcdir/fabric/roceshim-fabric" run --hosts 3 --plain host3 \
 	--timeout "${ROCESHIM_CLUSTER_TIMEOUT:-2400}" \
 	-- /bin/bash "$top_srcdir/tests/cluster/suite.sh"

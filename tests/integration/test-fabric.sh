@@ -19,6 +19,9 @@ if [ "${ROCESHIM_SKIP_FABRIC:-0}" = 1 ]; then
 	exit 77
 fi
 export ROCESHIM_FABRIC_CACHE=${ROCESHIM_FABRIC_CACHE:-$top_builddir/fabric/cache}
+# One fabric at a time (make -j check): its timings assume the cores.
+exec 9>"$top_builddir/fabric-run.lock"
+flock 9
 out=$(mktemp "${TMPDIR:-/tmp}/test-fabric.XXXXXX") || exit 1
 trap 'rm -f "$out"' EXIT
 
