@@ -20,8 +20,10 @@ port=$(peer_port "$tmp/drain")
 "$ROCESHIM_RUN" "$PYTHON" "$peer" stream "$ROCESHIM_FABRIC_ADDR_B" \
 	"$port" >"$tmp/stream" 2>&1 &
 streamer=$!
-sleep 3
-grep -q streaming "$tmp/stream" || { echo "FAIL: stream did not start"; exit 1; }
+wait_for "$tmp/stream" streaming 300 ||
+	{ echo "FAIL: stream did not start"; exit 1; }
+# Connected: a second of bytes, so that the kill comes mid-transfer.
+sleep 1
 kill -9 "$streamer"
 killed=$SECONDS
 for _ in $(seq $((LIMIT * 10))); do
