@@ -79,15 +79,12 @@ void fd_room_leave(void)
 
 rlim_t fd_room_program_limit(void)
 {
-	struct rlimit lim;
 	int err = errno;
 	rlim_t cur;
 
 	/* Under the lock nobody has the limit raised, except this thread. */
 	fd_room_enter();
-	cur = limit_known ? program_limit.rlim_cur
-			  : (getrlimit(RLIMIT_NOFILE, &lim) ? RLIM_INFINITY
-							    : lim.rlim_cur);
+	cur = limit_known ? program_limit.rlim_cur : RLIM_INFINITY;
 	fd_room_leave();
 	errno = err;
 	return cur;
