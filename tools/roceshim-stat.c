@@ -23,12 +23,9 @@
 
 #include <roceshim/stats.h>
 
+#include "check.h"
 #include "endpoint.h"
-#include "procinfo.h"
-
-#define SHM_DIR	    "/dev/shm"
-#define SHM_PREFIX  "roceshim-"
-#define MAX_SEGMENT (256u << 20)
+#include "segment.h"
 
 enum format {
 	FORMAT_TABLE,
@@ -43,20 +40,15 @@ struct options {
 	long count;
 	bool cleanup;
 	bool open_only;
-};
-
-/* A validated, private copy of one process's segment. */
-struct snapshot {
-	struct roceshim_stats_header header;
-	struct roceshim_stats_row *rows;
-	unsigned int row_count;
-	bool alive;
+	bool check;
+	const char *peer; /* with check */
 };
 
 static void usage(FILE *out)
 {
 	fprintf(out,
 		"Usage: roceshim-stat [OPTIONS] [PID]\n"
+		"       roceshim-stat --check [PEER[:PORT]]\n"
 		"Show roceshim connection statistics of running processes.\n\n"
 		"Without PID, list the processes using roceshim; with PID, "
 		"show\n"
@@ -69,176 +61,15 @@ static void usage(FILE *out)
 		"  -n, --count=N         with --watch, stop after N rounds\n"
 		"  -c, --cleanup         remove segments left by dead "
 		"processes\n"
+		"  -k, --check           check this host's RDMA setup and, "
+		"with\n"
+		"                        PEER[:PORT], the way to a peer\n"
 		"  -h, --help            this help\n"
 		"  -V, --version         print the version\n\n"
 		"Exit status: 0 on success, 1 when PID has no readable "
-		"segment,\n"
-		"2 on a usage error.\n");
-}
-
-static bool pid_alive(pid_t pid, uint64_t start_ticks)
-{
-	if (kill(pid, 0) && errno != EPERM)
-		return false;
-	/* The same pid with another start time is another process. */
-	return !start_ticks || procinfo_start_ticks(pid) == start_ticks;
-}
-
-static int validate_header(const struct roceshim_stats_header *h, size_t size,
-			   const char *path)
-{
-	if (h->magic != ROCESHIM_STATS_MAGIC) {
-		fprintf(stderr,
-			"roceshim-stat: %s: not a roceshim segment "
-			"(or still being created)\n",
-			path);
-		return -EINVAL;
-	}
-	if (h->layout_version != ROCESHIM_STATS_LAYOUT_VERSION) {
-		fprintf(stderr,
-			"roceshim-stat: %s: layout version %u, this tool reads "
-			"version %u; use the roceshim-stat of the same "
-			"roceshim "
-			"release as the program\n",
-			path, h->layout_version, ROCESHIM_STATS_LAYOUT_VERSION);
-		return -EPROTO;
-	}
-	if (h->header_size != sizeof(*h) ||
-	    h->row_size != sizeof(struct roceshim_stats_row) ||
-	    h->row_count >
-		    (size - sizeof(*h)) / sizeof(struct roceshim_stats_row)) {
-		fprintf(stderr, "roceshim-stat: %s: corrupt header\n", path);
-		return -EINVAL;
-	}
-	return 0;
-}
-
-/* Copies one row under its sequence count; false if it kept changing. */
-static bool copy_row(const struct roceshim_stats_row *src,
-		     struct roceshim_stats_row *dst)
-{
-	int tries;
-
-	for (tries = 0; tries < 100; tries++) {
-		uint32_t seq = __atomic_load_n(&src->seq, __ATOMIC_ACQUIRE);
-
-		if (seq & 1)
-			continue;
-		memcpy(dst, src, sizeof(*dst));
-		__atomic_thread_fence(__ATOMIC_ACQUIRE);
-		if (__atomic_load_n(&src->seq, __ATOMIC_RELAXED) == seq)
-			return true;
-	}
-	return false;
-}
-
-static int snapshot_read(pid_t pid, struct snapshot *snap, bool quiet)
-{
-	const struct roceshim_stats_row *rows;
-	char path[64];
-	struct stat st;
-	void *map;
-	unsigned int i;
-	int fd, ret;
-
-	memset(snap, 0, sizeof(*snap));
-	snprintf(path, sizeof(path), "%s/%s%d", SHM_DIR, SHM_PREFIX, (int)pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		if (!quiet)
-			fprintf(stderr, "roceshim-stat: %s: %s\n", path,
-				strerror(errno));
-		return -errno;
-	}
-	if (fstat(fd, &st) || st.st_size < (off_t)sizeof(snap->header) ||
-	    st.st_size > MAX_SEGMENT) {
-		fprintf(stderr, "roceshim-stat: %s: unexpected size\n", path);
-		close(fd);
-		return -EINVAL;
-	}
-	map = mmap(NULL, st.st_size, PROT_READ, MAP_SHARED, fd, 0);
-	close(fd);
-	if (map == MAP_FAILED) {
-		fprintf(stderr, "roceshim-stat: %s: %s\n", path,
-			strerror(errno));
-		return -errno;
-	}
-	memcpy(&snap->header, map, sizeof(snap->header));
-	ret = validate_header(&snap->header, st.st_size, path);
-	if (ret)
-		goto out;
-	snap->header.command[sizeof(snap->header.command) - 1] = '\0';
-	snap->rows = calloc(snap->header.row_count + 1, sizeof(*snap->rows));
-	if (!snap->rows) {
-		ret = -ENOMEM;
-		goto out;
-	}
-	rows = (const void *)((const char *)map + sizeof(snap->header));
-	for (i = 0; i < snap->header.row_count; i++) {
-		struct roceshim_stats_row *row = &snap->rows[snap->row_count];
-
-		if (!copy_row(&rows[i], row) || row->state == ROCESHIM_ROW_FREE)
-			continue;
-		snap->row_count++;
-	}
-	/* Totals after rows: the sum of the rows never exceeds them. */
-	__atomic_thread_fence(__ATOMIC_ACQUIRE);
-	memcpy(&snap->header.global,
-	       &((const struct roceshim_stats_header *)map)->global,
-	       sizeof(snap->header.global));
-	snap->alive = pid_alive(pid, snap->header.start_ticks);
-out:
-	munmap(map, st.st_size);
-	return ret;
-}
-
-static void snapshot_free(struct snapshot *snap)
-{
-	free(snap->rows);
-	snap->rows = NULL;
-}
-
-/* The pids with a segment, ascending. */
-static int list_pids(pid_t **out)
-{
-	DIR *dir = opendir(SHM_DIR);
-	struct dirent *de;
-	pid_t *pids = NULL;
-	int n = 0, cap = 0;
-
-	if (!dir)
-		return 0;
-	while ((de = readdir(dir))) {
-		char *end;
-		long pid;
-
-		if (strncmp(de->d_name, SHM_PREFIX, strlen(SHM_PREFIX)))
-			continue;
-		pid = strtol(de->d_name + strlen(SHM_PREFIX), &end, 10);
-		if (*end || pid <= 0)
-			continue;
-		if (n == cap) {
-			pid_t *grown;
-
-			cap = cap ? cap * 2 : 16;
-			grown = realloc(pids, cap * sizeof(*pids));
-			if (!grown)
-				break;
-			pids = grown;
-		}
-		pids[n++] = pid;
-	}
-	closedir(dir);
-	for (int i = 1; i < n; i++) {
-		pid_t v = pids[i];
-		int j = i;
-
-		for (; j > 0 && pids[j - 1] > v; j--)
-			pids[j] = pids[j - 1];
-		pids[j] = v;
-	}
-	*out = pids;
-	return n;
+		"segment\n"
+		"(with --check: when RDMA cannot work), 2 on a usage "
+		"error.\n");
 }
 
 static bool row_shown(const struct options *opt,
@@ -290,7 +121,7 @@ static void print_list(pid_t *pids, int n)
 		char b[4][24];
 		struct snapshot snap;
 
-		if (snapshot_read(pids[i], &snap, true))
+		if (segment_read(pids[i], &snap, true))
 			continue;
 		t = &snap.header.global.totals;
 		human_bytes(t->rdma_tx_bytes, b[0], sizeof(b[0]));
@@ -302,7 +133,7 @@ static void print_list(pid_t *pids, int n)
 		       open_connections(&snap, ROCESHIM_TRANSPORT_RDMA),
 		       open_connections(&snap, ROCESHIM_TRANSPORT_TCP), b[0],
 		       b[1], b[2], b[3], snap.header.command);
-		snapshot_free(&snap);
+		segment_free(&snap);
 	}
 }
 
@@ -692,21 +523,21 @@ static int collect(pid_t pid, struct snapshot **out)
 
 	if (pid) {
 		snaps = calloc(1, sizeof(*snaps));
-		if (!snaps || snapshot_read(pid, snaps, false)) {
+		if (!snaps || segment_read(pid, snaps, false)) {
 			free(snaps);
 			return -1;
 		}
 		*out = snaps;
 		return 1;
 	}
-	n = list_pids(&pids);
+	n = segment_list_pids(&pids);
 	snaps = calloc(n + 1, sizeof(*snaps));
 	if (!snaps) {
 		free(pids);
 		return -1;
 	}
 	for (i = 0; i < n; i++)
-		if (!snapshot_read(pids[i], &snaps[got], true))
+		if (!segment_read(pids[i], &snaps[got], true))
 			got++;
 	free(pids);
 	*out = snaps;
@@ -721,7 +552,7 @@ static int show_once(const struct options *opt, pid_t pid)
 	if (opt->format == FORMAT_TABLE && !pid) {
 		pid_t *pids = NULL;
 
-		n = list_pids(&pids);
+		n = segment_list_pids(&pids);
 		print_list(pids, n);
 		free(pids);
 		return 0;
@@ -750,7 +581,7 @@ static int show_once(const struct options *opt, pid_t pid)
 		break;
 	}
 	for (i = 0; i < n; i++)
-		snapshot_free(&snaps[i]);
+		segment_free(&snaps[i]);
 	free(snaps);
 	return 0;
 }
@@ -758,21 +589,20 @@ static int show_once(const struct options *opt, pid_t pid)
 static int cleanup(void)
 {
 	pid_t *pids = NULL;
-	int i, n = list_pids(&pids), removed = 0;
+	int i, n = segment_list_pids(&pids), removed = 0;
 
 	for (i = 0; i < n; i++) {
 		struct snapshot snap;
 		char path[64];
 		bool dead;
 
-		snprintf(path, sizeof(path), "%s/%s%d", SHM_DIR, SHM_PREFIX,
-			 (int)pids[i]);
-		if (snapshot_read(pids[i], &snap, true) == 0) {
+		segment_path(pids[i], path, sizeof(path));
+		if (segment_read(pids[i], &snap, true) == 0) {
 			dead = !snap.alive;
-			snapshot_free(&snap);
+			segment_free(&snap);
 		} else {
 			/* Unreadable or foreign layout: judge by the pid. */
-			dead = !pid_alive(pids[i], 0);
+			dead = !segment_pid_alive(pids[i], 0);
 		}
 		if (!dead)
 			continue;
@@ -798,6 +628,7 @@ static int parse_args(int argc, char **argv, struct options *opt, pid_t *pid)
 		{ "watch", optional_argument, NULL, 'w' },
 		{ "count", required_argument, NULL, 'n' },
 		{ "cleanup", no_argument, NULL, 'c' },
+		{ "check", no_argument, NULL, 'k' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 }
@@ -805,7 +636,7 @@ static int parse_args(int argc, char **argv, struct options *opt, pid_t *pid)
 	char *end;
 	int c;
 
-	while ((c = getopt_long(argc, argv, "jpow::n:chV", longs, NULL)) !=
+	while ((c = getopt_long(argc, argv, "jpow::n:ckhV", longs, NULL)) !=
 	       -1) {
 		switch (c) {
 		case 'j':
@@ -845,6 +676,9 @@ static int parse_args(int argc, char **argv, struct options *opt, pid_t *pid)
 		case 'c':
 			opt->cleanup = true;
 			break;
+		case 'k':
+			opt->check = true;
+			break;
 		case 'h':
 			usage(stdout);
 			exit(0);
@@ -856,6 +690,15 @@ static int parse_args(int argc, char **argv, struct options *opt, pid_t *pid)
 			usage(stderr);
 			return -1;
 		}
+	}
+	if (opt->check) {
+		if (optind + 1 < argc) {
+			fprintf(stderr, "roceshim-stat: --check takes one "
+					"PEER[:PORT]\n");
+			return -1;
+		}
+		opt->peer = optind < argc ? argv[optind] : NULL;
+		return 0;
 	}
 	if (optind < argc) {
 		long v = strtol(argv[optind], &end, 10);
@@ -877,8 +720,12 @@ int main(int argc, char **argv)
 	long round;
 	int ret = 0;
 
+	if (argc == 4 && !strcmp(argv[1], "--check-probe"))
+		return check_probe_child(argv[2], argv[3]);
 	if (parse_args(argc, argv, &opt, &pid))
 		return 2;
+	if (opt.check)
+		return check_run(opt.peer);
 	if (opt.cleanup)
 		return cleanup();
 	for (round = 1;; round++) {

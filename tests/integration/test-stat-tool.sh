@@ -179,4 +179,27 @@ check list_survives_foreign_segments test $? -eq 0
 ROCESHIM_STATS=0 start_holder nostats
 check stats_off_publishes_nothing test ! -e "/dev/shm/roceshim-$holder_pid"
 
+# --check on this host (the fabric's cluster suite checks it where RDMA
+# works): its verdict agrees with the kernel's device list.
+"$ROCESHIM_STAT" --check >"$tmp/check" 2>&1
+rc=$?
+if ls /sys/class/infiniband_verbs 2>/dev/null | grep -q '^uverbs'; then
+	check check_exit_is_a_verdict test "$rc" -le 1
+else
+	check check_without_device_exits_1 test "$rc" -eq 1
+	check check_names_no_device grep -q "(no_device)" "$tmp/check"
+fi
+check check_ends_with_verdict grep -q "^verdict: RDMA can" "$tmp/check"
+ROCESHIM_RDMA=0 "$ROCESHIM_STAT" --check >"$tmp/check" 2>&1
+check check_with_rdma_off_exits_1 test $? -eq 1
+check check_names_rdma_off grep -q "ROCESHIM_RDMA=0" "$tmp/check"
+ROCESHIM_RING_KB=33 "$ROCESHIM_STAT" --check >"$tmp/check" 2>&1
+check check_reports_bad_variable grep -q "ROCESHIM_RING_KB='33'" "$tmp/check"
+"$ROCESHIM_STAT" --check a b >/dev/null 2>&1
+check check_with_two_peers_is_usage_error test $? -eq 2
+for bad in '[::1' 'host:0' 'host:99999' 'host:' ':80' '[::1]x'; do
+	"$ROCESHIM_STAT" --check "$bad" >/dev/null 2>"$tmp/check"
+	check "malformed_peer_${bad}_is_usage_error" test $? -eq 2
+done
+
 finish
