@@ -664,10 +664,34 @@ static void note_watched_early(int fd)
 	sock_put(sock);
 }
 
+/*
+ * The sock of fd, with a reference, if its registrations may be an
+ * upgraded connection's: a pending connect, or a connection of this
+ * process, whatever its path.  A connection that has just moved to TCP
+ * keeps its four entries until readiness_release() turns them into the
+ * kernel socket's: until then a DEL must remove all four, or the release
+ * would add back the entry the program removed.
+ */
+static struct sock *registered_sock(int fd)
+{
+	struct sock *sock = fd_table_get(fd);
+
+	if (!sock)
+		return NULL;
+	if (sock->conn && !conn_alive(sock->conn)) {
+		sock_put(sock);
+		return readiness_upgraded_sock(fd);
+	}
+	if (sock->conn || connector_pending(sock))
+		return sock;
+	sock_put(sock);
+	return NULL;
+}
+
 int readiness_epoll_ctl(const struct config *cfg, int epfd, int op, int fd,
 			struct epoll_event *ev)
 {
-	struct sock *sock = cfg->enabled ? readiness_upgraded_sock(fd) : NULL;
+	struct sock *sock = cfg->enabled ? registered_sock(fd) : NULL;
 	struct readiness *r;
 	int ret;
 
