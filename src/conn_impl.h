@@ -64,7 +64,8 @@ struct conn {
 	unsigned int marker_len;
 	uint64_t backlog_from; /* staged bytes still to write to the socket */
 	uint64_t backlog_to;
-	int64_t deadline_ms; /* the peer's marker must have come by then */
+	int64_t deadline_ms;  /* the peer's marker must have come by then */
+	int64_t stall_rto_ms; /* > 0: the path stalled our marker (conn_move) */
 	struct conn *next_moving;
 	struct conn *prev_live, *next_live; /* under the live list's lock */
 };

@@ -23,7 +23,10 @@
  * fails them as TCP does.
  */
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
+#include <stddef.h>
 #include <sys/socket.h>
 
 #include "clock.h"
@@ -144,6 +147,7 @@ void conn_move_begin_locked(struct conn *c, enum roceshim_downgrade cause)
 	m.sent = c->pos.staged;
 	wire_encode_marker(&m, buf);
 	c->deadline_ms = clock_ms() + c->timeout_ms;
+	c->stall_rto_ms = 0;
 	moving_add(c);
 	/* The socket has carried nothing: 32 bytes always fit. */
 	n = real.send(c->kfd, buf, sizeof(buf), MSG_DONTWAIT | MSG_NOSIGNAL);
@@ -299,6 +303,45 @@ void conn_move_kernel_event_locked(struct conn *c, uint32_t events)
 	}
 }
 
+/*
+ * The peer's marker is late.  If this end's marker is still unacknowledged
+ * (a link flap, a lossy path), the kernel connection is still trying, as
+ * it would for any TCP byte: the move waits as long as it does, and its
+ * error, when TCP gives up, ends the move as the peer's loss.  Once the
+ * path carried it, the peer's marker, stalled on the same path, gets
+ * another timeout and twice the retransmission timeout the stall had
+ * reached.  true: wait until the new deadline.
+ */
+static bool marker_stalled_locked(struct conn *c, int64_t now)
+{
+	struct tcp_info ti;
+	socklen_t len = sizeof(ti);
+	int64_t rto_ms;
+
+	if (c->kfd < 0 ||
+	    real.getsockopt(c->kfd, IPPROTO_TCP, TCP_INFO, &ti, &len) ||
+	    len < offsetof(struct tcp_info, tcpi_unacked) +
+			    sizeof(ti.tcpi_unacked))
+		return false;
+	if (ti.tcpi_unacked) {
+		rto_ms = ti.tcpi_rto / 1000;
+		if (rto_ms > c->stall_rto_ms)
+			c->stall_rto_ms = rto_ms;
+		if (!c->stall_rto_ms)
+			c->stall_rto_ms = 1;
+		c->deadline_ms = now + c->timeout_ms;
+		return true;
+	}
+	if (!c->stall_rto_ms)
+		return false;
+	log_info("rdma: connection (fd %d): the path carried its marker "
+		 "again; waiting for the peer's",
+		 c->kfd);
+	c->deadline_ms = now + c->timeout_ms + 2 * c->stall_rto_ms;
+	c->stall_rto_ms = 0;
+	return true;
+}
+
 bool conn_move_tick(void)
 {
 	int64_t now = clock_ms();
@@ -314,7 +357,8 @@ bool conn_move_tick(void)
 	/* One a tick: the list may change under the lock dropped here. */
 	if (late) {
 		pthread_mutex_lock(&late->lock);
-		if (path_of(late) == CONN_MOVING)
+		if (path_of(late) == CONN_MOVING &&
+		    !marker_stalled_locked(late, now))
 			fail_locked(late, "the peer's marker did not come");
 		pthread_mutex_unlock(&late->lock);
 	}
