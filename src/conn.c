@@ -86,9 +86,34 @@ static void health_arm(bool on)
 	timerfd_settime(live.timer_fd, 0, &its, NULL);
 }
 
+/*
+ * A queue pair that completes none of its posted writes for this long has
+ * gone silent: a working one ends its retries with an error completion
+ * well before (rdma_cm's defaults: about 7 s), but Soft-RoCE, after a link
+ * flap, sometimes never does.  A peer that is only stopped (a debugger,
+ * SIGSTOP) looks the same from here, so such a move waits for the peer's
+ * marker as long as TCP would wait (conn_move.c).
+ */
+#define QP_SILENT_MS 30000
+
+/* Under live.lock. */
+static bool qp_silent(struct conn *c, int64_t now)
+{
+	uint64_t done;
+	unsigned int posted = transport_posted_writes(c->t, &done);
+
+	if (!posted || done != c->silent_mark || !c->silent_since_ms) {
+		c->silent_mark = done;
+		c->silent_since_ms = now;
+		return false;
+	}
+	return now - c->silent_since_ms >= QP_SILENT_MS;
+}
+
 /* The timer: a connection whose queue pair failed moves to TCP. */
 static void health_check(struct progress_watcher *w, uint32_t events)
 {
+	int64_t now = clock_ms();
 	bool busy = false;
 	uint64_t ticks;
 	struct conn *c;
@@ -103,10 +128,13 @@ static void health_check(struct progress_watcher *w, uint32_t events)
 		if (!conn_on_rdma(c) || !transport_writes_in_flight(c->t))
 			continue;
 		busy = true;
-		if (!__atomic_load_n(&c->peer_closed, __ATOMIC_ACQUIRE) &&
-		    !__atomic_load_n(&c->peer_reset, __ATOMIC_ACQUIRE) &&
-		    transport_qp_failed(c->t))
+		if (__atomic_load_n(&c->peer_closed, __ATOMIC_ACQUIRE) ||
+		    __atomic_load_n(&c->peer_reset, __ATOMIC_ACQUIRE))
+			continue;
+		if (transport_qp_failed(c->t))
 			conn_qp_lost(c, ROCESHIM_DOWNGRADE_QP_ERROR);
+		else if (qp_silent(c, now))
+			conn_qp_lost(c, ROCESHIM_DOWNGRADE_QP_SILENT);
 	}
 	pthread_mutex_unlock(&live.lock);
 	if (busy)

@@ -68,6 +68,8 @@ struct conn {
 	int64_t stall_rto_ms; /* > 0: the path stalled our marker (conn_move) */
 	struct conn *next_moving;
 	struct conn *prev_live, *next_live; /* under the live list's lock */
+	uint64_t silent_mark;	 /* the health check's: completions seen */
+	int64_t silent_since_ms; /* since then, none; 0: not watched yet */
 };
 
 /* Bumped before every fork: a connection older than that may be shared. */

@@ -310,7 +310,9 @@ void conn_move_kernel_event_locked(struct conn *c, uint32_t events)
  * error, when TCP gives up, ends the move as the peer's loss.  Once the
  * path carried it, the peer's marker, stalled on the same path, gets
  * another timeout and twice the retransmission timeout the stall had
- * reached.  true: wait until the new deadline.
+ * reached.  A move because the queue pair went silent waits as long as
+ * the kernel connection lives: the peer may only be stopped.  true: wait
+ * until the new deadline.
  */
 static bool marker_stalled_locked(struct conn *c, int64_t now)
 {
@@ -329,6 +331,11 @@ static bool marker_stalled_locked(struct conn *c, int64_t now)
 			c->stall_rto_ms = rto_ms;
 		if (!c->stall_rto_ms)
 			c->stall_rto_ms = 1;
+		c->deadline_ms = now + c->timeout_ms;
+		return true;
+	}
+	if (c->cause == ROCESHIM_DOWNGRADE_QP_SILENT) {
+		/* The peer may be stopped, not broken: as long as TCP waits. */
 		c->deadline_ms = now + c->timeout_ms;
 		return true;
 	}

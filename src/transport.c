@@ -57,6 +57,7 @@ struct transport {
 
 	struct stream s;
 	uint32_t sq_outstanding;
+	uint64_t send_completions;
 	uint64_t direct_end; /* where the last zero-copy write ends */
 	bool tx_shut;
 	bool rx_shut;	  /* the program shut down reading: empty reads end */
@@ -379,6 +380,7 @@ static void handle_completion_locked(struct transport *t,
 		return;
 	}
 	t->sq_outstanding--;
+	t->send_completions++;
 	stream_write_completed(&t->s, wc->wr_id);
 }
 
@@ -915,6 +917,18 @@ unsigned int transport_writes_in_flight(struct transport *t)
 	n = t->frozen ? 0 : t->sq_outstanding;
 	if (!t->frozen && (stream_unsent(&t->s) || t->fin_pending))
 		n++;
+	pthread_mutex_unlock(&t->lock);
+	return n;
+}
+
+unsigned int transport_posted_writes(struct transport *t, uint64_t *completions)
+{
+	unsigned int n;
+
+	pthread_mutex_lock(&t->lock);
+	progress_locked(t);
+	n = t->frozen ? 0 : t->sq_outstanding;
+	*completions = t->send_completions;
 	pthread_mutex_unlock(&t->lock);
 	return n;
 }

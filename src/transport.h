@@ -184,6 +184,13 @@ int transport_handle_event(struct transport *t);
 /* Writes not yet completed, posted or still to post (a FIN, say). */
 unsigned int transport_writes_in_flight(struct transport *t);
 
+/*
+ * Writes posted to the queue pair and not yet completed, and how many
+ * writes have completed so far (a count that only grows).
+ */
+unsigned int transport_posted_writes(struct transport *t,
+				     uint64_t *completions);
+
 /* Bytes that a read would return now. */
 size_t transport_available(struct transport *t);
 

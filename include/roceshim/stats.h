@@ -67,6 +67,8 @@ enum roceshim_downgrade {
 	ROCESHIM_DOWNGRADE_PEER = 6,	  /* the peer moved it */
 	ROCESHIM_DOWNGRADE_EXIT = 7,	  /* the process exited with it
 					     shared with a fork child */
+	ROCESHIM_DOWNGRADE_QP_SILENT = 8, /* its queue pair answered no
+					     write for 30 s */
 	ROCESHIM_DOWNGRADE_COUNT = 16	  /* array size, room to grow */
 };
 
@@ -232,6 +234,7 @@ static inline const char *roceshim_downgrade_name(unsigned int cause)
 		[ROCESHIM_DOWNGRADE_DEVICE] = "device",
 		[ROCESHIM_DOWNGRADE_PEER] = "peer",
 		[ROCESHIM_DOWNGRADE_EXIT] = "exit",
+		[ROCESHIM_DOWNGRADE_QP_SILENT] = "qp_silent",
 	};
 
 	if (cause >= sizeof(names) / sizeof(names[0]) || !names[cause])
