@@ -135,6 +135,10 @@ def add_common_args(p):
                    "(suffix K/M/G, binary), default 1K,1M,4M")
     p.add_argument("--iters", type=int, default=None,
                    help="iterations per op and size (default 2, bench 10)")
+    p.add_argument("--repeat-for", type=float, default=0,
+                   help="verify mode: go on past --iters until this many "
+                   "seconds have passed (a job that is sure to be busy "
+                   "when a fault test strikes)")
     p.add_argument("--warmup", type=int, default=2,
                    help="untimed iterations per op and size in --bench")
     p.add_argument("--bench", action="store_true",
@@ -153,7 +157,9 @@ def add_common_args(p):
     p.add_argument("--rank-addrs", default=None,
                    help="hook: comma list of one address per rank; rank 0's "
                    "is MASTER_ADDR, each rank's Gloo device is the interface "
-                   "holding its address (GLOO_SOCKET_IFNAME)")
+                   "holding its address (GLOO_SOCKET_IFNAME); in a fabric "
+                   "cluster, a rank whose address is another host's runs "
+                   "there through rsf-exec, on --ifname")
     p.add_argument("--ifname", default=None,
                    help="GLOO_SOCKET_IFNAME (default: interface of --addr)")
     p.add_argument("--pg-timeout", type=float, default=120.0,
@@ -260,12 +266,22 @@ class OpRunner:
         return inp((self.rank - 1) % self.world)
 
 
+def more_time(torch, dist, end):
+    """Whether rank 0 has time left: every rank must run as many ops."""
+    flag = torch.tensor([int(time.monotonic() < end)])
+    dist.broadcast(flag, 0)
+    return bool(flag.item())
+
+
 def run_verify(args, torch, dist, op, size):
     """Run --iters iterations, check each result, emit one digest."""
     runner = OpRunner(torch, dist, op, size, args.rank, args.world,
                       args.device)
     digest = hashlib.sha256()
-    for it in range(args.iters):
+    end = time.monotonic() + args.repeat_for
+    it = 0
+    while it < args.iters or (args.repeat_for and
+                              more_time(torch, dist, end)):
         io = runner.inputs(it)
         runner.run(io)
         got = runner.result(io)
@@ -279,6 +295,7 @@ def run_verify(args, torch, dist, op, size):
                 % (op, fmt_size(size), it, len(bad), got.numel(), first,
                    float(got[first]), float(want[first])))
         digest.update(tensor_bytes(got))
+        it += 1
     emit("digest", rank=args.rank, op=op, size=size,
          sha256=digest.hexdigest())
 
@@ -587,15 +604,22 @@ def rank_command(args, rank, master_addr, port):
            "--expect-transport", args.expect_transport,
            "--pg-timeout", str(args.pg_timeout),
            "--threads", str(args.threads)]
+    remote = None
     if args.rank_addrs:
         addr = args.rank_addrs.split(",")[rank]
         iface = iface_for_addr(addr)
+        # In a fabric cluster, an address of another host runs its rank
+        # there (rsf-exec), on the interface --ifname names.
+        if iface is None and os.environ.get("ROCESHIM_FABRIC_HOSTS"):
+            remote, iface = addr, args.ifname
     else:
         iface = args.ifname or iface_for_addr(args.addr)
     if iface:
         cmd += ["--ifname", iface]
     if args.bench:
         cmd.append("--bench")
+    if args.repeat_for:
+        cmd += ["--repeat-for", str(args.repeat_for)]
     if args.check_stats:
         cmd.append("--check-stats")
     if args.show_stats:
@@ -608,7 +632,7 @@ def rank_command(args, rank, master_addr, port):
         if not run:
             raise SystemExit("gloo_job: --preload needs $ROCESHIM_RUN")
         cmd = shlex.split(run) + cmd
-    return cmd
+    return ["rsf-exec", remote] + cmd if remote else cmd
 
 
 def kill_group(proc, sig):
