@@ -16,6 +16,7 @@
 #include "clock.h"
 #include "conn_impl.h"
 #include "cuda_mem.h"
+#include "hostinfo.h"
 #include "log.h"
 #include "real.h"
 #include "stats.h"
@@ -232,21 +233,6 @@ static void zerocopy_release(struct conn *c, struct zerocopy *z)
  */
 #define REG_CACHE_UNLIMITED_BYTES (1ul << 30)
 
-static bool may_lock_without_limit(void)
-{
-	unsigned long long caps = 0;
-	char line[128];
-	FILE *f = fopen("/proc/self/status", "re");
-
-	if (!f)
-		return false;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "CapEff: %llx", &caps) == 1)
-			break;
-	fclose(f);
-	return caps & (1ull << 14); /* CAP_IPC_LOCK */
-}
-
 /* Set before the first cache is made (twice at worst, alike). */
 static void set_budget_once(size_t configured)
 {
@@ -258,7 +244,8 @@ static void set_budget_once(size_t configured)
 		return;
 	if (!budget) {
 		if (getrlimit(RLIMIT_MEMLOCK, &rl) ||
-		    rl.rlim_cur == RLIM_INFINITY || may_lock_without_limit())
+		    rl.rlim_cur == RLIM_INFINITY ||
+		    hostinfo_may_lock_without_limit())
 			budget = REG_CACHE_UNLIMITED_BYTES;
 		else
 			budget = rl.rlim_cur / 2;

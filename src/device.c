@@ -1,47 +1,25 @@
 // SPDX-License-Identifier: MIT
-#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <string.h>
 
 #include "device.h"
+#include "hostinfo.h"
 #include "log.h"
 #include "rdma_stack.h"
-
-/* Where the kernel lists the verbs devices that libibverbs opens. */
-#define UVERBS_CLASS "/sys/class/infiniband_verbs"
 
 static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
 static const struct config *probe_cfg;
 static enum roceshim_reason status;
-
-/*
- * Whether the kernel has a verbs device, asked without loading the stack:
- * a host without RDMA pays one directory read, not libibverbs and its
- * providers.
- */
-static bool kernel_has_uverbs(void)
-{
-	DIR *dir = opendir(UVERBS_CLASS);
-	struct dirent *entry;
-	bool found = false;
-
-	if (!dir)
-		return false;
-	while (!found && (entry = readdir(dir)))
-		found = !strncmp(entry->d_name, "uverbs", 6);
-	closedir(dir);
-	return found;
-}
 
 static void probe(void)
 {
 	struct ibv_device **list;
 	int devices = 0;
 
-	if (!kernel_has_uverbs()) {
-		log_info("no RDMA device in " UVERBS_CLASS);
+	if (!hostinfo_has_uverbs()) {
+		log_info("no RDMA device in " HOSTINFO_UVERBS_CLASS);
 		status = ROCESHIM_REASON_NO_DEVICE;
 		return;
 	}

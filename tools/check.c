@@ -22,9 +22,9 @@
 
 #include "check.h"
 #include "check_impl.h"
+#include "hostinfo.h"
 
 #define IB_CLASS      "/sys/class/infiniband"
-#define UVERBS_CLASS  "/sys/class/infiniband_verbs"
 #define NET_CLASS     "/sys/class/net"
 #define GID_TABLE_MAX 256
 
@@ -362,20 +362,6 @@ static unsigned int count_ports(const char *dev)
 	return n;
 }
 
-static bool kernel_has_uverbs(void)
-{
-	DIR *d = opendir(UVERBS_CLASS);
-	struct dirent *e;
-	bool found = false;
-
-	if (!d)
-		return false;
-	while (!found && (e = readdir(d)))
-		found = !strncmp(e->d_name, "uverbs", 6);
-	closedir(d);
-	return found;
-}
-
 static void check_devices(struct check *c)
 {
 	struct ibv_device **list;
@@ -383,9 +369,10 @@ static void check_devices(struct check *c)
 	int n = 0, i;
 
 	printf("devices\n");
-	if (!kernel_has_uverbs()) {
+	if (!hostinfo_has_uverbs()) {
 		check_say(c, VERDICT_FAIL,
-			  "the kernel lists no RDMA device (" UVERBS_CLASS
+			  "the kernel lists no RDMA device "
+			  "(" HOSTINFO_UVERBS_CLASS
 			  "): every connection stays on TCP (no_device). "
 			  "For Soft-RoCE: `rdma link add rxe0 type rxe "
 			  "netdev IFACE`");
@@ -561,21 +548,6 @@ static void check_addresses(struct check *c)
 /* ---- limits ----------------------------------------------------------------
  */
 
-static bool may_lock_without_limit(void)
-{
-	unsigned long long caps = 0;
-	char line[128];
-	FILE *f = fopen("/proc/self/status", "re");
-
-	if (!f)
-		return false;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "CapEff: %llx", &caps) == 1)
-			break;
-	fclose(f);
-	return caps & (1ull << 14); /* CAP_IPC_LOCK */
-}
-
 static void check_memlock(struct check *c)
 {
 	unsigned long long per_conn = 2ull * c->cfg.ring_kb << 10;
@@ -583,7 +555,7 @@ static void check_memlock(struct check *c)
 
 	printf("limits\n");
 	if (getrlimit(RLIMIT_MEMLOCK, &rl) || rl.rlim_cur == RLIM_INFINITY ||
-	    may_lock_without_limit()) {
+	    hostinfo_may_lock_without_limit()) {
 		check_say(c, VERDICT_OK,
 			  "RLIMIT_MEMLOCK: no limit for this process");
 		return;
