@@ -67,3 +67,17 @@ delay_vethb() {
 	fi
 	tc qdisc add dev vethB root netem delay "$1" || exit 1
 }
+
+# host_addr hostK: hostK's address on a cluster's wire.
+host_addr() { eval echo "\$ROCESHIM_FABRIC_HOST${1#host}"; }
+
+# wait_port HOST PORT: waits up to 2 minutes for a TCP listener on PORT
+# of another cluster host.
+wait_port() {
+	local _
+	for _ in $(seq 600); do
+		rsf-exec "$1" ss -Hltn "sport = :$2" | grep -q . && return 0
+		sleep 0.2
+	done
+	return 1
+}

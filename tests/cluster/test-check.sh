@@ -35,20 +35,12 @@ run_check() {
 	sed "s/^/$name: /" "$tmp/$name"
 }
 has() { grep -qF -- "$2" "$tmp/$1" && echo yes || echo no; }
-wait_port() { # HOST PORT
-	local _
-	for _ in $(seq 600); do
-		rsf-exec "$1" ss -Hltn "sport = :$2" | grep -q . && return 0
-		sleep 0.2
-	done
-	return 1
-}
 # serve HOST PRELOAD(0/1) PORT: a one-connection server; its job in $job
 serve() {
 	local run=()
 	[ "$2" = 1 ] && run=("$ROCESHIM_RUN")
 	job=$(rsf-exec --bg "$1" "${run[@]}" "$PYTHON" "$peer" serve \
-		"$(eval echo "\$ROCESHIM_FABRIC_HOST${1#host}")" --port "$3" \
+		"$(host_addr "$1")" --port "$3" \
 		--count 1 --linger 0)
 	wait_port "$1" "$3"
 }

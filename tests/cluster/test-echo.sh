@@ -23,7 +23,6 @@ serve() {
 	job=$(rsf-exec --bg "$2" "${run[@]}" "$PYTHON" "$peer" serve \
 		"$(host_addr "$2")" --port "$4" --count "$5" --report --linger 2)
 }
-host_addr() { eval echo "\$ROCESHIM_FABRIC_HOST${1#host}"; }
 # client NAME ADDR PORT [REPEAT]
 client() {
 	"$ROCESHIM_RUN" "$PYTHON" "$peer" echo "$2" "$3" --bytes 1000000 \
@@ -33,14 +32,6 @@ conns() { awk '/^conn / {print $2, $3}' "$1" | sort -u | tr '\n' ' ' |
 	sed 's/ $//'; }
 echo_of() { awk '/^echo / {print $2}' "$1" | sort -u | tr '\n' ' ' |
 	sed 's/ $//'; }
-wait_port() { # HOST PORT
-	local _
-	for _ in $(seq 600); do
-		rsf-exec "$1" ss -Hltn "sport = :$2" | grep -q . && return 0
-		sleep 0.2
-	done
-	return 1
-}
 
 serve rdma host2 1 7001 1
 wait_port host2 7001

@@ -24,10 +24,7 @@ port=7301
 job=$(rsf-exec --bg host2 "$ROCESHIM_RUN" "$PYTHON" "$peer" serve \
 	"$ROCESHIM_FABRIC_HOST2" --port "$port" --count 1 --report \
 	--linger 600)
-for _ in $(seq 600); do
-	rsf-exec host2 ss -Hltn "sport = :$port" | grep -q . && break
-	sleep 0.2
-done
+wait_port host2 "$port"
 ROCESHIM_LOG_LEVEL=info "$ROCESHIM_RUN" "$PYTHON" "$peer" echo \
 	"$ROCESHIM_FABRIC_HOST2" "$port" --bytes 100000000 --report --announce \
 	>"$tmp/cli" 2>&1 &
