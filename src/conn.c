@@ -90,9 +90,9 @@ static void health_arm(bool on)
  * A queue pair that completes none of its posted writes for this long has
  * gone silent: a working one ends its retries with an error completion
  * well before (rdma_cm's defaults: about 7 s), but Soft-RoCE, after a link
- * flap, sometimes never does.  A peer that is only stopped (a debugger,
- * SIGSTOP) looks the same from here, so such a move waits for the peer's
- * marker as long as TCP would wait (conn_move.c).
+ * flap, sometimes never does.  It is disconnected before the move, which
+ * puts it in the error state: a write it still held can never land in the
+ * peer's ring later (from a buffer the program has had back since).
  */
 #define QP_SILENT_MS 30000
 
@@ -133,8 +133,10 @@ static void health_check(struct progress_watcher *w, uint32_t events)
 			continue;
 		if (transport_qp_failed(c->t))
 			conn_qp_lost(c, ROCESHIM_DOWNGRADE_QP_ERROR);
-		else if (qp_silent(c, now))
+		else if (qp_silent(c, now)) {
+			rdmacm.disconnect(c->id);
 			conn_qp_lost(c, ROCESHIM_DOWNGRADE_QP_SILENT);
+		}
 	}
 	pthread_mutex_unlock(&live.lock);
 	if (busy)

@@ -66,6 +66,7 @@ struct conn {
 	uint64_t backlog_to;
 	int64_t deadline_ms;  /* the peer's marker must have come by then */
 	int64_t stall_rto_ms; /* > 0: the path stalled our marker (conn_move) */
+	int64_t move_started_ms;
 	struct conn *next_moving;
 	struct conn *prev_live, *next_live; /* under the live list's lock */
 	uint64_t silent_mark;	 /* the health check's: completions seen */

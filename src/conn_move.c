@@ -25,8 +25,10 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <linux/sockios.h>
 #include <poll.h>
 #include <stddef.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 
 #include "clock.h"
@@ -146,7 +148,8 @@ void conn_move_begin_locked(struct conn *c, enum roceshim_downgrade cause)
 	m.resume = c->pos.consumed;
 	m.sent = c->pos.staged;
 	wire_encode_marker(&m, buf);
-	c->deadline_ms = clock_ms() + c->timeout_ms;
+	c->move_started_ms = clock_ms();
+	c->deadline_ms = c->move_started_ms + c->timeout_ms;
 	c->stall_rto_ms = 0;
 	moving_add(c);
 	/* The socket has carried nothing: 32 bytes always fit. */
@@ -310,32 +313,34 @@ void conn_move_kernel_event_locked(struct conn *c, uint32_t events)
  * error, when TCP gives up, ends the move as the peer's loss.  Once the
  * path carried it, the peer's marker, stalled on the same path, gets
  * another timeout and twice the retransmission timeout the stall had
- * reached.  A move because the queue pair went silent waits as long as
- * the kernel connection lives: the peer may only be stopped.  true: wait
- * until the new deadline.
+ * reached.  All this within MOVE_STALL_MAX_MS of the move's start: an
+ * exec, an exit or a fork child may be waiting for it.  true: wait until
+ * the new deadline.
  */
+#define MOVE_STALL_MAX_MS 60000
+
 static bool marker_stalled_locked(struct conn *c, int64_t now)
 {
 	struct tcp_info ti;
 	socklen_t len = sizeof(ti);
 	int64_t rto_ms;
+	int queued = 0;
 
-	if (c->kfd < 0 ||
+	/*
+	 * SIOCOUTQ counts what is not yet acknowledged, sent or not: with
+	 * this host's own link down the marker is not even sent.
+	 */
+	if (c->kfd < 0 || now - c->move_started_ms >= MOVE_STALL_MAX_MS ||
+	    real.ioctl(c->kfd, SIOCOUTQ, &queued) ||
 	    real.getsockopt(c->kfd, IPPROTO_TCP, TCP_INFO, &ti, &len) ||
-	    len < offsetof(struct tcp_info, tcpi_unacked) +
-			    sizeof(ti.tcpi_unacked))
+	    len < offsetof(struct tcp_info, tcpi_rto) + sizeof(ti.tcpi_rto))
 		return false;
-	if (ti.tcpi_unacked) {
+	if (queued > 0) {
 		rto_ms = ti.tcpi_rto / 1000;
 		if (rto_ms > c->stall_rto_ms)
 			c->stall_rto_ms = rto_ms;
 		if (!c->stall_rto_ms)
 			c->stall_rto_ms = 1;
-		c->deadline_ms = now + c->timeout_ms;
-		return true;
-	}
-	if (c->cause == ROCESHIM_DOWNGRADE_QP_SILENT) {
-		/* The peer may be stopped, not broken: as long as TCP waits. */
 		c->deadline_ms = now + c->timeout_ms;
 		return true;
 	}

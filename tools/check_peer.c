@@ -318,6 +318,13 @@ static void check_connection(struct check *c, const char *host,
 		kill(child, SIGKILL);
 	while (waitpid(child, &status, 0) < 0 && errno == EINTR)
 		;
+	/* Killed, it could not remove its own. */
+	if (!answer[0]) {
+		char path[64];
+
+		segment_path(child, path, sizeof(path));
+		unlink(path);
+	}
 }
 
 void check_peer(struct check *c, const char *peer)
