@@ -11,6 +11,7 @@
 #include <pthread.h>
 
 #include "conn.h"
+#include "move_wait.h"
 #include "progress.h"
 #include "reg_cache.h"
 #include "share.h"
@@ -64,9 +65,7 @@ struct conn {
 	unsigned int marker_len;
 	uint64_t backlog_from; /* staged bytes still to write to the socket */
 	uint64_t backlog_to;
-	int64_t deadline_ms;  /* the peer's marker must have come by then */
-	int64_t stall_rto_ms; /* > 0: the path stalled our marker (conn_move) */
-	int64_t move_started_ms;
+	struct move_wait wait; /* for the peer's marker */
 	struct conn *next_moving;
 	struct conn *prev_live, *next_live; /* under the live list's lock */
 	uint64_t silent_mark;	 /* the health check's: completions seen */

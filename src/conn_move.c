@@ -148,9 +148,7 @@ void conn_move_begin_locked(struct conn *c, enum roceshim_downgrade cause)
 	m.resume = c->pos.consumed;
 	m.sent = c->pos.staged;
 	wire_encode_marker(&m, buf);
-	c->move_started_ms = clock_ms();
-	c->deadline_ms = c->move_started_ms + c->timeout_ms;
-	c->stall_rto_ms = 0;
+	move_wait_start(&c->wait, c->timeout_ms, clock_ms());
 	moving_add(c);
 	/* The socket has carried nothing: 32 bytes always fit. */
 	n = real.send(c->kfd, buf, sizeof(buf), MSG_DONTWAIT | MSG_NOSIGNAL);
@@ -307,51 +305,31 @@ void conn_move_kernel_event_locked(struct conn *c, uint32_t events)
 }
 
 /*
- * The peer's marker is late.  If this end's marker is still unacknowledged
- * (a link flap, a lossy path), the kernel connection is still trying, as
- * it would for any TCP byte: the move waits as long as it does, and its
- * error, when TCP gives up, ends the move as the peer's loss.  Once the
- * path carried it, the peer's marker, stalled on the same path, gets
- * another timeout and twice the retransmission timeout the stall had
- * reached.  All this within MOVE_STALL_MAX_MS of the move's start: an
- * exec, an exit or a fork child may be waiting for it.  true: wait until
- * the new deadline.
+ * The peer's marker is late (move_wait.h): true to wait until the new
+ * deadline.  SIOCOUTQ counts what is not yet acknowledged, sent or not:
+ * with this host's own link down the marker is not even sent.
  */
-#define MOVE_STALL_MAX_MS 60000
-
 static bool marker_stalled_locked(struct conn *c, int64_t now)
 {
-	struct tcp_info ti;
+	struct tcp_info ti = { 0 };
 	socklen_t len = sizeof(ti);
-	int64_t rto_ms;
 	int queued = 0;
 
-	/*
-	 * SIOCOUTQ counts what is not yet acknowledged, sent or not: with
-	 * this host's own link down the marker is not even sent.
-	 */
-	if (c->kfd < 0 || now - c->move_started_ms >= MOVE_STALL_MAX_MS ||
-	    real.ioctl(c->kfd, SIOCOUTQ, &queued) ||
+	if (c->kfd < 0 || real.ioctl(c->kfd, SIOCOUTQ, &queued) ||
 	    real.getsockopt(c->kfd, IPPROTO_TCP, TCP_INFO, &ti, &len) ||
 	    len < offsetof(struct tcp_info, tcpi_rto) + sizeof(ti.tcpi_rto))
-		return false;
-	if (queued > 0) {
-		rto_ms = ti.tcpi_rto / 1000;
-		if (rto_ms > c->stall_rto_ms)
-			c->stall_rto_ms = rto_ms;
-		if (!c->stall_rto_ms)
-			c->stall_rto_ms = 1;
-		c->deadline_ms = now + c->timeout_ms;
+		queued = -1;
+	switch (move_wait_expired(&c->wait, now, queued, ti.tcpi_rto / 1000)) {
+	case MOVE_WAIT_STALLED:
 		return true;
-	}
-	if (!c->stall_rto_ms)
+	case MOVE_WAIT_CARRIED:
+		log_info("rdma: connection (fd %d): the path carried its "
+			 "marker again; waiting for the peer's",
+			 c->kfd);
+		return true;
+	default:
 		return false;
-	log_info("rdma: connection (fd %d): the path carried its marker "
-		 "again; waiting for the peer's",
-		 c->kfd);
-	c->deadline_ms = now + c->timeout_ms + 2 * c->stall_rto_ms;
-	c->stall_rto_ms = 0;
-	return true;
+	}
 }
 
 bool conn_move_tick(void)
@@ -362,7 +340,7 @@ bool conn_move_tick(void)
 
 	pthread_mutex_lock(&moving_lock);
 	for (c = moving_list; c; c = c->next_moving)
-		if (now >= c->deadline_ms)
+		if (move_wait_late(&c->wait, now))
 			late = c;
 	left = moving_list;
 	pthread_mutex_unlock(&moving_lock);
