@@ -81,6 +81,14 @@ bool connector_pending(const struct sock *sock)
 	       !foreign(c);
 }
 
+bool connector_started(const struct sock *sock)
+{
+	struct connector *c =
+		__atomic_load_n(&sock->connector, __ATOMIC_ACQUIRE);
+
+	return c && !foreign(c);
+}
+
 int connector_take_error(struct sock *sock)
 {
 	struct connector *c =

@@ -46,6 +46,9 @@ void connector_published(struct sock *sock);
 /* sock's connect is still in the background. */
 bool connector_pending(const struct sock *sock);
 
+/* This process connected sock in the background, whether or not it ended. */
+bool connector_started(const struct sock *sock);
+
 /*
  * The error of a connect that failed at once, which SO_ERROR must report
  * (and forget); 0 if none.

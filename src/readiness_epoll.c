@@ -557,8 +557,19 @@ static int ctl_upgraded(int epfd, int op, int fd, struct readiness *r,
  * A socket whose connect goes on in the background has no kernel entry
  * yet (an unconnected TCP socket would report EPOLLOUT and EPOLLHUP): its
  * registration waits in the registry, as epoll_ctl would have made it,
- * until readiness_resolve_pending().  -EAGAIN: it ended meanwhile.
+ * until readiness_resolve_pending().  -EAGAIN: nothing of sock's waits
+ * there, and the change is made directly.
  */
+static bool has_pending_locked(const struct sock *sock)
+{
+	unsigned int i;
+
+	for (i = 0; i < set.count; i++)
+		if (set.v[i].pending == sock)
+			return true;
+	return false;
+}
+
 static int ctl_pending(int epfd, int op, int fd, struct sock *sock,
 		       struct epoll_event *ev)
 {
@@ -568,7 +579,12 @@ static int ctl_pending(int epfd, int op, int fd, struct sock *sock,
 	if (op != EPOLL_CTL_DEL && !ev)
 		return -EFAULT;
 	pthread_mutex_lock(&set.lock);
-	if (!connector_pending(sock)) {
+	/*
+	 * Until readiness_resolve_pending() has taken them, which it does
+	 * under move_lock, as held here, registrations made while the
+	 * connect was pending stay the registry's, even once it is over.
+	 */
+	if (!connector_pending(sock) && !has_pending_locked(sock)) {
 		ret = -EAGAIN;
 		goto out;
 	}
@@ -682,7 +698,7 @@ static struct sock *registered_sock(int fd)
 		sock_put(sock);
 		return readiness_upgraded_sock(fd);
 	}
-	if (sock->conn || connector_pending(sock))
+	if (sock->conn || connector_started(sock))
 		return sock;
 	sock_put(sock);
 	return NULL;
@@ -700,22 +716,23 @@ int readiness_epoll_ctl(const struct config *cfg, int epfd, int op, int fd,
 			note_watched_early(fd);
 		return real.epoll_ctl(epfd, op, fd, ev);
 	}
-	if (!sock->conn) {
-		ret = ctl_pending(epfd, op, fd, sock, ev);
-		sock_put(sock);
-		if (ret == -EAGAIN)
-			return readiness_epoll_ctl(cfg, epfd, op, fd, ev);
-		if (!ret)
-			return 0;
-		errno = -ret;
-		return -1;
-	}
+	/*
+	 * Under move_lock, as the end of a background connect hands its
+	 * pending registrations on: a change is made either to them or
+	 * after them, never lost between the two.
+	 */
 	pthread_mutex_lock(&move_lock);
-	r = conn_readiness(sock->conn);
-	if (readiness_released(r))
-		ret = real.epoll_ctl(epfd, op, fd, ev);
-	else
-		ret = ctl_upgraded(epfd, op, fd, r, ev);
+	ret = ctl_pending(epfd, op, fd, sock, ev);
+	if (ret == -EAGAIN) {
+		r = sock->conn ? conn_readiness(sock->conn) : NULL;
+		if (!r || readiness_released(r))
+			ret = real.epoll_ctl(epfd, op, fd, ev);
+		else
+			ret = ctl_upgraded(epfd, op, fd, r, ev);
+	} else if (ret) {
+		errno = -ret;
+		ret = -1;
+	}
 	pthread_mutex_unlock(&move_lock);
 	sock_put(sock);
 	return ret;
