@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 
@@ -42,6 +43,7 @@ struct connector {
 	enum connector_state state; /* atomic reads */
 	int error;		    /* a connect that failed at once */
 	bool cancelled;
+	bool aborted;	 /* shutdown() abandoned it (connector_abort) */
 	bool orphaned;	 /* its sock is gone: the last step frees it */
 	bool dial_again; /* refused for want of a listener: ask once more */
 	bool tcp_up;	 /* its TCP connection is up */
@@ -57,6 +59,9 @@ struct connector {
  * takes the lock, which a thread that is not there may hold.
  */
 static unsigned int fork_generation;
+
+/* How long shutdown() waits for an abandoned connect to end. */
+#define ABORT_WAIT_MS 1000
 
 static bool foreign(const struct connector *c)
 {
@@ -305,7 +310,7 @@ static void tcp_connected(struct progress_watcher *w, uint32_t events)
 	/* POLLERR, not SO_ERROR, which the program must still find. */
 	failed = real.poll(&pfd, 1, 0) != 1 ||
 		 (pfd.revents & (POLLERR | POLLHUP));
-	if (failed && c->conn) {
+	if ((failed || c->aborted) && c->conn) {
 		conn_discard(c->conn);
 		c->conn = NULL;
 	}
@@ -357,6 +362,13 @@ static void dialed(void *arg, enum roceshim_reason reason, struct conn *conn,
 	c->reason = reason;
 	c->conn = conn;
 	if (c->cancelled || c->tcp_up) {
+		orphan = finish_locked(c);
+		goto out;
+	}
+	if (c->aborted) {
+		if (conn)
+			conn_discard(conn);
+		c->conn = NULL;
 		orphan = finish_locked(c);
 		goto out;
 	}
@@ -415,6 +427,69 @@ void connector_cancel(struct sock *sock)
 	if (c->state == CONNECTOR_TCP && c->dup >= 0)
 		real.shutdown(c->dup, SHUT_RDWR);
 	pthread_mutex_unlock(&c->lock);
+}
+
+/* dup's own TCP connect is over, one way or the other. */
+static bool tcp_connect_over(int dup)
+{
+	struct pollfd pfd = { .fd = dup, .events = POLLOUT };
+
+	return real.poll(&pfd, 1, 0) == 1;
+}
+
+/* Until the connect ends, at most ABORT_WAIT_MS, whatever signals come. */
+static void wait_connect_end(int wait_fd)
+{
+	struct timespec now, end;
+	struct pollfd pfd = { .fd = wait_fd, .events = POLLIN };
+	long left;
+
+	clock_gettime(CLOCK_MONOTONIC, &end);
+	end.tv_sec += ABORT_WAIT_MS / 1000;
+	end.tv_nsec += (ABORT_WAIT_MS % 1000) * 1000000L;
+	for (;;) {
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		left = (end.tv_sec - now.tv_sec) * 1000 +
+		       (end.tv_nsec - now.tv_nsec) / 1000000;
+		if (left <= 0 || real.poll(&pfd, 1, (int)left) >= 0 ||
+		    errno != EINTR)
+			return;
+	}
+}
+
+bool connector_abort(struct sock *sock, int how)
+{
+	struct connector *c =
+		__atomic_load_n(&sock->connector, __ATOMIC_ACQUIRE);
+	bool abort;
+
+	if (!c || foreign(c))
+		return false;
+	pthread_mutex_lock(&c->lock);
+	abort = c->state != CONNECTOR_DONE && !c->tcp_up && !c->aborted &&
+		c->dup >= 0 && (c->dial || !tcp_connect_over(c->dup));
+	if (abort) {
+		/*
+		 * The kernel's own connect goes out from the same socket and
+		 * the shutdown meets it where it stands: a SYN still
+		 * unanswered is abandoned (ECONNRESET, POLLERR|POLLHUP,
+		 * EPIPE), a connection already made is shut as asked.
+		 * Either way the socket is the kernel's from now on.
+		 */
+		c->aborted = true;
+		if (c->dial) {
+			(void)connect_nonblocking(
+				c->dup, (struct sockaddr *)&c->addr, c->len);
+			handshake_dial_cancel(c->dial);
+		}
+		real.shutdown(c->dup, how);
+	} else if (c->state != CONNECTOR_DONE && c->dial) {
+		handshake_dial_cancel(c->dial);
+	}
+	pthread_mutex_unlock(&c->lock);
+	/* The progress thread ends it at once; a call after sees the end. */
+	wait_connect_end(c->wait_fd);
+	return abort;
 }
 
 void connector_fd_closed(struct sock *sock, int fd, int other)

@@ -58,6 +58,19 @@ int connector_take_error(struct sock *sock);
 /* The fd a poll() waits on for it: readable once it is over. */
 int connector_wait_fd(const struct sock *sock);
 
+/*
+ * shutdown(how) while sock's connect is in the background.  If its kernel
+ * socket has not connected yet, the connect is abandoned as the kernel
+ * abandons one in progress: the kernel's own connect goes out and the
+ * shutdown is applied to it at once (SO_ERROR ECONNRESET for a SYN still
+ * unanswered, a half-close for a connection the kernel made at once),
+ * the socket stays on kernel TCP, and true is returned (the shutdown
+ * itself returns 0).  false: its TCP connection is up, and the shutdown
+ * applies to the connect's result.  Returns once the connect has ended
+ * (within a second).
+ */
+bool connector_abort(struct sock *sock, int how);
+
 /* The program closes the socket: the background connect stops. */
 void connector_cancel(struct sock *sock);
 

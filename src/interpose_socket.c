@@ -146,8 +146,12 @@ SHIM_EXPORT int shutdown(int fd, int how)
 	sock = shim_lookup(fd);
 	if (!sock)
 		return real.shutdown(fd, how);
-	if (((sock->conn && !conn_is_plain(sock->conn)) ||
-	     connector_pending(sock)) &&
+	if ((how == SHUT_RD || how == SHUT_WR || how == SHUT_RDWR) &&
+	    connector_pending(sock) && connector_abort(sock, how)) {
+		sock_put(sock);
+		return 0;
+	}
+	if (sock->conn && !conn_is_plain(sock->conn) &&
 	    (how == SHUT_RD || how == SHUT_WR || how == SHUT_RDWR)) {
 		ret = upgraded_shutdown(sock, fd, how);
 		sock_put(sock);

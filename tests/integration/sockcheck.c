@@ -1523,6 +1523,48 @@ out:
 	close_fd(&c);
 }
 
+/*
+ * shutdown() of a socket whose connect is in progress abandons the
+ * connect, as Linux's disconnect does: 0, then POLLERR and POLLHUP,
+ * SO_ERROR ECONNRESET (once), and EPIPE for a send.  The listener's
+ * queue is full, so the SYN goes unanswered and the connect stays in
+ * progress.
+ */
+static void shutdown_abandons_connect_in_progress(struct tctx *t)
+{
+	int l = -1, filler = -1, c = -1, r, ev, err = -1;
+	struct addr a = server_addr, bound;
+
+	addr_set_port(&a, 0);
+	ASSERT_OK(l = socket(family(&a), SOCK_STREAM, 0));
+	ASSERT_OK(bind(l, sa(&a), a.len));
+	ASSERT_OK(listen(l, 0));
+	ASSERT_OK(local_addr(l, &bound));
+	filler = tcp_socket(t, family(&a), 0, NULL);
+	TRY(filler < 0);
+	TRY(connect_to(t, filler, &bound));
+	c = tcp_socket(t, family(&a), 0, &client_addr);
+	TRY(c < 0);
+	ASSERT_OK(set_nonblock(c, true));
+	r = connect(c, sa(&bound), bound.len);
+	ASSERT(r < 0 && errno == EINPROGRESS, "connect: %d, %s", r,
+	       errname(errno));
+	ASSERT_OK(shutdown(c, SHUT_WR));
+	ev = wait_fd(c, POLLOUT, io_ms());
+	ASSERT((ev & (POLLERR | POLLHUP)) == (POLLERR | POLLHUP),
+	       "want POLLERR|POLLHUP, got %#x", ev);
+	ASSERT_OK(get_int_opt(c, SOL_SOCKET, SO_ERROR, &err));
+	ASSERT(err == ECONNRESET, "SO_ERROR: want ECONNRESET, got %s",
+	       errname(err));
+	ASSERT_OK(get_int_opt(c, SOL_SOCKET, SO_ERROR, &err));
+	ASSERT(err == 0, "SO_ERROR not cleared: %s", errname(err));
+	ASSERT_ERR(send(c, "x", 1, MSG_NOSIGNAL), EPIPE);
+out:
+	close_fd(&c);
+	close_fd(&filler);
+	close_fd(&l);
+}
+
 static void connect_on_connected_socket_gives_eisconn(struct tctx *t)
 {
 	int c = -1, s = -1;
@@ -5064,6 +5106,7 @@ static const struct test tests[] = {
 	TEST(connection_takes_no_number_below_the_limit_but_its_own),
 	TEST(connect_to_closed_port_is_refused),
 	TEST(nonblocking_connect_to_closed_port_reports_so_error),
+	TEST(shutdown_abandons_connect_in_progress),
 	TEST(connect_on_connected_socket_gives_eisconn),
 	TEST(unconnected_socket_reports_enotconn),
 	TEST(accept4_applies_nonblock_and_cloexec),
