@@ -17,12 +17,15 @@ logdir=${ROCESHIM_FABRIC_LOGS:-$PWD/cluster-logs}
 mkdir -p "$logdir"
 passed=0
 failed=0
+# Each test's bound: a hung test fails alone and leaves the rest their time.
+test_timeout=${ROCESHIM_CLUSTER_TEST_TIMEOUT:-900}
 echo "# cluster: host1 $ROCESHIM_FABRIC_HOST1, host2 $ROCESHIM_FABRIC_HOST2," \
 	"host3 $ROCESHIM_FABRIC_HOST3 (no RDMA); logs in $logdir"
 for t in "$top_srcdir"/tests/cluster/test-*.sh; do
 	name=$(basename "$t" .sh)
 	start=$SECONDS
-	if /bin/bash "$t" >"$logdir/$name.log" 2>&1; then
+	if timeout -k 30 "$test_timeout" /bin/bash "$t" \
+		>"$logdir/$name.log" 2>&1; then
 		echo "PASS: $name ($((SECONDS - start)) s)"
 		passed=$((passed + 1))
 	else

@@ -23,12 +23,17 @@ passed=0
 failed=0
 skipped=0
 
+# Each test's bound: a hung test fails alone and leaves the rest their time.
+test_timeout=${ROCESHIM_FABRIC_TEST_TIMEOUT:-1200}
+
 # run_test NAME CMD...: runs CMD, its output in $logdir/NAME.log.
 run_test() {
 	local name=$1 start=$SECONDS rc
 	shift
-	"$@" >"$logdir/$name.log" 2>&1
+	timeout -k 30 "$test_timeout" "$@" >"$logdir/$name.log" 2>&1
 	rc=$?
+	[ "$rc" -eq 124 ] &&
+		echo "(killed after $test_timeout s)" >>"$logdir/$name.log"
 	case $rc in
 	0)
 		echo "PASS: $name ($((SECONDS - start)) s)"
