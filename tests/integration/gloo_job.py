@@ -146,12 +146,21 @@ def add_common_args(p):
                    "the slowest rank (no result verification)")
     p.add_argument("--check-stats", action="store_true",
                    help="check $ROCESHIM_STAT --json for this process")
+    p.add_argument("--join-stats-check", action="store_true",
+                   help="take part in the other ranks' --check-stats "
+                   "(its pair exchange and barriers) without a check of "
+                   "this rank's own: a rank without roceshim")
     p.add_argument("--show-stats", action="store_true",
                    help="each rank prints roceshim-stat's table of itself "
                    "before it closes its connections")
-    p.add_argument("--expect-transport", choices=("tcp", "rdma"),
-                   default="tcp",
-                   help="transport the Gloo pairs must show (--check-stats)")
+    p.add_argument("--expect-transport", type=expect_spec, default="tcp",
+                   help="transport the connections must show "
+                   "(--check-stats): rdma, tcp, or tcp:REASON[,REASON...] "
+                   "for a fallback with one of those reasons")
+    p.add_argument("--expect-peer", action="append", default=[],
+                   type=expect_peer, metavar="ADDR=SPEC",
+                   help="--expect-transport's SPEC for the connections to "
+                   "peer address ADDR (a mixed cluster); repeatable")
     p.add_argument("--addr", default="127.0.0.1",
                    help="address of the master and of the Gloo pairs")
     p.add_argument("--rank-addrs", default=None,
@@ -371,11 +380,34 @@ def _proc_addr(hexaddr):
     return host, int(port_hex, 16)
 
 
+def expect_spec(text):
+    """argparse type of an expectation: rdma, tcp or tcp:REASON,..."""
+    transport, _, reasons = text.partition(":")
+    if transport not in ("tcp", "rdma") or (reasons and transport != "tcp"):
+        raise argparse.ArgumentTypeError("%r: expected rdma, tcp or "
+                                         "tcp:REASON[,REASON...]" % text)
+    return text
+
+
+def expect_peer(text):
+    addr, sep, spec = text.partition("=")
+    if not sep:
+        raise argparse.ArgumentTypeError("%r: expected ADDR=SPEC" % text)
+    return addr, expect_spec(spec)
+
+
+def expectation(args, peer_addr):
+    """(transport, fallback reasons allowed or None) for a peer address."""
+    spec = dict(args.expect_peer).get(peer_addr, args.expect_transport)
+    transport, _, reasons = spec.partition(":")
+    return transport, set(reasons.split(",")) if reasons else None
+
+
 def check_row(args, cands, fd, loc, peer, gloo_pair):
     """Problems with the stats row of the connection on fd (kernel's view:
     loc, peer): its transport, and for a Gloo pair bytes both ways."""
     problems = []
-    t = args.expect_transport
+    t, reasons = expectation(args, peer[0])
     what = "fd %d (%s:%d <-> %s:%d)" % (fd, loc[0], loc[1], peer[0], peer[1])
     if len(cands) != 1:
         return ["%s: %d open rows in stats" % (what, len(cands))]
@@ -397,6 +429,10 @@ def check_row(args, cands, fd, loc, peer, gloo_pair):
     if t == "rdma" and row.get("fallback") != "none":
         problems.append("%s: fallback %r on an rdma connection"
                         % (what, row.get("fallback")))
+    if reasons and row.get("fallback") not in reasons:
+        problems.append("%s: fallback %r, expected one of %s"
+                        % (what, row.get("fallback"),
+                           ", ".join(sorted(reasons))))
     for d in ("tx", "rx") if gloo_pair else ():
         if not row.get("%s_%s_bytes" % (t, d), 0) > 0:
             problems.append("%s: %s_%s_bytes is %r, expected > 0"
@@ -509,14 +545,16 @@ def check_stats(args, master_port):
         elif total > glob[key]:
             problems.append("sum of rows' %s (%d) > global %d"
                             % (key, total, glob[key]))
-    t = args.expect_transport
     opened = glob.get("connections_opened", 0)
     if opened < len(pairs):
         problems.append("global.connections_opened %r < %d pair connections"
                         % (opened, len(pairs)))
-    if glob.get("connections_%s" % t, 0) < len(pairs):
-        problems.append("global.connections_%s %r < %d pair connections"
-                        % (t, glob.get("connections_%s" % t), len(pairs)))
+    for t in ("tcp", "rdma"):
+        want = sum(1 for loc, peer in pairs.values()
+                   if expectation(args, peer[0])[0] == t)
+        if glob.get("connections_%s" % t, 0) < want:
+            problems.append("global.connections_%s %r < %d pair connections"
+                            % (t, glob.get("connections_%s" % t), want))
     return problems
 
 
@@ -567,13 +605,14 @@ def rank_main(args):
             else:
                 run_verify(args, torch, dist, op, size)
     problems = []
-    if args.check_stats:
+    if args.check_stats or args.join_stats_check:
         touch_all_pairs(torch, dist, args.rank, args.world)
         dist.barrier()
-        problems = check_stats(args, args.master_port)
-        for p in problems:
-            log(args, "stats: " + p)
-        emit("stats_check", rank=args.rank, problems=problems)
+        if args.check_stats:
+            problems = check_stats(args, args.master_port)
+            for p in problems:
+                log(args, "stats: " + p)
+            emit("stats_check", rank=args.rank, problems=problems)
         dist.barrier()     # nobody closes before everybody has looked
     if args.check_memory:
         problems += check_memory(args)
@@ -602,6 +641,7 @@ def rank_command(args, rank, master_addr, port):
            "--sizes", ",".join(str(s) for s in args.sizes),
            "--iters", str(args.iters), "--warmup", str(args.warmup),
            "--expect-transport", args.expect_transport,
+           *("--expect-peer=%s=%s" % ap for ap in args.expect_peer),
            "--pg-timeout", str(args.pg_timeout),
            "--threads", str(args.threads)]
     remote = None
@@ -622,6 +662,8 @@ def rank_command(args, rank, master_addr, port):
         cmd += ["--repeat-for", str(args.repeat_for)]
     if args.check_stats:
         cmd.append("--check-stats")
+    if args.join_stats_check:
+        cmd.append("--join-stats-check")
     if args.show_stats:
         cmd.append("--show-stats")
     if args.check_memory:
