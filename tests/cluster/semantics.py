@@ -91,7 +91,7 @@ def stats_row(sock):
             if r["fd"] == sock.fileno() and r["state"] == "open"
             and r["role"] != "listener"]
     if not rows:
-        return "none none"
+        return "missing missing"
     row = rows[-1]
     moved = row.get("downgrade", "none")
     return "%s %s%s" % (row["transport"], row["fallback"],
@@ -104,6 +104,7 @@ class Control:
     def __init__(self, sock):
         self.sock = sock
         self.file = sock.makefile("rb")
+        self.kept = None    # a case's reply that came instead of a step
 
     def send(self, **msg):
         self.sock.sendall(json.dumps(msg).encode() + b"\n")
@@ -158,6 +159,9 @@ def srv_close_unread(conn, ctl):
 
 
 def srv_linger_zero(conn, ctl):
+    # Not before the client's connect() has returned: a reset that beats
+    # it would make connect() itself fail, on kernel TCP too.
+    select.select([conn], [], [], 30)
     conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
                     struct.pack("ii", 1, 0))
     conn.close()
@@ -255,12 +259,12 @@ def srv_shutdown_rdwr(conn, ctl):
 
 
 def srv_killed_holder(conn, ctl):
+    select.select([conn], [], [], 30)     # the client's bytes arrive
     pid = os.fork()
     if pid == 0:
         time.sleep(120)
         os._exit(0)
     conn.close()
-    select.select([], [], [], SETTLE)     # the client's bytes arrive
     os.kill(pid, 9)
     os.waitpid(pid, 0)
     ctl.send(step="killed")
@@ -326,6 +330,7 @@ def serve_many(listener, n):
 def serve(addr, port):
     ctl_listener = socket.create_server((addr, port))
     data_listener = socket.create_server((addr, port + 1), backlog=256)
+    data_listener.settimeout(120)
     print("port %d" % port, flush=True)
     conn, _ = ctl_listener.accept()
     ctl = Control(conn)
@@ -386,7 +391,11 @@ def cli_server_half_close(sock, ctl):
 
 
 def after_step(sock, ctl):
-    ctl.recv()
+    """Waits for the server's step; a server half that failed before it
+    replies at once, and that reply is kept for run_case()."""
+    msg = ctl.recv()
+    if "saw" in msg:
+        ctl.kept = msg
     time.sleep(SETTLE)
 
 
@@ -400,6 +409,7 @@ def cli_close_unread(sock, ctl):
 
 
 def cli_linger_zero(sock, ctl):
+    sock.sendall(b"x")
     after_step(sock, ctl)
     try:
         return "recv %r" % sock.recv(10)
@@ -408,15 +418,22 @@ def cli_linger_zero(sock, ctl):
 
 
 def cli_write_after_close(sock, ctl):
+    """recv sees the FIN; the first send goes out and draws the peer's RST,
+    after which a send fails (however long the RST takes to come back)."""
     after_step(sock, ctl)
     seen = ["recv %r" % sock.recv(10)]
-    for _ in range(2):
-        try:
-            seen.append("send %d" % sock.send(b"x"))
-        except OSError as exc:
-            seen.append("send %s" % err_name(exc))
+    try:
+        seen.append("send %d" % sock.send(b"x"))
+    except OSError as exc:
+        return ", ".join(seen + ["send %s" % err_name(exc)])
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
         time.sleep(SETTLE)
-    return ", ".join(seen)
+        try:
+            sock.send(b"x")
+        except OSError as exc:
+            return ", ".join(seen + ["then %s" % err_name(exc)])
+    return ", ".join(seen + ["then no error in 30 s"])
 
 
 def cli_peek_waitall(sock, ctl):
@@ -485,6 +502,11 @@ def cli_epoll_et(sock, ctl):
                     eof = True
                     break
                 got.append(data)
+    # Whether the FIN came before the last event or after it is timing;
+    # a MOD checks readiness again, so the answer no longer is.
+    ep.modify(sock, select.EPOLLIN | select.EPOLLRDHUP)
+    for _, ev in ep.poll(0):
+        rdhup |= bool(ev & select.EPOLLRDHUP)
     ep.close()
     want = b"".join(pattern(10000, i) for i in range(10))
     return "%s, rdhup %s, eof %s" % (
@@ -590,7 +612,7 @@ def run_case(name, addr, port, ctl):
             seen = "error %s" % err_name(exc)
     row = stats_row(sock)
     sock.close()
-    reply = ctl.recv()
+    reply, ctl.kept = ctl.kept or ctl.recv(), None
     while "saw" not in reply:           # a step the client did not wait for
         reply = ctl.recv()
     return "%s; server %s" % (seen, reply["saw"]), row, reply["row"]

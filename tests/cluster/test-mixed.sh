@@ -25,7 +25,7 @@ h1=$ROCESHIM_FABRIC_HOST1
 h2=$ROCESHIM_FABRIC_HOST2
 h3=$ROCESHIM_FABRIC_HOST3
 port=29511
-torchrun=(timeout 900 "$PYTHON" "$top_srcdir/tests/cluster/torchrun.py"
+torchrun=(timeout 700 "$PYTHON" "$top_srcdir/tests/cluster/torchrun.py"
 	--nnodes 3 --master_addr "$h1" --master_port "$port")
 rank=("$job" rank --world 4 --sizes 4K,256K --ifname wire0)
 
