@@ -5,10 +5,10 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 
+#include "clock.h"
 #include "conn.h"
 #include "connector.h"
 #include "endpoint.h"
@@ -440,21 +440,12 @@ static bool tcp_connect_over(int dup)
 /* Until the connect ends, at most ABORT_WAIT_MS, whatever signals come. */
 static void wait_connect_end(int wait_fd)
 {
-	struct timespec now, end;
 	struct pollfd pfd = { .fd = wait_fd, .events = POLLIN };
-	long left;
+	int64_t end = clock_ms() + ABORT_WAIT_MS, left;
 
-	clock_gettime(CLOCK_MONOTONIC, &end);
-	end.tv_sec += ABORT_WAIT_MS / 1000;
-	end.tv_nsec += (ABORT_WAIT_MS % 1000) * 1000000L;
-	for (;;) {
-		clock_gettime(CLOCK_MONOTONIC, &now);
-		left = (end.tv_sec - now.tv_sec) * 1000 +
-		       (end.tv_nsec - now.tv_nsec) / 1000000;
-		if (left <= 0 || real.poll(&pfd, 1, (int)left) >= 0 ||
-		    errno != EINTR)
+	while ((left = end - clock_ms()) > 0)
+		if (real.poll(&pfd, 1, (int)left) >= 0 || errno != EINTR)
 			return;
-	}
 }
 
 bool connector_abort(struct sock *sock, int how)

@@ -140,19 +140,20 @@ SHIM_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 SHIM_EXPORT int shutdown(int fd, int how)
 {
 	struct sock *sock;
+	bool valid_how;
 	int ret;
 
 	shim_ensure_init();
 	sock = shim_lookup(fd);
 	if (!sock)
 		return real.shutdown(fd, how);
-	if ((how == SHUT_RD || how == SHUT_WR || how == SHUT_RDWR) &&
-	    connector_pending(sock) && connector_abort(sock, how)) {
+	valid_how = how == SHUT_RD || how == SHUT_WR || how == SHUT_RDWR;
+	if (valid_how && connector_pending(sock) &&
+	    connector_abort(sock, how)) {
 		sock_put(sock);
 		return 0;
 	}
-	if (sock->conn && !conn_is_plain(sock->conn) &&
-	    (how == SHUT_RD || how == SHUT_WR || how == SHUT_RDWR)) {
+	if (valid_how && sock->conn && !conn_is_plain(sock->conn)) {
 		ret = upgraded_shutdown(sock, fd, how);
 		sock_put(sock);
 		if (!ret)
