@@ -302,7 +302,7 @@ static bool needs_socket_locked(const struct conn *c, bool shared)
 	case CONN_MOVING:
 		return true;
 	case CONN_TCP:
-		return c->backlog_from != c->backlog_to;
+		return c->backlog_from != c->backlog_to || c->catch_up_to;
 	default:
 		return false;
 	}
@@ -509,6 +509,9 @@ ssize_t conn_send(struct conn *c, int tcp_fd, const struct iovec *iov,
 				return err;
 			continue;
 		case CONN_TCP:
+			err = conn_take_error(c);
+			if (err)
+				return -err;
 			err = backlog_out(c, tcp_fd, flags);
 			if (err)
 				return err;
@@ -565,7 +568,9 @@ ssize_t conn_recv(struct conn *c, int tcp_fd, const struct iovec *iov,
 				return err;
 			continue;
 		case CONN_TCP:
-			return kernel_recv(tcp_fd, iov, iovcnt, flags);
+			err = conn_take_error(c);
+			return err ? -err
+				   : kernel_recv(tcp_fd, iov, iovcnt, flags);
 		default:
 			return -ECONNRESET;
 		}
@@ -690,11 +695,14 @@ void conn_exit(struct conn *c, int fd)
 
 bool conn_is_plain(struct conn *c)
 {
-	return path_of(c) == CONN_TCP && c->backlog_from == c->backlog_to;
+	return path_of(c) == CONN_TCP && c->backlog_from == c->backlog_to &&
+	       !__atomic_load_n(&c->taken_error, __ATOMIC_ACQUIRE);
 }
 
 int conn_make_plain(struct conn *c, enum roceshim_downgrade cause)
 {
+	static const struct timespec catch_up_pause = { .tv_nsec = 1000000 };
+
 	if (!conn_alive(c)) {
 		claim_inherited(c);
 	} else {
@@ -702,6 +710,12 @@ int conn_make_plain(struct conn *c, enum roceshim_downgrade cause)
 		conn_move_begin_locked(c, cause);
 		while (path_of(c) == CONN_MOVING)
 			pthread_cond_wait(&c->moved, &c->lock);
+		while (path_of(c) == CONN_TCP &&
+		       !conn_move_caught_up_locked(c, clock_ms())) {
+			pthread_mutex_unlock(&c->lock);
+			nanosleep(&catch_up_pause, NULL);
+			pthread_mutex_lock(&c->lock);
+		}
 		pthread_mutex_unlock(&c->lock);
 	}
 	switch (path_of(c)) {
@@ -829,11 +843,17 @@ void conn_release(struct conn *c, bool abortive)
 /* Whether a closed connection is done: its FIN out, or its move over. */
 static bool finished(struct conn *c, int64_t now, int64_t deadline)
 {
+	bool done;
+
 	switch (path_of(c)) {
 	case CONN_MOVING:
 		return false;
 	case CONN_TCP:
-		return c->backlog_from == c->backlog_to;
+		pthread_mutex_lock(&c->lock);
+		done = c->backlog_from == c->backlog_to &&
+		       conn_move_caught_up_locked(c, now);
+		pthread_mutex_unlock(&c->lock);
+		return done;
 	case CONN_RDMA:
 		return now >= deadline || !transport_writes_in_flight(c->t) ||
 		       __atomic_load_n(&c->qp_lost, __ATOMIC_ACQUIRE) ||

@@ -65,7 +65,9 @@ struct conn {
 	unsigned int marker_len;
 	uint64_t backlog_from; /* staged bytes still to write to the socket */
 	uint64_t backlog_to;
-	struct move_wait wait; /* for the peer's marker */
+	struct move_wait wait;	   /* for the peer's marker */
+	uint64_t catch_up_to;	   /* see conn_move_caught_up_locked() */
+	int64_t catch_up_until_ms; /* gives up waiting for it then */
 	struct conn *next_moving;
 	struct conn *prev_live, *next_live; /* under the live list's lock */
 	uint64_t silent_mark;	 /* the health check's: completions seen */
@@ -94,6 +96,14 @@ void conn_move_begin_locked(struct conn *c, enum roceshim_downgrade cause);
 void conn_move_kernel_event_locked(struct conn *c, uint32_t events);
 /* Writes what it can of the backlog; true when none is left. */
 bool conn_move_flush_locked(struct conn *c);
+/*
+ * After a move: whether the kernel socket has received the first of what
+ * the peer resends (what its ring held that this end's program had not
+ * read), or has given up waiting for it.  Over TCP those bytes would be
+ * in the socket already: a fork child's view, and a last close that
+ * resets because of unread bytes, depend on them being there.
+ */
+bool conn_move_caught_up_locked(struct conn *c, int64_t now_ms);
 bool conn_move_tick(void);
 /* Puts kfd in the progress thread's set for events, once (oneshot). */
 void conn_watch_kernel_locked(struct conn *c, uint32_t events);

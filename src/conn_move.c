@@ -36,6 +36,7 @@
 #include "log.h"
 #include "real.h"
 #include "stats.h"
+#include "tcp_info.h"
 
 /* Connections in CONN_MOVING, for the timeout. */
 static pthread_mutex_t moving_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -100,6 +101,27 @@ static void fail_locked(struct conn *c, const char *why)
 }
 
 /*
+ * A kernel connection that nobody reads takes in only its receive window,
+ * at least 64 KiB on Linux: a move waits for no more of the peer's resend
+ * than this (conn_move_caught_up_locked()).
+ */
+#define CATCH_UP_MAX_BYTES (32u << 10)
+
+static void peer_gone_locked(struct conn *c, bool reset);
+
+/*
+ * roceshim's own call on the kernel socket failed with err.  The error
+ * was the socket's, and is now read: the program must still be told, once
+ * (conn.h).
+ */
+static void kernel_failed_locked(struct conn *c, int err)
+{
+	if (err != EPIPE)
+		__atomic_store_n(&c->taken_error, err, __ATOMIC_RELEASE);
+	peer_gone_locked(c, err != EPIPE);
+}
+
+/*
  * The peer's socket closed or reset before its marker came: it can take
  * no part.  What the ring holds is still this end's to read (the peer
  * sent it), then EOF if its RDMA FIN came, else ECONNRESET.
@@ -154,7 +176,7 @@ void conn_move_begin_locked(struct conn *c, enum roceshim_downgrade cause)
 	n = real.send(c->kfd, buf, sizeof(buf), MSG_DONTWAIT | MSG_NOSIGNAL);
 	if (n != (ssize_t)sizeof(buf)) {
 		if (n < 0 && (errno == EPIPE || errno == ECONNRESET))
-			peer_gone_locked(c, errno == ECONNRESET);
+			kernel_failed_locked(c, errno);
 		else
 			fail_locked(c, "cannot write the marker");
 		return;
@@ -190,6 +212,9 @@ bool conn_move_flush_locked(struct conn *c)
 			return false;
 		}
 		/* The peer is gone: nobody will read them. */
+		if (n < 0 && errno != EPIPE)
+			__atomic_store_n(&c->taken_error, errno,
+					 __ATOMIC_RELEASE);
 		c->backlog_from = c->backlog_to;
 	}
 	if (c->shut_kernel && c->kfd >= 0)
@@ -231,12 +256,12 @@ static void read_marker_locked(struct conn *c)
 			c->marker_len += n;
 			continue;
 		}
-		if (!n || (errno != EAGAIN && errno != EINTR)) {
-			/* The program must still be told, once (conn.h). */
-			if (n < 0)
-				__atomic_store_n(&c->taken_error, errno,
-						 __ATOMIC_RELEASE);
-			peer_gone_locked(c, n < 0 && errno == ECONNRESET);
+		if (n < 0 && errno != EAGAIN && errno != EINTR) {
+			kernel_failed_locked(c, errno);
+			return;
+		}
+		if (!n) {
+			peer_gone_locked(c, false);
 			return;
 		}
 		conn_watch_kernel_locked(c, EPOLLIN | EPOLLRDHUP);
@@ -248,7 +273,31 @@ static void read_marker_locked(struct conn *c)
 		fail_locked(c, "the peer's marker does not fit");
 		return;
 	}
+	/* What the peer resends: what it sent past this end's reads. */
+	if (m.sent > c->pos.consumed) {
+		c->catch_up_to = WIRE_MARKER_LEN;
+		c->catch_up_to += m.sent - c->pos.consumed < CATCH_UP_MAX_BYTES
+					  ? m.sent - c->pos.consumed
+					  : CATCH_UP_MAX_BYTES;
+		c->catch_up_until_ms = clock_ms() + c->timeout_ms;
+	}
 	finish_locked(c, from);
+}
+
+bool conn_move_caught_up_locked(struct conn *c, int64_t now_ms)
+{
+	struct pollfd pfd = { .fd = c->kfd, .events = POLLRDHUP };
+	uint64_t got;
+
+	if (!c->catch_up_to)
+		return true;
+	/* The socket has carried the marker, then the resend, then more. */
+	if (c->kfd < 0 || now_ms >= c->catch_up_until_ms ||
+	    tcp_info_bytes_received(c->kfd, &got) || got >= c->catch_up_to ||
+	    (real.poll(&pfd, 1, 0) == 1 &&
+	     (pfd.revents & (POLLERR | POLLHUP | POLLRDHUP))))
+		c->catch_up_to = 0;
+	return !c->catch_up_to;
 }
 
 /*
@@ -277,6 +326,9 @@ static void kernel_news_locked(struct conn *c)
 		conn_move_begin_locked(c, ROCESHIM_DOWNGRADE_PEER);
 		if (path_of(c) == CONN_MOVING)
 			read_marker_locked(c);
+	} else if (errno != EAGAIN && errno != EINTR) {
+		/* The reset came after the poll(). */
+		kernel_failed_locked(c, errno);
 	} else {
 		conn_watch_kernel_locked(c, EPOLLIN | EPOLLRDHUP);
 	}

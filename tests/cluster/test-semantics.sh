@@ -43,14 +43,7 @@ check_eq servers_exit_cleanly "rc 0 rc 0" \
 check every_case_ran test "$(grep -c '^case ' "$tmp/plain")" -ge 20
 # Files, not <(...): the guests have no /dev/fd.
 grep '^case ' "$tmp/plain" >"$tmp/plain.cases"
-# A known difference (README, "Known limits"): over RDMA a reset that
-# comes as the peer's last holder closes with unread bytes or SO_LINGER 0
-# is sometimes seen as EOF.  It is reported, not failed; any other
-# difference fails.
-reset_as_eof='^case \(linger_zero_resets\|killed_holder_resets\): recv b'"''"'; '
-grep '^case ' "$tmp/rdma" |
-	sed "s/$reset_as_eof/case \1: recv ECONNRESET; /" >"$tmp/rdma.cases"
-grep "$reset_as_eof" "$tmp/rdma" | sed 's/^/known difference: /'
+grep '^case ' "$tmp/rdma" >"$tmp/rdma.cases"
 diff "$tmp/plain.cases" "$tmp/rdma.cases" >"$tmp/diff" 2>&1
 check_eq every_case_same_as_kernel_tcp "diff 0" "diff $?"
 sed 's/^/    /' "$tmp/diff"
