@@ -43,7 +43,9 @@ struct connector {
 	enum connector_state state; /* atomic reads */
 	int error;		    /* a connect that failed at once */
 	bool cancelled;
-	bool aborted;	 /* shutdown() abandoned it (connector_abort) */
+	bool aborted; /* shutdown() or a fork abandoned its upgrade */
+	enum roceshim_reason abort_reason; /* and its row says why */
+	bool forked;	 /* a fork child may share its socket */
 	bool orphaned;	 /* its sock is gone: the last step frees it */
 	bool dial_again; /* refused for want of a listener: ask once more */
 	bool tcp_up;	 /* its TCP connection is up */
@@ -63,6 +65,9 @@ static unsigned int fork_generation;
 /* How long shutdown() waits for an abandoned connect to end. */
 #define ABORT_WAIT_MS 1000
 
+/* Connects of this process still in the background. */
+static unsigned int pending_count;
+
 static bool foreign(const struct connector *c)
 {
 	return c->generation != fork_generation;
@@ -71,6 +76,12 @@ static bool foreign(const struct connector *c)
 void connector_fork_child(void)
 {
 	fork_generation++;
+	__atomic_store_n(&pending_count, 0, __ATOMIC_RELAXED);
+}
+
+bool connector_any_pending(void)
+{
+	return __atomic_load_n(&pending_count, __ATOMIC_ACQUIRE);
 }
 
 static void dialed(void *arg, enum roceshim_reason reason, struct conn *c,
@@ -151,8 +162,11 @@ bool connector_start(const struct config *cfg, struct sock *sock, int fd,
 	}
 	__atomic_store_n(&sock->connector, c, __ATOMIC_RELEASE);
 	pthread_mutex_lock(&c->lock);
+	__atomic_add_fetch(&pending_count, 1, __ATOMIC_ACQ_REL);
 	*reason =
 		handshake_dial(cfg, c->dup, addr, len, 0, dialed, c, &c->dial);
+	if (*reason)
+		__atomic_sub_fetch(&pending_count, 1, __ATOMIC_ACQ_REL);
 	pthread_mutex_unlock(&c->lock);
 	if (!*reason)
 		return true;
@@ -254,7 +268,9 @@ static bool finish_locked(struct connector *c)
 			conn_discard(conn);
 		conn = c->conn = NULL;
 	} else {
-		if (c->reason == ROCESHIM_REASON_NONE && !conn)
+		if (c->aborted)
+			c->reason = c->abort_reason;
+		else if (c->reason == ROCESHIM_REASON_NONE && !conn)
 			c->reason = ROCESHIM_REASON_RESOURCE;
 		if (conn)
 			__atomic_store_n(&c->sock->conn, conn,
@@ -266,6 +282,8 @@ static bool finish_locked(struct connector *c)
 	c->dup = -1;
 	/* Done first: a registration made from now on is made directly. */
 	__atomic_store_n(&c->state, CONNECTOR_DONE, __ATOMIC_RELEASE);
+	if (!foreign(c))
+		__atomic_sub_fetch(&pending_count, 1, __ATOMIC_ACQ_REL);
 	apply_locked(c);
 	if (!c->cancelled)
 		readiness_resolve_pending(c->sock,
@@ -423,8 +441,11 @@ void connector_cancel(struct sock *sock)
 	readiness_forget_pending(sock);
 	if (c->dial)
 		handshake_dial_cancel(c->dial);
-	/* As closing a connecting socket does: the SYN goes no further. */
-	if (c->state == CONNECTOR_TCP && c->dup >= 0)
+	/*
+	 * As closing a connecting socket does: the SYN goes no further,
+	 * unless a fork child holds the socket too.
+	 */
+	if (c->state == CONNECTOR_TCP && c->dup >= 0 && !c->forked)
 		real.shutdown(c->dup, SHUT_RDWR);
 	pthread_mutex_unlock(&c->lock);
 }
@@ -468,6 +489,7 @@ bool connector_abort(struct sock *sock, int how)
 		 * Either way the socket is the kernel's from now on.
 		 */
 		c->aborted = true;
+		c->abort_reason = ROCESHIM_REASON_ABANDONED;
 		if (c->dial) {
 			(void)connect_nonblocking(
 				c->dup, (struct sockaddr *)&c->addr, c->len);
@@ -481,6 +503,40 @@ bool connector_abort(struct sock *sock, int how)
 	/* The progress thread ends it at once; a call after sees the end. */
 	wait_connect_end(c->wait_fd);
 	return abort;
+}
+
+void connector_before_fork(struct sock *sock)
+{
+	struct connector *c =
+		__atomic_load_n(&sock->connector, __ATOMIC_ACQUIRE);
+	bool wait;
+
+	if (!c || foreign(c))
+		return;
+	pthread_mutex_lock(&c->lock);
+	wait = c->state != CONNECTOR_DONE && !c->aborted && !c->cancelled;
+	c->forked = true;
+	if (wait && c->state == CONNECTOR_DIALING && !c->tcp_up && c->dial &&
+	    c->dup >= 0) {
+		/*
+		 * The child must find a kernel socket that connects: the
+		 * connect goes out now, and the handshake ends as on a
+		 * timeout, which the peer resolves to TCP too.
+		 */
+		c->aborted = true;
+		c->abort_reason = ROCESHIM_REASON_FORKED;
+		(void)connect_nonblocking(c->dup, (struct sockaddr *)&c->addr,
+					  c->len);
+		handshake_dial_cancel(c->dial);
+		wait = false;
+	}
+	pthread_mutex_unlock(&c->lock);
+	/*
+	 * Its TCP connection is on its way with a handshake made: once it
+	 * ends, a child shares the result like any inherited connection.
+	 */
+	if (wait)
+		wait_connect_end(c->wait_fd);
 }
 
 void connector_fd_closed(struct sock *sock, int fd, int other)

@@ -89,4 +89,17 @@ void connector_free(struct connector *c);
  */
 void connector_fork_child(void);
 
+/* Whether this process has a connect in the background. */
+bool connector_any_pending(void);
+
+/*
+ * Before a fork, for sock's connect if it is in the background: the child
+ * will share the socket, so it must be one that the kernel connects or an
+ * upgraded connection made before the fork.  A connect still in its RDMA
+ * handshake gives up the upgrade (reason forked) and its kernel connect
+ * goes out now; one whose TCP connect is on its way is waited for, at
+ * most a second.
+ */
+void connector_before_fork(struct sock *sock);
+
 #endif /* ROCESHIM_CONNECTOR_H */

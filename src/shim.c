@@ -43,6 +43,8 @@ static const char *lookup_env(const char *name)
 
 static void fork_prepare(void)
 {
+	/* First, holding nothing: it may wait for the progress thread. */
+	track_fork_prepare();
 	cuda_mem_fork_prepare();
 	conn_fork_prepare();
 	stats_fork_prepare();

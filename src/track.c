@@ -539,6 +539,20 @@ void track_spawn(void)
 		fd_table_for_each(leave, &how);
 }
 
+static void connect_before_fork(int fd, struct sock *sock, void *arg)
+{
+	(void)fd;
+	(void)arg;
+	if (__atomic_load_n(&sock->connector, __ATOMIC_ACQUIRE))
+		connector_before_fork(sock);
+}
+
+void track_fork_prepare(void)
+{
+	if (shim_tracking() && connector_any_pending())
+		fd_table_for_each(connect_before_fork, NULL);
+}
+
 void track_daemon(void)
 {
 	struct leaving how = { .cause = ROCESHIM_DOWNGRADE_FORK, .all = true };

@@ -95,7 +95,10 @@ void track_rx(struct sock *sock, ssize_t ret, int err);
  * behind: every connection.  track_fds_passed(): the upgraded sockets
  * among the SCM_RIGHTS of msg.  track_exit(): at exit, shared
  * connections move, and the others end as a close would end them.
+ * track_fork_prepare(): the connects in the background settle first
+ * (connector_before_fork()); a process with none pays one load.
  */
+void track_fork_prepare(void);
 void track_exec(void);
 void track_spawn(void);
 void track_spawn_dup(int fd);

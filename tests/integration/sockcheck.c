@@ -4549,6 +4549,60 @@ out:
 }
 
 /*
+ * A fork while a non-blocking connect is in progress: the child shares a
+ * socket that connects, and sends on it once it is writable, while the
+ * parent closes its copy at once.  Over RDMA the connect is still in its
+ * handshake at the fork.
+ */
+static void fork_child_shares_connect_in_progress(struct tctx *t)
+{
+	const size_t len = 32 << 10;
+	int l = -1, c = -1, s = -1, r, status;
+	struct addr bound;
+	uint64_t h;
+	pid_t pid;
+
+	l = open_listener(t, &server_addr, 0, &bound);
+	TRY(l < 0);
+	c = tcp_socket(t, family(&bound), 0, &client_addr);
+	TRY(c < 0);
+	ASSERT_OK(set_nonblock(c, true));
+	r = connect(c, sa(&bound), bound.len);
+	ASSERT(!r || errno == EINPROGRESS, "connect: %s", errname(errno));
+	pid = fork_child();
+	ASSERT_OK(pid);
+	if (pid == 0) {
+		struct pollfd pfd = { .fd = c, .events = POLLOUT };
+		int err = -1;
+		socklen_t elen = sizeof(err);
+
+		close(l);
+		if (poll(&pfd, 1, io_ms()) != 1 || pfd.revents != POLLOUT)
+			_exit(1);
+		if (getsockopt(c, SOL_SOCKET, SO_ERROR, &err, &elen) || err)
+			_exit(2);
+		if (set_nonblock(c, false) ||
+		    child_send_pattern(c, 29, len) < 0)
+			_exit(3);
+		_exit(0);
+	}
+	close_fd(&c);
+	s = accept_within(t, l, 0);
+	TRY(s < 0);
+	TRY(recv_pattern(t, s, 29, len, &h));
+	note_digest(t, "from child", len, h);
+	TRY(wait_child(t, pid, &status));
+	ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	       "child failed (status %#x)", status);
+	/* The child's exit closed the last copy. */
+	TRY(expect_eof(t, s));
+out:
+	close_fd(&l);
+	close_fd(&c);
+	close_fd(&s);
+}
+
+/*
  * The client of forked_handler_keeps_connection_its_parent_closes, run as
  * "sockcheck ... --pattern-client PORT": a process of its own (a fork child
  * of a process that uses RDMA would stay on TCP), which sends 32 KiB of
@@ -5200,6 +5254,7 @@ static const struct test tests[] = {
 	/* processes */
 	TEST(fork_child_writes_inherited_socket),
 	TEST(fork_child_opens_own_connection),
+	TEST(fork_child_shares_connect_in_progress),
 	TEST(forked_handler_keeps_connection_its_parent_closes),
 	TEST(clone_child_serves_connection_its_parent_closes),
 	TEST(vfork_child_exit_leaves_sockets_intact),
