@@ -5,7 +5,9 @@
  * upgraded socket, the call goes to its RDMA connection instead.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <sys/sendfile.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "conn.h"
@@ -399,6 +401,98 @@ SHIM_EXPORT ssize_t sendfile64(int out_fd, int in_fd, off_t *offset,
 			       size_t count)
 {
 	return sendfile(out_fd, in_fd, offset, count);
+}
+
+/* splice() needs a pipe at one end, or the kernel refuses it. */
+static bool is_pipe(int fd)
+{
+	struct stat st;
+
+	return !fstat(fd, &st) && S_ISFIFO(st.st_mode);
+}
+
+/*
+ * What the ring of a connection that could not move (its peer has gone)
+ * still holds, into the pipe fd_out: peeked, written, and consumed as far
+ * as the pipe took it.
+ */
+static ssize_t splice_from_ring(struct sock *up, int fd_in, int fd_out,
+				size_t len, unsigned int flags)
+{
+	char buf[65536];
+	struct iovec iov = { .iov_base = buf,
+			     .iov_len = len < sizeof(buf) ? len : sizeof(buf) };
+	int peek = MSG_PEEK | (flags & SPLICE_F_NONBLOCK ? MSG_DONTWAIT : 0);
+	ssize_t n;
+
+	n = upgraded_recv(up, fd_in, &iov, 1, peek);
+	if (n <= 0)
+		return n;
+	n = real.write(fd_out, buf, n);
+	if (n <= 0)
+		return n < 0 ? -errno : 0;
+	iov.iov_len = n;
+	return upgraded_recv(up, fd_in, &iov, 1, 0);
+}
+
+/*
+ * An upgraded socket at one end of a splice moves to its kernel socket:
+ * the kernel moves the bytes, and they never pass through roceshim.  0,
+ * or -EAGAIN while its connect is still in the background.
+ */
+static int splice_end(struct sock *up)
+{
+	int err = upgraded_make_plain(up, ROCESHIM_DOWNGRADE_SPLICE);
+
+	return err == -EAGAIN ? err : 0;
+}
+
+SHIM_EXPORT ssize_t splice(int fd_in, loff_t *off_in, int fd_out,
+			   loff_t *off_out, size_t len, unsigned int flags)
+{
+	struct sock *up_in, *up_out, *in, *out;
+	bool counted = false;
+	ssize_t ret;
+	int err = 0;
+
+	in = lookup(fd_in, &up_in);
+	out = lookup(fd_out, &up_out);
+	if (up_in && is_pipe(fd_out)) {
+		err = splice_end(up_in);
+		if (!err && carried(up_in)) {
+			ret = off_in || off_out
+				      ? -ESPIPE
+				      : splice_from_ring(up_in, fd_in, fd_out,
+							 len, flags);
+			counted = true;
+			goto out;
+		}
+	}
+	if (!err && up_out && is_pipe(fd_in))
+		err = splice_end(up_out);
+	if (err) {
+		ret = err;
+		goto out;
+	}
+	ret = real.splice(fd_in, off_in, fd_out, off_out, len, flags);
+	if (ret < 0)
+		ret = -errno;
+out:
+	/* Either is the sock of its fd, with a reference, or NULL. */
+	in = in ? in : up_in;
+	out = out ? out : up_out;
+	if (in && !counted)
+		track_rx(in, ret, (int)-ret);
+	if (out)
+		track_tx(out, ret, (int)-ret);
+	if (in)
+		sock_put(in);
+	if (out)
+		sock_put(out);
+	if (ret >= 0)
+		return ret;
+	errno = (int)-ret;
+	return -1;
 }
 
 SHIM_EXPORT ssize_t __read_chk(int fd, void *buf, size_t nbytes, size_t buflen)

@@ -38,6 +38,7 @@ static void real_resolve(void)
 	RESOLVE(recvmmsg);
 	RESOLVE(sendmmsg);
 	RESOLVE(sendfile);
+	RESOLVE(splice);
 	RESOLVE(poll);
 	RESOLVE(ppoll);
 	RESOLVE(select);

@@ -50,6 +50,7 @@ struct real_libc {
 			struct timespec *);
 	int (*sendmmsg)(int, struct mmsghdr *, unsigned int, int);
 	ssize_t (*sendfile)(int, int, off_t *, size_t);
+	ssize_t (*splice)(int, loff_t *, int, loff_t *, size_t, unsigned int);
 	int (*poll)(struct pollfd *, nfds_t, int);
 	int (*ppoll)(struct pollfd *, nfds_t, const struct timespec *,
 		     const sigset_t *);

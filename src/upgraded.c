@@ -77,6 +77,13 @@ int upgraded_shutdown(struct sock *sock, int fd, int how)
 	return c ? conn_shutdown(c, fd, how) : -ENOTCONN;
 }
 
+int upgraded_make_plain(struct sock *sock, enum roceshim_downgrade cause)
+{
+	struct conn *c = __atomic_load_n(&sock->conn, __ATOMIC_ACQUIRE);
+
+	return c ? conn_make_plain(c, cause) : -EAGAIN;
+}
+
 int upgraded_take_error(struct sock *sock)
 {
 	struct conn *c = __atomic_load_n(&sock->conn, __ATOMIC_ACQUIRE);

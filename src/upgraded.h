@@ -23,6 +23,11 @@ ssize_t upgraded_recv(struct sock *sock, int fd, const struct iovec *iov,
 int upgraded_shutdown(struct sock *sock, int fd, int how);
 /* FIONREAD. */
 int upgraded_readable_bytes(struct sock *sock, int fd);
+/*
+ * Moves sock's connection to its kernel socket (conn_make_plain()) for
+ * cause; -EAGAIN while its connect is still in the background.
+ */
+int upgraded_make_plain(struct sock *sock, enum roceshim_downgrade cause);
 /* conn_take_error() of sock's connection; 0 without one. */
 int upgraded_take_error(struct sock *sock);
 

@@ -71,6 +71,7 @@ enum roceshim_downgrade {
 					     shared with a fork child */
 	ROCESHIM_DOWNGRADE_QP_SILENT = 8, /* its queue pair answered no
 					     write for 30 s */
+	ROCESHIM_DOWNGRADE_SPLICE = 9,	  /* splice() took its bytes */
 	ROCESHIM_DOWNGRADE_COUNT = 16	  /* array size, room to grow */
 };
 
@@ -239,6 +240,7 @@ static inline const char *roceshim_downgrade_name(unsigned int cause)
 		[ROCESHIM_DOWNGRADE_PEER] = "peer",
 		[ROCESHIM_DOWNGRADE_EXIT] = "exit",
 		[ROCESHIM_DOWNGRADE_QP_SILENT] = "qp_silent",
+		[ROCESHIM_DOWNGRADE_SPLICE] = "splice",
 	};
 
 	if (cause >= sizeof(names) / sizeof(names[0]) || !names[cause])

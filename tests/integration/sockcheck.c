@@ -4603,6 +4603,86 @@ out:
 }
 
 /*
+ * splice() from a connected socket into a pipe moves the peer's bytes, in
+ * order, and the connection goes on afterwards.
+ */
+static void splice_moves_socket_bytes_into_a_pipe(struct tctx *t)
+{
+	static unsigned char buf[65536];
+	const size_t len = 64 << 10;
+	int c = -1, s = -1, p[2] = { -1, -1 };
+	int64_t end = now_ms() + io_ms();
+	uint64_t h = FNV1A_INIT;
+	size_t off = 0, bad;
+	ssize_t n, r;
+
+	TRY(make_pair(t, &c, &s, PAIR_BIND_CLIENT));
+	ASSERT_OK(pipe(p));
+	TRY(send_pattern(t, c, 30, len));
+	ASSERT_OK(set_nonblock(s, true));
+	while (off < len) {
+		n = splice(s, NULL, p[1], NULL, len - off, SPLICE_F_NONBLOCK);
+		if (n < 0 && (errno == EAGAIN || retry_intr())) {
+			ASSERT(now_ms() < end, "splice: only %zu of %zu bytes",
+			       off, len);
+			wait_fd(s, POLLIN, 10);
+			continue;
+		}
+		ASSERT(n > 0, "splice: %zd, %s", n, n ? errname(errno) : "EOF");
+		r = read(p[0], buf, n);
+		ASSERT(r == n, "pipe gave %zd of %zd bytes", r, n);
+		bad = pattern_mismatch(buf, n, 30, off);
+		ASSERT(bad == (size_t)n, "data mismatch at byte %zu",
+		       off + bad);
+		h = fnv1a(h, buf, n);
+		off += n;
+	}
+	note_digest(t, "spliced", len, h);
+	ASSERT_OK(set_nonblock(s, false));
+	TRY(roundtrip(t, c, s));
+out:
+	close_fd(&p[0]);
+	close_fd(&p[1]);
+	close_fd(&c);
+	close_fd(&s);
+}
+
+/*
+ * splice() from a pipe into a connected socket sends the pipe's bytes, in
+ * order, and the connection goes on afterwards.
+ */
+static void splice_moves_pipe_bytes_into_a_socket(struct tctx *t)
+{
+	static unsigned char buf[16384];
+	const size_t len = 64 << 10;
+	int c = -1, s = -1, p[2] = { -1, -1 };
+	size_t off, left;
+	uint64_t h;
+	ssize_t n;
+
+	TRY(make_pair(t, &c, &s, PAIR_BIND_CLIENT));
+	ASSERT_OK(pipe(p));
+	for (off = 0; off < len; off += sizeof(buf)) {
+		pattern_fill(buf, sizeof(buf), 31, off);
+		ASSERT(write(p[1], buf, sizeof(buf)) == sizeof(buf),
+		       "pipe write: %s", errname(errno));
+		for (left = sizeof(buf); left; left -= n) {
+			n = splice(p[0], NULL, c, NULL, left, 0);
+			ASSERT(n > 0, "splice: %zd, %s", n,
+			       n ? errname(errno) : "nothing moved");
+		}
+	}
+	TRY(recv_pattern(t, s, 31, len, &h));
+	note_digest(t, "spliced", len, h);
+	TRY(roundtrip(t, c, s));
+out:
+	close_fd(&p[0]);
+	close_fd(&p[1]);
+	close_fd(&c);
+	close_fd(&s);
+}
+
+/*
  * The client of forked_handler_keeps_connection_its_parent_closes, run as
  * "sockcheck ... --pattern-client PORT": a process of its own (a fork child
  * of a process that uses RDMA would stay on TCP), which sends 32 KiB of
@@ -5255,6 +5335,8 @@ static const struct test tests[] = {
 	TEST(fork_child_writes_inherited_socket),
 	TEST(fork_child_opens_own_connection),
 	TEST(fork_child_shares_connect_in_progress),
+	TEST(splice_moves_socket_bytes_into_a_pipe),
+	TEST(splice_moves_pipe_bytes_into_a_socket),
 	TEST(forked_handler_keeps_connection_its_parent_closes),
 	TEST(clone_child_serves_connection_its_parent_closes),
 	TEST(vfork_child_exit_leaves_sockets_intact),
