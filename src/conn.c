@@ -294,7 +294,7 @@ static void reset_if_unread(struct conn *c, int fd)
  * moves it to TCP), a move under way must finish, and bytes this end sent
  * before a move must still reach the peer.
  */
-static bool needs_socket_locked(const struct conn *c, bool shared)
+static bool needs_socket_locked(struct conn *c, bool shared)
 {
 	switch (path_of(c)) {
 	case CONN_RDMA:
@@ -302,7 +302,8 @@ static bool needs_socket_locked(const struct conn *c, bool shared)
 	case CONN_MOVING:
 		return true;
 	case CONN_TCP:
-		return c->backlog_from != c->backlog_to || c->catch_up_to;
+		return c->backlog_from != c->backlog_to ||
+		       !conn_move_caught_up_locked(c, clock_ms());
 	default:
 		return false;
 	}
@@ -509,13 +510,19 @@ ssize_t conn_send(struct conn *c, int tcp_fd, const struct iovec *iov,
 				return err;
 			continue;
 		case CONN_TCP:
+			/* A reset that a flush of the backlog read comes first.
+			 */
 			err = conn_take_error(c);
 			if (err)
 				return -err;
-			err = backlog_out(c, tcp_fd, flags);
-			if (err)
-				return err;
-			return kernel_send(tcp_fd, iov, iovcnt, flags);
+			n = backlog_out(c, tcp_fd, flags);
+			if (n)
+				return n;
+			n = kernel_send(tcp_fd, iov, iovcnt, flags);
+			if ((n == -EPIPE || n == -ECONNRESET) &&
+			    (err = conn_take_error(c)))
+				return -err;
+			return n;
 		default:
 			return -EPIPE;
 		}
@@ -569,8 +576,13 @@ ssize_t conn_recv(struct conn *c, int tcp_fd, const struct iovec *iov,
 			continue;
 		case CONN_TCP:
 			err = conn_take_error(c);
-			return err ? -err
-				   : kernel_recv(tcp_fd, iov, iovcnt, flags);
+			if (err)
+				return -err;
+			n = kernel_recv(tcp_fd, iov, iovcnt, flags);
+			/* The progress thread's flush may read the reset. */
+			if (!n && (err = conn_take_error(c)))
+				return -err;
+			return n;
 		default:
 			return -ECONNRESET;
 		}

@@ -101,11 +101,24 @@ static void fail_locked(struct conn *c, const char *why)
 }
 
 /*
- * A kernel connection that nobody reads takes in only its receive window,
- * at least 64 KiB on Linux: a move waits for no more of the peer's resend
- * than this (conn_move_caught_up_locked()).
+ * A kernel connection that nobody reads takes in only its receive window:
+ * a move waits for no more of the peer's resend than a quarter of its
+ * SO_RCVBUF (which reads twice what was set), and at most this
+ * (conn_move_caught_up_locked()).
  */
 #define CATCH_UP_MAX_BYTES (32u << 10)
+
+static uint64_t catch_up_bytes(int fd, uint64_t resent)
+{
+	uint64_t most = CATCH_UP_MAX_BYTES;
+	socklen_t len = sizeof(int);
+	int rcvbuf;
+
+	if (!real.getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, &len) &&
+	    rcvbuf >= 4 && (uint64_t)rcvbuf / 4 < most)
+		most = (uint64_t)rcvbuf / 4;
+	return resent < most ? resent : most;
+}
 
 static void peer_gone_locked(struct conn *c, bool reset);
 
@@ -275,10 +288,9 @@ static void read_marker_locked(struct conn *c)
 	}
 	/* What the peer resends: what it sent past this end's reads. */
 	if (m.sent > c->pos.consumed) {
-		c->catch_up_to = WIRE_MARKER_LEN;
-		c->catch_up_to += m.sent - c->pos.consumed < CATCH_UP_MAX_BYTES
-					  ? m.sent - c->pos.consumed
-					  : CATCH_UP_MAX_BYTES;
+		c->catch_up_to =
+			WIRE_MARKER_LEN +
+			catch_up_bytes(c->kfd, m.sent - c->pos.consumed);
 		c->catch_up_until_ms = clock_ms() + c->timeout_ms;
 	}
 	finish_locked(c, from);

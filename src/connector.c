@@ -45,7 +45,8 @@ struct connector {
 	bool cancelled;
 	bool aborted; /* shutdown() or a fork abandoned its upgrade */
 	enum roceshim_reason abort_reason; /* and its row says why */
-	bool forked;	 /* a fork child may share its socket */
+	bool shared;	 /* another process may hold its socket */
+	bool plain_now;	 /* atomic: the kernel's socket, though not over */
 	bool orphaned;	 /* its sock is gone: the last step frees it */
 	bool dial_again; /* refused for want of a listener: ask once more */
 	bool tcp_up;	 /* its TCP connection is up */
@@ -94,7 +95,7 @@ bool connector_pending(const struct sock *sock)
 
 	return c &&
 	       __atomic_load_n(&c->state, __ATOMIC_ACQUIRE) != CONNECTOR_DONE &&
-	       !foreign(c);
+	       !__atomic_load_n(&c->plain_now, __ATOMIC_ACQUIRE) && !foreign(c);
 }
 
 bool connector_started(const struct sock *sock)
@@ -160,17 +161,20 @@ bool connector_start(const struct config *cfg, struct sock *sock, int fd,
 				  : ROCESHIM_REASON_RESOURCE;
 		goto fail;
 	}
-	__atomic_store_n(&sock->connector, c, __ATOMIC_RELEASE);
+	/*
+	 * Published only once the dial is on its way (a fork walks the
+	 * connectors), under c->lock, which the dial's end needs.
+	 */
 	pthread_mutex_lock(&c->lock);
-	__atomic_add_fetch(&pending_count, 1, __ATOMIC_ACQ_REL);
 	*reason =
 		handshake_dial(cfg, c->dup, addr, len, 0, dialed, c, &c->dial);
-	if (*reason)
-		__atomic_sub_fetch(&pending_count, 1, __ATOMIC_ACQ_REL);
+	if (!*reason) {
+		__atomic_add_fetch(&pending_count, 1, __ATOMIC_ACQ_REL);
+		__atomic_store_n(&sock->connector, c, __ATOMIC_RELEASE);
+	}
 	pthread_mutex_unlock(&c->lock);
 	if (!*reason)
 		return true;
-	__atomic_store_n(&sock->connector, NULL, __ATOMIC_RELEASE);
 fail:
 	if (c->wait_fd >= 0)
 		real.close(c->wait_fd);
@@ -445,7 +449,7 @@ void connector_cancel(struct sock *sock)
 	 * As closing a connecting socket does: the SYN goes no further,
 	 * unless a fork child holds the socket too.
 	 */
-	if (c->state == CONNECTOR_TCP && c->dup >= 0 && !c->forked)
+	if (c->state == CONNECTOR_TCP && c->dup >= 0 && !c->shared)
 		real.shutdown(c->dup, SHUT_RDWR);
 	pthread_mutex_unlock(&c->lock);
 }
@@ -505,7 +509,7 @@ bool connector_abort(struct sock *sock, int how)
 	return abort;
 }
 
-void connector_before_fork(struct sock *sock)
+void connector_share(struct sock *sock)
 {
 	struct connector *c =
 		__atomic_load_n(&sock->connector, __ATOMIC_ACQUIRE);
@@ -515,7 +519,7 @@ void connector_before_fork(struct sock *sock)
 		return;
 	pthread_mutex_lock(&c->lock);
 	wait = c->state != CONNECTOR_DONE && !c->aborted && !c->cancelled;
-	c->forked = true;
+	c->shared = true;
 	if (wait && c->state == CONNECTOR_DIALING && !c->tcp_up && c->dial &&
 	    c->dup >= 0) {
 		/*
@@ -524,10 +528,16 @@ void connector_before_fork(struct sock *sock)
 		 * timeout, which the peer resolves to TCP too.
 		 */
 		c->aborted = true;
-		c->abort_reason = ROCESHIM_REASON_FORKED;
+		c->abort_reason = ROCESHIM_REASON_SHARED;
 		(void)connect_nonblocking(c->dup, (struct sockaddr *)&c->addr,
 					  c->len);
 		handshake_dial_cancel(c->dial);
+		/*
+		 * The socket is the kernel's from now on, in every process
+		 * that holds it: so are its epoll registrations.
+		 */
+		__atomic_store_n(&c->plain_now, true, __ATOMIC_RELEASE);
+		readiness_resolve_pending(c->sock, NULL);
 		wait = false;
 	}
 	pthread_mutex_unlock(&c->lock);
@@ -537,6 +547,21 @@ void connector_before_fork(struct sock *sock)
 	 */
 	if (wait)
 		wait_connect_end(c->wait_fd);
+}
+
+void connector_fork_child_release(struct sock *sock)
+{
+	struct connector *c =
+		__atomic_load_n(&sock->connector, __ATOMIC_ACQUIRE);
+
+	/* Still the parent's generation: connector_fork_child() comes next. */
+	if (!c || foreign(c) || c->state == CONNECTOR_DONE)
+		return;
+	if (c->dup >= 0)
+		real.close(c->dup);
+	real.close(c->wait_fd);
+	c->dup = -1;
+	c->wait_fd = -1;
 }
 
 void connector_fd_closed(struct sock *sock, int fd, int other)

@@ -93,13 +93,21 @@ void connector_fork_child(void);
 bool connector_any_pending(void);
 
 /*
- * Before a fork, for sock's connect if it is in the background: the child
- * will share the socket, so it must be one that the kernel connects or an
- * upgraded connection made before the fork.  A connect still in its RDMA
- * handshake gives up the upgrade (reason forked) and its kernel connect
- * goes out now; one whose TCP connect is on its way is waited for, at
- * most a second.
+ * Before another process may hold sock (a fork, an exec or spawn that
+ * keeps its fd, an fd passed with SCM_RIGHTS), if its connect is in the
+ * background: that process sees the kernel socket, so it must be one that
+ * the kernel connects, or an upgraded connection made before it shares
+ * it.  A connect still in its RDMA handshake gives up the upgrade (reason
+ * shared) and its kernel connect goes out now; one whose TCP connect is
+ * on its way is waited for, at most a second.
  */
-void connector_before_fork(struct sock *sock);
+void connector_share(struct sock *sock);
+
+/*
+ * In a fork child, before connector_fork_child(): closes the child's
+ * copies of the descriptors a connect still in the parent's background
+ * holds, so that the child's close of the socket ends it as over TCP.
+ */
+void connector_fork_child_release(struct sock *sock);
 
 #endif /* ROCESHIM_CONNECTOR_H */

@@ -41,10 +41,13 @@ static const char *lookup_env(const char *name)
 	return secure_getenv(name);
 }
 
+/* A vfork carried out as fork: the child execs or exits at once. */
+static __thread bool forking_for_exec;
+
 static void fork_prepare(void)
 {
 	/* First, holding nothing: it may wait for the progress thread. */
-	track_fork_prepare();
+	track_fork_prepare(forking_for_exec);
 	cuda_mem_fork_prepare();
 	conn_fork_prepare();
 	stats_fork_prepare();
@@ -66,6 +69,7 @@ static void fork_child(void)
 {
 	/* A vfork child of the parent's is none of this child's. */
 	shim_vfork_parent = 0;
+	track_fork_child();
 	fd_room_fork_child();
 	progress_fork_child();
 	connector_fork_child();
@@ -142,9 +146,14 @@ static pid_t vfork_as_fork(void)
 	pid_t pid;
 	char byte;
 
-	if (pipe2(gate, O_CLOEXEC))
-		return real.fork();
+	forking_for_exec = true;
+	if (pipe2(gate, O_CLOEXEC)) {
+		pid = real.fork();
+		forking_for_exec = false;
+		return pid;
+	}
 	pid = real.fork();
+	forking_for_exec = false;
 	if (pid == 0) {
 		real.close(gate[0]);
 		errno = err;

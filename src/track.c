@@ -473,26 +473,41 @@ struct leaving {
 	bool spawn_dups; /* and those named in spawn file actions */
 };
 
+/*
+ * Whether the other process keeps fd: the new image keeps the fds without
+ * FD_CLOEXEC (and posix_spawn's dups).
+ */
+static bool kept(int fd, const struct sock *sock, const struct leaving *how)
+{
+	int fl;
+
+	if (how->all || (how->spawn_dups && sock->spawn_dup))
+		return true;
+	fl = real.fcntl(fd, F_GETFD);
+	return fl < 0 || !(fl & FD_CLOEXEC);
+}
+
 static void leave(int fd, struct sock *sock, void *arg)
 {
 	const struct leaving *how = arg;
 	struct conn *c = sock->conn;
-	int fl;
 
-	if (!c || (conn_alive(c) && !conn_on_rdma(c)))
+	if (!c) {
+		if (__atomic_load_n(&sock->connector, __ATOMIC_ACQUIRE) &&
+		    kept(fd, sock, how))
+			connector_share(sock);
+		return;
+	}
+	if (conn_alive(c) && !conn_on_rdma(c))
 		return;
 	/*
-	 * The new image keeps the fds without FD_CLOEXEC (and posix_spawn's
-	 * dups): a fork child that execs leaves the rest to their owner.  An
-	 * owner that shares a connection with its fork children goes away
-	 * with its exec, so that connection moves whatever its flags.
+	 * A fork child that execs leaves the fds it does not keep to their
+	 * owner.  An owner that shares a connection with its fork children
+	 * goes away with its exec, so that connection moves whatever its
+	 * flags.
 	 */
-	if (!how->all && !(conn_alive(c) && conn_shared(c)) &&
-	    !(how->spawn_dups && sock->spawn_dup)) {
-		fl = real.fcntl(fd, F_GETFD);
-		if (fl >= 0 && (fl & FD_CLOEXEC))
-			return;
-	}
+	if (!(conn_alive(c) && conn_shared(c)) && !kept(fd, sock, how))
+		return;
 	conn_make_plain(c, how->cause);
 }
 
@@ -541,16 +556,41 @@ void track_spawn(void)
 
 static void connect_before_fork(int fd, struct sock *sock, void *arg)
 {
+	const bool *for_exec = arg;
+	int fl;
+
+	if (!__atomic_load_n(&sock->connector, __ATOMIC_ACQUIRE))
+		return;
+	/* A child that only execs keeps no fd with FD_CLOEXEC. */
+	if (*for_exec) {
+		fl = real.fcntl(fd, F_GETFD);
+		if (fl >= 0 && (fl & FD_CLOEXEC))
+			return;
+	}
+	connector_share(sock);
+}
+
+void track_fork_prepare(bool for_exec)
+{
+	int err = errno;
+
+	if (shim_tracking() && connector_any_pending())
+		fd_table_for_each(connect_before_fork, &for_exec);
+	errno = err;
+}
+
+static void connect_in_child(int fd, struct sock *sock, void *arg)
+{
 	(void)fd;
 	(void)arg;
 	if (__atomic_load_n(&sock->connector, __ATOMIC_ACQUIRE))
-		connector_before_fork(sock);
+		connector_fork_child_release(sock);
 }
 
-void track_fork_prepare(void)
+void track_fork_child(void)
 {
 	if (shim_tracking() && connector_any_pending())
-		fd_table_for_each(connect_before_fork, NULL);
+		fd_table_for_each(connect_in_child, NULL);
 }
 
 void track_daemon(void)

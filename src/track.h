@@ -96,9 +96,12 @@ void track_rx(struct sock *sock, ssize_t ret, int err);
  * among the SCM_RIGHTS of msg.  track_exit(): at exit, shared
  * connections move, and the others end as a close would end them.
  * track_fork_prepare(): the connects in the background settle first
- * (connector_before_fork()); a process with none pays one load.
+ * (connector_share()), those whose fd survives an exec only if the child
+ * is to exec at once (for_exec); a process with none pays one load.
+ * track_fork_child(): the child lets go of the parent's copies for them.
  */
-void track_fork_prepare(void);
+void track_fork_prepare(bool for_exec);
+void track_fork_child(void);
 void track_exec(void);
 void track_spawn(void);
 void track_spawn_dup(int fd);

@@ -49,7 +49,7 @@ enum roceshim_reason {
 	ROCESHIM_REASON_NO_RDMA_LIBS = 11,  /* libibverbs/librdmacm unusable */
 	ROCESHIM_REASON_FD_LIMIT = 12,	    /* near RLIMIT_NOFILE */
 	ROCESHIM_REASON_MEMLOCK_LIMIT = 13, /* rings beyond RLIMIT_MEMLOCK */
-	ROCESHIM_REASON_FORKED = 14,	    /* forked during the handshake */
+	ROCESHIM_REASON_SHARED = 14,	    /* shared during the handshake */
 	ROCESHIM_REASON_ABANDONED = 15,	    /* shut down while connecting */
 	ROCESHIM_REASON_COUNT = 16	    /* array size, room to grow */
 };
@@ -205,7 +205,7 @@ static inline const char *roceshim_reason_name(unsigned int reason)
 		[ROCESHIM_REASON_NO_RDMA_LIBS] = "no_rdma_libs",
 		[ROCESHIM_REASON_FD_LIMIT] = "fd_limit",
 		[ROCESHIM_REASON_MEMLOCK_LIMIT] = "memlock_limit",
-		[ROCESHIM_REASON_FORKED] = "forked",
+		[ROCESHIM_REASON_SHARED] = "shared",
 		[ROCESHIM_REASON_ABANDONED] = "abandoned",
 	};
 

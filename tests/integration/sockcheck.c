@@ -4603,6 +4603,177 @@ out:
 }
 
 /*
+ * The same, as an event loop would: the socket was put in an epoll set
+ * before the fork, and the child waits there.  The child's close, while it
+ * lives on, ends the connection: the parent closed its copy.
+ */
+static void fork_child_closing_connect_in_progress_ends_it(struct tctx *t)
+{
+	const size_t len = 32 << 10;
+	int l = -1, c = -1, s = -1, ep = -1, gate[2] = { -1, -1 }, r, status;
+	struct addr bound;
+	uint64_t h;
+	pid_t pid;
+
+	l = open_listener(t, &server_addr, 0, &bound);
+	TRY(l < 0);
+	ASSERT_OK(pipe(gate));
+	c = tcp_socket(t, family(&bound), 0, &client_addr);
+	TRY(c < 0);
+	ASSERT_OK(set_nonblock(c, true));
+	r = connect(c, sa(&bound), bound.len);
+	ASSERT(!r || errno == EINPROGRESS, "connect: %s", errname(errno));
+	ASSERT_OK(ep = epoll_create1(0));
+	ASSERT_OK(epoll_add(ep, c, EPOLLOUT, 11));
+	pid = fork_child();
+	ASSERT_OK(pid);
+	if (pid == 0) {
+		struct epoll_event ev;
+		char byte;
+
+		close(l);
+		close(gate[1]);
+		if (epoll_wait(ep, &ev, 1, io_ms()) != 1 ||
+		    ev.events != EPOLLOUT || ev.data.u64 != 11)
+			_exit(1);
+		if (set_nonblock(c, false) ||
+		    child_send_pattern(c, 33, len) < 0)
+			_exit(2);
+		close(c);
+		/* Alive until the parent has seen the end of the stream. */
+		_exit(read(gate[0], &byte, 1) == 0 ? 0 : 3);
+	}
+	close_fd(&gate[0]);
+	close_fd(&c);
+	s = accept_within(t, l, 0);
+	TRY(s < 0);
+	TRY(recv_pattern(t, s, 33, len, &h));
+	note_digest(t, "from child", len, h);
+	TRY(expect_eof(t, s));
+	close_fd(&gate[1]);
+	TRY(wait_child(t, pid, &status));
+	ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	       "child failed (status %#x)", status);
+out:
+	close_fd(&l);
+	close_fd(&c);
+	close_fd(&s);
+	close_fd(&ep);
+	close_fd(&gate[0]);
+	close_fd(&gate[1]);
+}
+
+/* Sends fd over the unix socket u with SCM_RIGHTS: 0 or -1. */
+static int send_fd(int u, int fd)
+{
+	char byte = 'f';
+	union {
+		struct cmsghdr align;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} control = { 0 };
+	struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
+	struct msghdr msg = { .msg_iov = &iov,
+			      .msg_iovlen = 1,
+			      .msg_control = control.buf,
+			      .msg_controllen = sizeof(control.buf) };
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+	return sendmsg(u, &msg, 0) == 1 ? 0 : -1;
+}
+
+/* The fd that send_fd() sent over u, or -1. */
+static int recv_fd(int u)
+{
+	char byte;
+	union {
+		struct cmsghdr align;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} control;
+	struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
+	struct msghdr msg = { .msg_iov = &iov,
+			      .msg_iovlen = 1,
+			      .msg_control = control.buf,
+			      .msg_controllen = sizeof(control.buf) };
+	struct cmsghdr *cm;
+	int fd;
+
+	if (recvmsg(u, &msg, 0) != 1)
+		return -1;
+	cm = CMSG_FIRSTHDR(&msg);
+	if (!cm || cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+		return -1;
+	memcpy(&fd, CMSG_DATA(cm), sizeof(int));
+	return fd;
+}
+
+/*
+ * A socket whose non-blocking connect is in progress, passed with
+ * SCM_RIGHTS to another process and closed here: that process finds a
+ * socket that connects, and sends on it once it is writable.  Over RDMA
+ * the connect is still in its handshake when the fd leaves.
+ */
+static void passed_fd_shares_connect_in_progress(struct tctx *t)
+{
+	const size_t len = 32 << 10;
+	int l = -1, c = -1, s = -1, u[2] = { -1, -1 }, r, status;
+	struct addr bound;
+	uint64_t h;
+	pid_t pid;
+
+	l = open_listener(t, &server_addr, 0, &bound);
+	TRY(l < 0);
+	ASSERT_OK(socketpair(AF_UNIX, SOCK_STREAM, 0, u));
+	pid = fork_child();
+	ASSERT_OK(pid);
+	if (pid == 0) {
+		struct pollfd pfd = { .events = POLLOUT };
+		int err = -1;
+		socklen_t elen = sizeof(err);
+
+		close(l);
+		close(u[0]);
+		pfd.fd = recv_fd(u[1]);
+		if (pfd.fd < 0)
+			_exit(1);
+		if (poll(&pfd, 1, io_ms()) != 1 || pfd.revents != POLLOUT)
+			_exit(2);
+		if (getsockopt(pfd.fd, SOL_SOCKET, SO_ERROR, &err, &elen) ||
+		    err)
+			_exit(3);
+		if (set_nonblock(pfd.fd, false) ||
+		    child_send_pattern(pfd.fd, 32, len) < 0)
+			_exit(4);
+		_exit(0);
+	}
+	close_fd(&u[1]);
+	c = tcp_socket(t, family(&bound), 0, &client_addr);
+	TRY(c < 0);
+	ASSERT_OK(set_nonblock(c, true));
+	r = connect(c, sa(&bound), bound.len);
+	ASSERT(!r || errno == EINPROGRESS, "connect: %s", errname(errno));
+	ASSERT_OK(send_fd(u[0], c));
+	close_fd(&c);
+	s = accept_within(t, l, 0);
+	TRY(s < 0);
+	TRY(recv_pattern(t, s, 32, len, &h));
+	note_digest(t, "from the other process", len, h);
+	TRY(wait_child(t, pid, &status));
+	ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	       "child failed (status %#x)", status);
+	TRY(expect_eof(t, s));
+out:
+	close_fd(&l);
+	close_fd(&c);
+	close_fd(&s);
+	close_fd(&u[0]);
+	close_fd(&u[1]);
+}
+
+/*
  * splice() from a connected socket into a pipe moves the peer's bytes, in
  * order, and the connection goes on afterwards.
  */
@@ -5335,6 +5506,8 @@ static const struct test tests[] = {
 	TEST(fork_child_writes_inherited_socket),
 	TEST(fork_child_opens_own_connection),
 	TEST(fork_child_shares_connect_in_progress),
+	TEST(fork_child_closing_connect_in_progress_ends_it),
+	TEST(passed_fd_shares_connect_in_progress),
 	TEST(splice_moves_socket_bytes_into_a_pipe),
 	TEST(splice_moves_pipe_bytes_into_a_socket),
 	TEST(forked_handler_keeps_connection_its_parent_closes),
