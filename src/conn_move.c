@@ -123,6 +123,18 @@ static uint64_t catch_up_bytes(int fd, uint64_t resent)
 static void peer_gone_locked(struct conn *c, bool reset);
 
 /*
+ * Whether the kernel socket holds a reset.  It is left there: the
+ * program's poll, epoll and recv must find it, and a recv of roceshim's
+ * would take it.
+ */
+static bool kernel_reset_locked(const struct conn *c)
+{
+	struct pollfd pfd = { .fd = c->kfd };
+
+	return real.poll(&pfd, 1, 0) == 1 && (pfd.revents & POLLERR);
+}
+
+/*
  * roceshim's own call on the kernel socket failed with err.  The error
  * was the socket's, and is now read: the program must still be told, once
  * (conn.h).
@@ -176,6 +188,10 @@ void conn_move_begin_locked(struct conn *c, enum roceshim_downgrade cause)
 	    __atomic_load_n(&c->peer_closed, __ATOMIC_ACQUIRE) ||
 	    __atomic_load_n(&c->peer_reset, __ATOMIC_ACQUIRE))
 		return;
+	if (kernel_reset_locked(c)) {
+		peer_gone_locked(c, true);
+		return;
+	}
 	c->cause = cause;
 	set_path(c, CONN_MOVING);
 	share_publish(c->slot, SHARE_MOVING);
@@ -263,6 +279,10 @@ static void read_marker_locked(struct conn *c)
 	ssize_t n;
 
 	while (c->marker_len < WIRE_MARKER_LEN) {
+		if (kernel_reset_locked(c)) {
+			peer_gone_locked(c, true);
+			return;
+		}
 		n = real.recv(c->kfd, c->marker + c->marker_len,
 			      WIRE_MARKER_LEN - c->marker_len, MSG_DONTWAIT);
 		if (n > 0) {

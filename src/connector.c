@@ -65,6 +65,11 @@ static unsigned int fork_generation;
 
 /* How long shutdown() waits for an abandoned connect to end. */
 #define ABORT_WAIT_MS 1000
+/*
+ * How long a fork (or exec, or fd passing) waits for a connect whose TCP
+ * connect is on its way: past the kernel's first SYN retransmission.
+ */
+#define SHARE_WAIT_MS 3000
 
 /* Connects of this process still in the background. */
 static unsigned int pending_count;
@@ -337,7 +342,8 @@ static void tcp_connected(struct progress_watcher *w, uint32_t events)
 		c->conn = NULL;
 	}
 	c->tcp_up = !failed;
-	if (!failed && c->dial_again && !c->cancelled && dial_again_locked(c)) {
+	if (!failed && c->dial_again && !c->cancelled && !c->aborted &&
+	    dial_again_locked(c)) {
 		pthread_mutex_unlock(&c->lock);
 		return;
 	}
@@ -462,11 +468,11 @@ static bool tcp_connect_over(int dup)
 	return real.poll(&pfd, 1, 0) == 1;
 }
 
-/* Until the connect ends, at most ABORT_WAIT_MS, whatever signals come. */
-static void wait_connect_end(int wait_fd)
+/* Until the connect ends, at most ms, whatever signals come. */
+static void wait_connect_end(int wait_fd, int ms)
 {
 	struct pollfd pfd = { .fd = wait_fd, .events = POLLIN };
-	int64_t end = clock_ms() + ABORT_WAIT_MS, left;
+	int64_t end = clock_ms() + ms, left;
 
 	while ((left = end - clock_ms()) > 0)
 		if (real.poll(&pfd, 1, (int)left) >= 0 || errno != EINTR)
@@ -505,7 +511,7 @@ bool connector_abort(struct sock *sock, int how)
 	}
 	pthread_mutex_unlock(&c->lock);
 	/* The progress thread ends it at once; a call after sees the end. */
-	wait_connect_end(c->wait_fd);
+	wait_connect_end(c->wait_fd, ABORT_WAIT_MS);
 	return abort;
 }
 
@@ -546,7 +552,7 @@ void connector_share(struct sock *sock)
 	 * ends, a child shares the result like any inherited connection.
 	 */
 	if (wait)
-		wait_connect_end(c->wait_fd);
+		wait_connect_end(c->wait_fd, SHARE_WAIT_MS);
 }
 
 void connector_fork_child_release(struct sock *sock)

@@ -99,7 +99,7 @@ bool connector_any_pending(void);
  * the kernel connects, or an upgraded connection made before it shares
  * it.  A connect still in its RDMA handshake gives up the upgrade (reason
  * shared) and its kernel connect goes out now; one whose TCP connect is
- * on its way is waited for, at most a second.
+ * on its way is waited for, at most 3 s.
  */
 void connector_share(struct sock *sock);
 
