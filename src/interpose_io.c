@@ -194,6 +194,92 @@ SHIM_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
 	return sock ? done_tx(sock, ret, iov, iovcnt) : ret;
 }
 
+/*
+ * preadv2 and pwritev2 at the current position (offset -1) are readv and
+ * writev on a socket: RWF_NOWAIT makes them non-blocking where the kernel
+ * takes it, the other flags a socket accepts change nothing there, and
+ * the rest are refused.  Any other offset is the kernel's ESPIPE.
+ */
+#define RWF_ON_SOCKETS \
+	(RWF_HIPRI | RWF_DSYNC | RWF_SYNC | RWF_NOWAIT | RWF_APPEND)
+
+/*
+ * Whether this kernel takes RWF_NOWAIT on a socket (not every kernel
+ * does): asked once, of a socket pair of roceshim's own.
+ */
+static bool sockets_take_nowait(void)
+{
+	static int answer; /* 0: not known yet, 1: yes, -1: no */
+	int known = __atomic_load_n(&answer, __ATOMIC_ACQUIRE), pair[2];
+	struct iovec iov = { .iov_base = &known, .iov_len = 1 };
+
+	if (known)
+		return known > 0;
+	if (real.socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair))
+		return true;
+	known = real.preadv2(pair[0], &iov, 1, -1, RWF_NOWAIT) < 0 &&
+				errno == EOPNOTSUPP
+			? -1
+			: 1;
+	real.close(pair[0]);
+	real.close(pair[1]);
+	__atomic_store_n(&answer, known, __ATOMIC_RELEASE);
+	return known > 0;
+}
+
+static ssize_t rw2_upgraded(struct sock *up, int fd, const struct iovec *iov,
+			    int iovcnt, int flags, bool tx)
+{
+	int msg = flags & RWF_NOWAIT ? MSG_DONTWAIT : 0;
+
+	if ((flags & ~RWF_ON_SOCKETS) ||
+	    ((flags & RWF_NOWAIT) && !sockets_take_nowait()))
+		return done_upgraded(up, -EOPNOTSUPP);
+	return done_upgraded(up, tx ? upgraded_send(up, fd, iov, iovcnt, msg)
+				    : upgraded_recv(up, fd, iov, iovcnt, msg));
+}
+
+SHIM_EXPORT ssize_t preadv2(int fd, const struct iovec *iov, int iovcnt,
+			    off_t offset, int flags)
+{
+	struct sock *sock, *up;
+	ssize_t ret;
+
+	sock = lookup(fd, &up);
+	if (up && offset == -1)
+		return rw2_upgraded(up, fd, iov, iovcnt, flags, false);
+	sock = sock ? sock : up;
+	ret = real.preadv2(fd, iov, iovcnt, offset, flags);
+	return sock ? done_rx(sock, ret, iov, iovcnt) : ret;
+}
+
+SHIM_EXPORT ssize_t pwritev2(int fd, const struct iovec *iov, int iovcnt,
+			     off_t offset, int flags)
+{
+	struct sock *sock, *up;
+	ssize_t ret;
+
+	sock = lookup(fd, &up);
+	if (up && offset == -1)
+		return rw2_upgraded(up, fd, iov, iovcnt, flags, true);
+	sock = sock ? sock : up;
+	ret = real.pwritev2(fd, iov, iovcnt, offset, flags);
+	return sock ? done_tx(sock, ret, iov, iovcnt) : ret;
+}
+
+/* off_t is 64-bit on every ABI this builds for: one call serves both. */
+SHIM_EXPORT ssize_t preadv64v2(int fd, const struct iovec *iov, int iovcnt,
+			       off_t offset, int flags)
+{
+	return preadv2(fd, iov, iovcnt, offset, flags);
+}
+
+SHIM_EXPORT ssize_t pwritev64v2(int fd, const struct iovec *iov, int iovcnt,
+				off_t offset, int flags)
+{
+	return pwritev2(fd, iov, iovcnt, offset, flags);
+}
+
 SHIM_EXPORT ssize_t recv(int fd, void *buf, size_t len, int flags)
 {
 	struct sock *sock = tracked(fd);

@@ -29,6 +29,8 @@ static void real_resolve(void)
 	RESOLVE(write);
 	RESOLVE(readv);
 	RESOLVE(writev);
+	RESOLVE(preadv2);
+	RESOLVE(pwritev2);
 	RESOLVE(recv);
 	RESOLVE(send);
 	RESOLVE(recvfrom);

@@ -38,6 +38,8 @@ struct real_libc {
 	ssize_t (*write)(int, const void *, size_t);
 	ssize_t (*readv)(int, const struct iovec *, int);
 	ssize_t (*writev)(int, const struct iovec *, int);
+	ssize_t (*preadv2)(int, const struct iovec *, int, off_t, int);
+	ssize_t (*pwritev2)(int, const struct iovec *, int, off_t, int);
 	ssize_t (*recv)(int, void *, size_t, int);
 	ssize_t (*send)(int, const void *, size_t, int);
 	ssize_t (*recvfrom)(int, void *, size_t, int, struct sockaddr *,

@@ -4773,6 +4773,63 @@ out:
 	close_fd(&u[1]);
 }
 
+/* pwritev2 and preadv2 at the current position are writev and readv. */
+static void pwritev2_and_preadv2_at_current_position_carry_bytes(struct tctx *t)
+{
+	char a[3000], b[5000], in[8000];
+	struct iovec out_iov[2] = { { a, sizeof(a) }, { b, sizeof(b) } };
+	struct iovec in_iov = { in, sizeof(in) };
+	int c = -1, s = -1;
+	size_t got = 0;
+	ssize_t n;
+
+	TRY(make_pair(t, &c, &s, PAIR_BIND_CLIENT));
+	pattern_fill(a, sizeof(a), 34, 0);
+	pattern_fill(b, sizeof(b), 34, sizeof(a));
+	n = pwritev2(c, out_iov, 2, -1, 0);
+	ASSERT(n == sizeof(a) + sizeof(b), "pwritev2: %zd, %s", n,
+	       errname(errno));
+	while (got < sizeof(in)) {
+		in_iov.iov_base = in + got;
+		in_iov.iov_len = sizeof(in) - got;
+		n = preadv2(s, &in_iov, 1, -1, 0);
+		ASSERT(n > 0, "preadv2: %zd, %s", n,
+		       n ? errname(errno) : "EOF");
+		got += n;
+	}
+	ASSERT(pattern_mismatch(in, sizeof(in), 34, 0) == sizeof(in),
+	       "data mismatch");
+	note_digest(t, "preadv2", sizeof(in), fnv1a(FNV1A_INIT, in, got));
+	ASSERT_ERR(preadv2(s, &in_iov, 1, 0, 0), ESPIPE);
+	TRY(roundtrip(t, c, s));
+out:
+	close_fd(&c);
+	close_fd(&s);
+}
+
+/*
+ * preadv2 with RWF_NOWAIT does not wait on a blocking socket: EAGAIN, or
+ * EOPNOTSUPP from a kernel that takes no RWF_NOWAIT on sockets (the note
+ * keeps which, for the transcripts to compare).
+ */
+static void preadv2_nowait_on_an_empty_socket_does_not_wait(struct tctx *t)
+{
+	char buf[16];
+	struct iovec iov = { buf, sizeof(buf) };
+	int c = -1, s = -1;
+	ssize_t r;
+
+	TRY(make_pair(t, &c, &s, PAIR_BIND_CLIENT));
+	r = preadv2(s, &iov, 1, -1, RWF_NOWAIT);
+	ASSERT(r < 0 && (errno == EAGAIN || errno == EOPNOTSUPP),
+	       "preadv2 RWF_NOWAIT: %zd, %s", r, errname(errno));
+	note(t, "preadv2 RWF_NOWAIT: %s", errname(errno));
+	TRY(roundtrip(t, c, s));
+out:
+	close_fd(&c);
+	close_fd(&s);
+}
+
 /*
  * splice() from a connected socket into a pipe moves the peer's bytes, in
  * order, and the connection goes on afterwards.
@@ -5508,6 +5565,8 @@ static const struct test tests[] = {
 	TEST(fork_child_shares_connect_in_progress),
 	TEST(fork_child_closing_connect_in_progress_ends_it),
 	TEST(passed_fd_shares_connect_in_progress),
+	TEST(pwritev2_and_preadv2_at_current_position_carry_bytes),
+	TEST(preadv2_nowait_on_an_empty_socket_does_not_wait),
 	TEST(splice_moves_socket_bytes_into_a_pipe),
 	TEST(splice_moves_pipe_bytes_into_a_socket),
 	TEST(forked_handler_keeps_connection_its_parent_closes),
