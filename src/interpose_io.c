@@ -239,32 +239,34 @@ static ssize_t rw2_upgraded(struct sock *up, int fd, const struct iovec *iov,
 				    : upgraded_recv(up, fd, iov, iovcnt, msg));
 }
 
-SHIM_EXPORT ssize_t preadv2(int fd, const struct iovec *iov, int iovcnt,
-			    off_t offset, int flags)
+static ssize_t rw2(int fd, const struct iovec *iov, int iovcnt, off_t offset,
+		   int flags, bool tx)
 {
 	struct sock *sock, *up;
 	ssize_t ret;
 
 	sock = lookup(fd, &up);
 	if (up && offset == -1)
-		return rw2_upgraded(up, fd, iov, iovcnt, flags, false);
+		return rw2_upgraded(up, fd, iov, iovcnt, flags, tx);
 	sock = sock ? sock : up;
+	if (tx) {
+		ret = real.pwritev2(fd, iov, iovcnt, offset, flags);
+		return sock ? done_tx(sock, ret, iov, iovcnt) : ret;
+	}
 	ret = real.preadv2(fd, iov, iovcnt, offset, flags);
 	return sock ? done_rx(sock, ret, iov, iovcnt) : ret;
+}
+
+SHIM_EXPORT ssize_t preadv2(int fd, const struct iovec *iov, int iovcnt,
+			    off_t offset, int flags)
+{
+	return rw2(fd, iov, iovcnt, offset, flags, false);
 }
 
 SHIM_EXPORT ssize_t pwritev2(int fd, const struct iovec *iov, int iovcnt,
 			     off_t offset, int flags)
 {
-	struct sock *sock, *up;
-	ssize_t ret;
-
-	sock = lookup(fd, &up);
-	if (up && offset == -1)
-		return rw2_upgraded(up, fd, iov, iovcnt, flags, true);
-	sock = sock ? sock : up;
-	ret = real.pwritev2(fd, iov, iovcnt, offset, flags);
-	return sock ? done_tx(sock, ret, iov, iovcnt) : ret;
+	return rw2(fd, iov, iovcnt, offset, flags, true);
 }
 
 /* off_t is 64-bit on every ABI this builds for: one call serves both. */

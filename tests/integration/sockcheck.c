@@ -4548,6 +4548,48 @@ out:
 	close_fd(&s);
 }
 
+/* A socket whose non-blocking connect to @to has started; -1 on failure. */
+static int start_connect(struct tctx *t, struct addr *to)
+{
+	int c, r;
+
+	c = tcp_socket(t, family(to), 0, &client_addr);
+	TRY(c < 0);
+	ASSERT_OK(set_nonblock(c, true));
+	r = connect(c, sa(to), to->len);
+	ASSERT(!r || errno == EINPROGRESS, "connect: %s", errname(errno));
+	return c;
+out:
+	close_fd(&c);
+	return -1;
+}
+
+/*
+ * Accepts on @l the connection another process (@pid) sends @len bytes of
+ * stream @seed over, and checks them, the process's exit, and that its
+ * exit closed the last copy.
+ */
+static int take_stream_of(struct tctx *t, int l, pid_t pid, uint64_t seed,
+			  size_t len)
+{
+	int s = -1, status;
+	uint64_t h;
+
+	s = accept_within(t, l, 0);
+	TRY(s < 0);
+	TRY(recv_pattern(t, s, seed, len, &h));
+	note_digest(t, "from the other process", len, h);
+	TRY(wait_child(t, pid, &status));
+	ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	       "child failed (status %#x)", status);
+	TRY(expect_eof(t, s));
+	close_fd(&s);
+	return 0;
+out:
+	close_fd(&s);
+	return -1;
+}
+
 /*
  * A fork while a non-blocking connect is in progress: the child shares a
  * socket that connects, and sends on it once it is writable, while the
@@ -4557,18 +4599,14 @@ out:
 static void fork_child_shares_connect_in_progress(struct tctx *t)
 {
 	const size_t len = 32 << 10;
-	int l = -1, c = -1, s = -1, r, status;
+	int l = -1, c = -1;
 	struct addr bound;
-	uint64_t h;
 	pid_t pid;
 
 	l = open_listener(t, &server_addr, 0, &bound);
 	TRY(l < 0);
-	c = tcp_socket(t, family(&bound), 0, &client_addr);
+	c = start_connect(t, &bound);
 	TRY(c < 0);
-	ASSERT_OK(set_nonblock(c, true));
-	r = connect(c, sa(&bound), bound.len);
-	ASSERT(!r || errno == EINPROGRESS, "connect: %s", errname(errno));
 	pid = fork_child();
 	ASSERT_OK(pid);
 	if (pid == 0) {
@@ -4587,19 +4625,10 @@ static void fork_child_shares_connect_in_progress(struct tctx *t)
 		_exit(0);
 	}
 	close_fd(&c);
-	s = accept_within(t, l, 0);
-	TRY(s < 0);
-	TRY(recv_pattern(t, s, 29, len, &h));
-	note_digest(t, "from child", len, h);
-	TRY(wait_child(t, pid, &status));
-	ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-	       "child failed (status %#x)", status);
-	/* The child's exit closed the last copy. */
-	TRY(expect_eof(t, s));
+	TRY(take_stream_of(t, l, pid, 29, len));
 out:
 	close_fd(&l);
 	close_fd(&c);
-	close_fd(&s);
 }
 
 /*
@@ -4610,7 +4639,7 @@ out:
 static void fork_child_closing_connect_in_progress_ends_it(struct tctx *t)
 {
 	const size_t len = 32 << 10;
-	int l = -1, c = -1, s = -1, ep = -1, gate[2] = { -1, -1 }, r, status;
+	int l = -1, c = -1, s = -1, ep = -1, gate[2] = { -1, -1 }, status;
 	struct addr bound;
 	uint64_t h;
 	pid_t pid;
@@ -4618,11 +4647,8 @@ static void fork_child_closing_connect_in_progress_ends_it(struct tctx *t)
 	l = open_listener(t, &server_addr, 0, &bound);
 	TRY(l < 0);
 	ASSERT_OK(pipe(gate));
-	c = tcp_socket(t, family(&bound), 0, &client_addr);
+	c = start_connect(t, &bound);
 	TRY(c < 0);
-	ASSERT_OK(set_nonblock(c, true));
-	r = connect(c, sa(&bound), bound.len);
-	ASSERT(!r || errno == EINPROGRESS, "connect: %s", errname(errno));
 	ASSERT_OK(ep = epoll_create1(0));
 	ASSERT_OK(epoll_add(ep, c, EPOLLOUT, 11));
 	pid = fork_child();
@@ -4719,9 +4745,8 @@ static int recv_fd(int u)
 static void passed_fd_shares_connect_in_progress(struct tctx *t)
 {
 	const size_t len = 32 << 10;
-	int l = -1, c = -1, s = -1, u[2] = { -1, -1 }, r, status;
+	int l = -1, c = -1, u[2] = { -1, -1 };
 	struct addr bound;
-	uint64_t h;
 	pid_t pid;
 
 	l = open_listener(t, &server_addr, 0, &bound);
@@ -4750,25 +4775,14 @@ static void passed_fd_shares_connect_in_progress(struct tctx *t)
 		_exit(0);
 	}
 	close_fd(&u[1]);
-	c = tcp_socket(t, family(&bound), 0, &client_addr);
+	c = start_connect(t, &bound);
 	TRY(c < 0);
-	ASSERT_OK(set_nonblock(c, true));
-	r = connect(c, sa(&bound), bound.len);
-	ASSERT(!r || errno == EINPROGRESS, "connect: %s", errname(errno));
 	ASSERT_OK(send_fd(u[0], c));
 	close_fd(&c);
-	s = accept_within(t, l, 0);
-	TRY(s < 0);
-	TRY(recv_pattern(t, s, 32, len, &h));
-	note_digest(t, "from the other process", len, h);
-	TRY(wait_child(t, pid, &status));
-	ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-	       "child failed (status %#x)", status);
-	TRY(expect_eof(t, s));
+	TRY(take_stream_of(t, l, pid, 32, len));
 out:
 	close_fd(&l);
 	close_fd(&c);
-	close_fd(&s);
 	close_fd(&u[0]);
 	close_fd(&u[1]);
 }
