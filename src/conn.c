@@ -705,6 +705,15 @@ void conn_exit(struct conn *c, int fd)
 		conn_rdma_wait_writes(c);
 }
 
+int conn_kernel_ready(struct conn *c, int fd)
+{
+	int err = conn_take_error(c);
+
+	if (err)
+		return -err;
+	return path_of(c) == CONN_TCP ? backlog_out(c, fd, 0) : 0;
+}
+
 bool conn_is_plain(struct conn *c)
 {
 	return path_of(c) == CONN_TCP && c->backlog_from == c->backlog_to &&

@@ -111,6 +111,15 @@ bool conn_is_plain(struct conn *c);
 int conn_make_plain(struct conn *c, enum roceshim_downgrade cause);
 
 /*
+ * Before a call of the program's that goes to the moved connection's
+ * kernel socket itself (splice): the error roceshim read from the socket
+ * is reported first, and the bytes that moved with the connection go out
+ * before the program's, as conn_send() does.  0, or a negative errno for
+ * the call (-EAGAIN if fd is non-blocking and the backlog waits).
+ */
+int conn_kernel_ready(struct conn *c, int fd);
+
+/*
  * The CM says its queue pair is gone (the peer's disconnect, a device
  * removal): it moves to TCP, unless the peer closed it.
  */

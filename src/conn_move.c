@@ -123,15 +123,23 @@ static uint64_t catch_up_bytes(int fd, uint64_t resent)
 static void peer_gone_locked(struct conn *c, bool reset);
 
 /*
- * Whether the kernel socket holds a reset.  It is left there: the
- * program's poll, epoll and recv must find it, and a recv of roceshim's
- * would take it.
+ * Whether the kernel socket holds a reset, and nothing before it: the
+ * reset is left there, for the program's poll, epoll and recv to find (a
+ * recv of roceshim's would take it).  POLLERR alone may also be the
+ * program's error queue (SO_TIMESTAMPING): the connection must be closed.
  */
 static bool kernel_reset_locked(const struct conn *c)
 {
 	struct pollfd pfd = { .fd = c->kfd };
+	struct tcp_info ti = { 0 };
+	socklen_t len = sizeof(ti);
+	int queued = 0;
 
-	return real.poll(&pfd, 1, 0) == 1 && (pfd.revents & POLLERR);
+	if (real.poll(&pfd, 1, 0) != 1 || !(pfd.revents & POLLERR) ||
+	    real.getsockopt(c->kfd, IPPROTO_TCP, TCP_INFO, &ti, &len) ||
+	    ti.tcpi_state != TCP_CLOSE)
+		return false;
+	return !real.ioctl(c->kfd, SIOCINQ, &queued) && !queued;
 }
 
 /*

@@ -6,6 +6,8 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -217,6 +219,8 @@ static bool sockets_take_nowait(void)
 		return known > 0;
 	if (real.socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair))
 		return true;
+	/* A byte to read: the probe cannot block, whatever the kernel does. */
+	(void)!real.write(pair[1], "", 1);
 	known = real.preadv2(pair[0], &iov, 1, -1, RWF_NOWAIT) < 0 &&
 				errno == EOPNOTSUPP
 			? -1
@@ -500,20 +504,27 @@ static bool is_pipe(int fd)
 }
 
 /*
- * What the ring of a connection that could not move (its peer has gone)
- * still holds, into the pipe fd_out: peeked, written, and consumed as far
- * as the pipe took it.
+ * What a connection that is not plain yet (its peer has gone, or bytes
+ * that moved with it still wait) has for the pipe fd_out: peeked, written
+ * and consumed as far as the pipe took it.  As the kernel does, it waits
+ * for room in the pipe unless SPLICE_F_NONBLOCK, and then writes at most
+ * PIPE_BUF, which one free slot of a pipe takes without blocking.
  */
 static ssize_t splice_from_ring(struct sock *up, int fd_in, int fd_out,
 				size_t len, unsigned int flags)
 {
-	char buf[65536];
+	char buf[PIPE_BUF];
 	struct iovec iov = { .iov_base = buf,
 			     .iov_len = len < sizeof(buf) ? len : sizeof(buf) };
-	int peek = MSG_PEEK | (flags & SPLICE_F_NONBLOCK ? MSG_DONTWAIT : 0);
+	struct pollfd pipe_room = { .fd = fd_out, .events = POLLOUT };
 	ssize_t n;
 
-	n = upgraded_recv(up, fd_in, &iov, 1, peek);
+	n = real.poll(&pipe_room, 1, flags & SPLICE_F_NONBLOCK ? 0 : -1);
+	if (n < 0)
+		return -errno;
+	if (!n)
+		return -EAGAIN;
+	n = upgraded_recv(up, fd_in, &iov, 1, MSG_PEEK);
 	if (n <= 0)
 		return n;
 	n = real.write(fd_out, buf, n);
@@ -532,32 +543,38 @@ static int splice_end(struct sock *up)
 {
 	int err = upgraded_make_plain(up, ROCESHIM_DOWNGRADE_SPLICE);
 
-	return err == -EAGAIN ? err : 0;
+	return err == -EAGAIN && carried(up) ? err : 0;
 }
+
+#define SPLICE_F_ALL \
+	(SPLICE_F_MOVE | SPLICE_F_NONBLOCK | SPLICE_F_MORE | SPLICE_F_GIFT)
 
 SHIM_EXPORT ssize_t splice(int fd_in, loff_t *off_in, int fd_out,
 			   loff_t *off_out, size_t len, unsigned int flags)
 {
 	struct sock *up_in, *up_out, *in, *out;
-	bool counted = false;
+	bool counted = false, moves;
 	ssize_t ret;
 	int err = 0;
 
 	in = lookup(fd_in, &up_in);
 	out = lookup(fd_out, &up_out);
-	if (up_in && is_pipe(fd_out)) {
+	/* What the kernel refuses or does nothing with moves nothing. */
+	moves = len && !(flags & ~SPLICE_F_ALL) && !off_in && !off_out;
+	if (moves && up_in && is_pipe(fd_out)) {
 		err = splice_end(up_in);
 		if (!err && carried(up_in)) {
-			ret = off_in || off_out
-				      ? -ESPIPE
-				      : splice_from_ring(up_in, fd_in, fd_out,
-							 len, flags);
+			ret = splice_from_ring(up_in, fd_in, fd_out, len,
+					       flags);
 			counted = true;
 			goto out;
 		}
 	}
-	if (!err && up_out && is_pipe(fd_in))
+	if (moves && !err && up_out && is_pipe(fd_in)) {
 		err = splice_end(up_out);
+		if (!err && carried(up_out))
+			err = upgraded_kernel_ready(up_out, fd_out);
+	}
 	if (err) {
 		ret = err;
 		goto out;

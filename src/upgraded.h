@@ -28,6 +28,8 @@ int upgraded_readable_bytes(struct sock *sock, int fd);
  * cause; -EAGAIN while its connect is still in the background.
  */
 int upgraded_make_plain(struct sock *sock, enum roceshim_downgrade cause);
+/* conn_kernel_ready() of sock's connection; 0 without one. */
+int upgraded_kernel_ready(struct sock *sock, int fd);
 /* conn_take_error() of sock's connection; 0 without one. */
 int upgraded_take_error(struct sock *sock);
 

@@ -4845,6 +4845,68 @@ out:
 }
 
 /*
+ * Bytes spliced into a socket follow those sent before, which the peer
+ * has not read: the socket is filled until it would block (over RDMA the
+ * bytes wait in the ring, and move with the connection), then a pipe's
+ * bytes are spliced in while the peer reads.
+ */
+static void splice_into_a_socket_follows_the_bytes_sent_before(struct tctx *t)
+{
+	static unsigned char buf[16384];
+	int64_t end = now_ms() + io_ms();
+	int c = -1, s = -1, p[2] = { -1, -1 };
+	size_t sent = 0, got = 0, spliced = 0, bad;
+	ssize_t n;
+
+	/*
+	 * Small buffers: what waits for the peer is more than its kernel
+	 * connection takes at once.  How much fits differs by transport, so
+	 * the transcript has no digest of it.
+	 */
+	TRY(make_pair(t, &c, &s,
+		      PAIR_BIND_CLIENT | PAIR_NONBLOCK | PAIR_SMALL_BUFFERS));
+	ASSERT_OK(pipe(p));
+	for (;;) {
+		pattern_fill(buf, sizeof(buf), 35, sent);
+		n = send(c, buf, sizeof(buf), MSG_NOSIGNAL);
+		if (n < 0 && errno == EAGAIN)
+			break;
+		ASSERT(n > 0, "send: %s", errname(errno));
+		sent += n;
+	}
+	pattern_fill(buf, sizeof(buf), 35, sent);
+	ASSERT(write(p[1], buf, sizeof(buf)) == sizeof(buf), "pipe write: %s",
+	       errname(errno));
+	while (got < sent + sizeof(buf)) {
+		ASSERT(now_ms() < end, "only %zu of %zu bytes", got,
+		       sent + sizeof(buf));
+		if (spliced < sizeof(buf)) {
+			n = splice(p[0], NULL, c, NULL, sizeof(buf) - spliced,
+				   0);
+			ASSERT(n > 0 || errno == EAGAIN, "splice: %zd, %s", n,
+			       n ? errname(errno) : "nothing moved");
+			if (n > 0)
+				spliced += n;
+		}
+		n = recv(s, buf, sizeof(buf), 0);
+		if (n < 0 && errno == EAGAIN) {
+			wait_fd(s, POLLIN, 10);
+			continue;
+		}
+		ASSERT(n > 0, "recv: %zd, %s", n, n ? errname(errno) : "EOF");
+		bad = pattern_mismatch(buf, n, 35, got);
+		ASSERT(bad == (size_t)n, "data mismatch at byte %zu",
+		       got + bad);
+		got += n;
+	}
+out:
+	close_fd(&p[0]);
+	close_fd(&p[1]);
+	close_fd(&c);
+	close_fd(&s);
+}
+
+/*
  * splice() from a connected socket into a pipe moves the peer's bytes, in
  * order, and the connection goes on afterwards.
  */
@@ -5583,6 +5645,7 @@ static const struct test tests[] = {
 	TEST(preadv2_nowait_on_an_empty_socket_does_not_wait),
 	TEST(splice_moves_socket_bytes_into_a_pipe),
 	TEST(splice_moves_pipe_bytes_into_a_socket),
+	TEST(splice_into_a_socket_follows_the_bytes_sent_before),
 	TEST(forked_handler_keeps_connection_its_parent_closes),
 	TEST(clone_child_serves_connection_its_parent_closes),
 	TEST(vfork_child_exit_leaves_sockets_intact),
