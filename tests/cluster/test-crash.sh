@@ -52,9 +52,11 @@ echo "# host2 crashed"
 watcher=$!
 rsf-exec --boot host2
 echo "# host2 is back after $(($(date +%s) - crash)) s"
+# Its new agent joins only then: one that joined first would have host1's
+# agent restart the survivors, which could then hang without being seen.
+wait "$watcher"
 # shellcheck disable=SC2046
 second=$(rsf-exec --bg host2 $(node 0))
-wait "$watcher"
 failed_after=99999
 [ -s "$tmp/failed_at" ] && failed_after=$(($(cat "$tmp/failed_at") - crash))
 echo "# host1's agent saw its workers fail $failed_after s after the crash"
