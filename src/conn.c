@@ -465,6 +465,17 @@ static bool qp_failed(struct conn *c, ssize_t n)
 	return path_of(c) != CONN_RDMA;
 }
 
+/*
+ * On TCP, before the program's bytes go to the kernel socket: a reset that
+ * a flush of the backlog read, then the backlog itself.
+ */
+static int kernel_ready(struct conn *c, int fd, int flags)
+{
+	int err = conn_take_error(c);
+
+	return err ? -err : backlog_out(c, fd, flags);
+}
+
 /* A call on a connection inherited across fork claims it first. */
 static void claim_if_inherited(struct conn *c)
 {
@@ -510,12 +521,7 @@ ssize_t conn_send(struct conn *c, int tcp_fd, const struct iovec *iov,
 				return err;
 			continue;
 		case CONN_TCP:
-			/* A reset that a flush of the backlog read comes first.
-			 */
-			err = conn_take_error(c);
-			if (err)
-				return -err;
-			n = backlog_out(c, tcp_fd, flags);
+			n = kernel_ready(c, tcp_fd, flags);
 			if (n)
 				return n;
 			n = kernel_send(tcp_fd, iov, iovcnt, flags);
@@ -707,11 +713,9 @@ void conn_exit(struct conn *c, int fd)
 
 int conn_kernel_ready(struct conn *c, int fd)
 {
-	int err = conn_take_error(c);
-
-	if (err)
-		return -err;
-	return path_of(c) == CONN_TCP ? backlog_out(c, fd, 0) : 0;
+	if (path_of(c) == CONN_TCP)
+		return kernel_ready(c, fd, 0);
+	return -conn_take_error(c);
 }
 
 bool conn_is_plain(struct conn *c)

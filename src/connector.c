@@ -479,6 +479,23 @@ static void wait_connect_end(int wait_fd, int ms)
 			return;
 }
 
+/*
+ * Under c->lock: the connect gives up its upgrade for why.  A handshake
+ * under way ends as on a timeout (which the peer resolves to TCP too),
+ * and the kernel's own connect goes out from the socket at once.
+ */
+static void give_up_upgrade_locked(struct connector *c,
+				   enum roceshim_reason why)
+{
+	c->aborted = true;
+	c->abort_reason = why;
+	if (c->dial) {
+		(void)connect_nonblocking(c->dup, (struct sockaddr *)&c->addr,
+					  c->len);
+		handshake_dial_cancel(c->dial);
+	}
+}
+
 bool connector_abort(struct sock *sock, int how)
 {
 	struct connector *c =
@@ -498,13 +515,7 @@ bool connector_abort(struct sock *sock, int how)
 		 * EPIPE), a connection already made is shut as asked.
 		 * Either way the socket is the kernel's from now on.
 		 */
-		c->aborted = true;
-		c->abort_reason = ROCESHIM_REASON_ABANDONED;
-		if (c->dial) {
-			(void)connect_nonblocking(
-				c->dup, (struct sockaddr *)&c->addr, c->len);
-			handshake_dial_cancel(c->dial);
-		}
+		give_up_upgrade_locked(c, ROCESHIM_REASON_ABANDONED);
 		real.shutdown(c->dup, how);
 	} else if (c->state != CONNECTOR_DONE && c->dial) {
 		handshake_dial_cancel(c->dial);
@@ -528,16 +539,8 @@ void connector_share(struct sock *sock)
 	c->shared = true;
 	if (wait && c->state == CONNECTOR_DIALING && !c->tcp_up && c->dial &&
 	    c->dup >= 0) {
-		/*
-		 * The child must find a kernel socket that connects: the
-		 * connect goes out now, and the handshake ends as on a
-		 * timeout, which the peer resolves to TCP too.
-		 */
-		c->aborted = true;
-		c->abort_reason = ROCESHIM_REASON_SHARED;
-		(void)connect_nonblocking(c->dup, (struct sockaddr *)&c->addr,
-					  c->len);
-		handshake_dial_cancel(c->dial);
+		/* The child must find a kernel socket that connects. */
+		give_up_upgrade_locked(c, ROCESHIM_REASON_SHARED);
 		/*
 		 * The socket is the kernel's from now on, in every process
 		 * that holds it: so are its epoll registrations.

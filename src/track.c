@@ -556,26 +556,20 @@ void track_spawn(void)
 
 static void connect_before_fork(int fd, struct sock *sock, void *arg)
 {
-	const bool *for_exec = arg;
-	int fl;
-
-	if (!__atomic_load_n(&sock->connector, __ATOMIC_ACQUIRE))
-		return;
-	/* A child that only execs keeps no fd with FD_CLOEXEC. */
-	if (*for_exec) {
-		fl = real.fcntl(fd, F_GETFD);
-		if (fl >= 0 && (fl & FD_CLOEXEC))
-			return;
-	}
-	connector_share(sock);
+	if (__atomic_load_n(&sock->connector, __ATOMIC_ACQUIRE) &&
+	    kept(fd, sock, arg))
+		connector_share(sock);
 }
 
 void track_fork_prepare(bool for_exec)
 {
+	/* A child that only execs keeps no fd with FD_CLOEXEC. */
+	struct leaving how = { .cause = ROCESHIM_DOWNGRADE_FORK,
+			       .all = !for_exec };
 	int err = errno;
 
 	if (shim_tracking() && connector_any_pending())
-		fd_table_for_each(connect_before_fork, &for_exec);
+		fd_table_for_each(connect_before_fork, &how);
 	errno = err;
 }
 
