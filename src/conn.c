@@ -35,6 +35,7 @@ struct closing {
 
 static pthread_mutex_t closing_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct closing *closing_list;
+static unsigned int closing_count; /* atomic: entries not yet destroyed */
 
 /*
  * Every connection of this process, for the health check: a queue pair
@@ -857,12 +858,25 @@ void conn_release(struct conn *c, bool abortive)
 		return;
 	cl->conn = c;
 	cl->deadline_ms = clock_ms() + LINGER_TIMEOUT_MS;
+	__atomic_add_fetch(&closing_count, 1, __ATOMIC_RELEASE);
 	pthread_mutex_lock(&closing_lock);
 	cl->next = closing_list;
 	closing_list = cl;
 	pthread_mutex_unlock(&closing_lock);
 	/* The progress thread may wait without a tick: the linger needs one. */
 	progress_wake();
+}
+
+void conn_closing_drain(void)
+{
+	static const struct timespec pause = { .tv_nsec = 1000000 };
+	int64_t deadline = clock_ms() + LINGER_TIMEOUT_MS;
+
+	while (__atomic_load_n(&closing_count, __ATOMIC_ACQUIRE) &&
+	       clock_ms() < deadline) {
+		progress_wake();
+		nanosleep(&pause, NULL);
+	}
 }
 
 /* Whether a closed connection is done: its FIN out, or its move over. */
@@ -904,6 +918,7 @@ bool conn_reap_tick(void)
 			rdmacm.disconnect(cl->conn->id);
 			conn_destroy(cl->conn);
 			free(cl);
+			__atomic_sub_fetch(&closing_count, 1, __ATOMIC_RELEASE);
 			continue;
 		}
 		cl->next = keep;
@@ -924,4 +939,12 @@ bool conn_reap_tick(void)
 void conn_fork_prepare(void)
 {
 	conn_fork_epoch++;
+}
+
+void conn_fork_child(void)
+{
+	/* The parent's closed connections: it finishes them, not the child. */
+	pthread_mutex_init(&closing_lock, NULL);
+	closing_list = NULL;
+	__atomic_store_n(&closing_count, 0, __ATOMIC_RELEASE);
 }

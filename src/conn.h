@@ -133,6 +133,12 @@ void conn_qp_lost(struct conn *c, enum roceshim_downgrade cause);
  */
 void conn_release(struct conn *c, bool abortive);
 bool conn_reap_tick(void);
+/*
+ * Before the process leaves (exit, exec, daemon()): waits, at most as
+ * long as a close lingers, until the closed connections are done, as the
+ * kernel finishes a closed socket's work after its process has gone.
+ */
+void conn_closing_drain(void);
 
 /*
  * For a connection that never reached the program (a handshake that
@@ -171,5 +177,6 @@ int conn_move_unclaimed(int fd, int timeout_ms);
  * made before may be shared.
  */
 void conn_fork_prepare(void);
+void conn_fork_child(void);
 
 #endif /* ROCESHIM_CONN_H */

@@ -70,6 +70,7 @@ static void fork_child(void)
 	/* A vfork child of the parent's is none of this child's. */
 	shim_vfork_parent = 0;
 	track_fork_child();
+	conn_fork_child();
 	fd_room_fork_child();
 	progress_fork_child();
 	connector_fork_child();

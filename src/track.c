@@ -521,8 +521,10 @@ void track_exec(void)
 {
 	struct leaving how = { .cause = ROCESHIM_DOWNGRADE_EXEC };
 
-	if (may_have_rdma())
-		fd_table_for_each(leave, &how);
+	if (!may_have_rdma())
+		return;
+	fd_table_for_each(leave, &how);
+	conn_closing_drain();
 }
 
 static void note_rdma_state(int fd, struct sock *sock, void *arg)
@@ -591,8 +593,10 @@ void track_daemon(void)
 {
 	struct leaving how = { .cause = ROCESHIM_DOWNGRADE_FORK, .all = true };
 
-	if (may_have_rdma())
-		fd_table_for_each(leave, &how);
+	if (!may_have_rdma())
+		return;
+	fd_table_for_each(leave, &how);
+	conn_closing_drain();
 }
 
 void track_spawn_dup(int fd)
@@ -616,8 +620,10 @@ static void end(int fd, struct sock *sock, void *arg)
 
 void track_exit(void)
 {
-	if (may_have_rdma())
-		fd_table_for_each(end, NULL);
+	if (!may_have_rdma())
+		return;
+	fd_table_for_each(end, NULL);
+	conn_closing_drain();
 }
 
 void track_fds_passed(const struct msghdr *msg)

@@ -95,6 +95,8 @@ void track_rx(struct sock *sock, ssize_t ret, int err);
  * behind: every connection.  track_fds_passed(): the upgraded sockets
  * among the SCM_RIGHTS of msg.  track_exit(): at exit, shared
  * connections move, and the others end as a close would end them.
+ * track_exec(), track_daemon() and track_exit() then wait for the closed
+ * connections to finish (conn_closing_drain()).
  * track_fork_prepare(): the connects in the background settle first
  * (connector_share()), those whose fd survives an exec only if the child
  * is to exec at once (for_exec); a process with none pays one load.

@@ -21,6 +21,11 @@
   peer.py churn ADDR --count N                N connections in one process
   peer.py fork ADDR PORT [--bind A]           an echo connection across
                                               fork (the server must serve 2)
+  peer.py handoff ADDR --then exit|exec      accepts one, and after its
+                                              first byte forks a child that
+                                              echoes it all; closes its copy
+                                              and at once exits or execs
+                                              sleep; "port P"
   peer.py late ADDR [--delay S] [--count N] [--conns C]
                                               accepts C, sends one byte to
                                               each after S seconds, N
@@ -235,6 +240,27 @@ def fork(args):
     report(s)
     s.close()
     return 0 if ok else 1
+
+
+def handoff(args):
+    """The inetd shape whose parent leaves at once: the connection the
+    child inherited must outlive the parent that owned it."""
+    ls = socket.socket()
+    ls.bind((args.addr, 0))
+    ls.listen(1)
+    print("port %d" % ls.getsockname()[1], flush=True)
+    conn, _ = ls.accept()
+    first = conn.recv(1)
+    if os.fork() == 0:
+        ls.close()
+        time.sleep(0.5)
+        conn.sendall(first)
+        echo_one(conn, False)
+        os._exit(0)
+    conn.close()
+    if args.then == "exec":
+        os.execv("/bin/sleep", ["sleep", "10"])
+    sys.exit(0)
 
 
 def stream(args):
@@ -501,6 +527,9 @@ def main():
     fk.add_argument("port", type=int)
     fk.add_argument("--bind")
     fk.add_argument("--child-uses", action="store_true")
+    ho = sub.add_parser("handoff")
+    ho.add_argument("addr")
+    ho.add_argument("--then", choices=("exit", "exec"), required=True)
     lt = sub.add_parser("late")
     lt.add_argument("addr")
     lt.add_argument("--delay", type=float, default=2.0)
@@ -522,6 +551,7 @@ def main():
     return {"serve": serve, "wait-echo": wait_echo, "echo": echo,
             "retry": retry, "stream": stream, "send": send,
             "drain": drain, "churn": churn, "fork": fork, "late": late,
+            "handoff": handoff,
             "idle": idle}[args.cmd](args) or 0
 
 
