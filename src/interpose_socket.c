@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <linux/close_range.h>
+#include <sys/syscall.h>
 
 #include "conn.h"
 #include "connector.h"
@@ -219,6 +220,36 @@ SHIM_EXPORT int dup3(int old_fd, int new_fd, int flags)
 {
 	shim_ensure_init();
 	return track_dup_result(old_fd, real.dup3(old_fd, new_fd, flags));
+}
+
+/*
+ * libuv closes every fd with syscall(SYS_close, fd), to stay clear of
+ * close()'s cancellation point: such a close must still reach the fd
+ * table, or the socket's connection would outlive it and its number's
+ * next owner would find it.
+ */
+bool shim_fd_syscall(long number, const long *arg, long *ret)
+{
+	switch (number) {
+	case SYS_close:
+		*ret = close((int)arg[0]);
+		return true;
+	case SYS_close_range:
+		*ret = close_range((unsigned int)arg[0], (unsigned int)arg[1],
+				   (int)arg[2]);
+		return true;
+	case SYS_dup:
+		*ret = dup((int)arg[0]);
+		return true;
+	case SYS_dup2:
+		*ret = dup2((int)arg[0], (int)arg[1]);
+		return true;
+	case SYS_dup3:
+		*ret = dup3((int)arg[0], (int)arg[1], (int)arg[2]);
+		return true;
+	default:
+		return false;
+	}
 }
 
 SHIM_EXPORT int epoll_create(int size)

@@ -229,8 +229,9 @@ SHIM_EXPORT pid_t vfork(void)
  * each session so, with syscall(SYS_clone, CLONE_NEWPID | ... | SIGCHLD)).
  * So a clone that copies the address space (no CLONE_VM) and returns on
  * the caller's stack, through syscall() or through clone(), runs the fork
- * handlers around it as fork() does.  Every other system call passes
- * straight through.
+ * handlers around it as fork() does.  The calls that change what an fd
+ * number names go through their wrappers (shim_fd_syscall()).  Every
+ * other system call passes straight through.
  */
 static bool copies_memory(uint64_t flags)
 {
@@ -261,6 +262,8 @@ SHIM_EXPORT long syscall(long number, ...)
 		arg[i] = va_arg(ap, long);
 	va_end(ap);
 	shim_ensure_init();
+	if (shim_config.enabled && shim_fd_syscall(number, arg, &ret))
+		return ret;
 	if (!shim_config.enabled || !forks(number, arg))
 		return real.syscall(number, arg[0], arg[1], arg[2], arg[3],
 				    arg[4], arg[5]);

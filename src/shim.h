@@ -58,6 +58,14 @@ static inline void shim_ensure_init(void)
 		shim_init();
 }
 
+/*
+ * interpose_socket.c: a system call made through syscall() that changes
+ * what an fd number names (close, close_range, dup, dup2, dup3) goes
+ * where the libc call goes: *ret gets its result, as syscall() returns
+ * it.  false for every other number.
+ */
+bool shim_fd_syscall(long number, const long *arg, long *ret);
+
 static inline struct sock *shim_lookup(int fd)
 {
 	if (!shim_tracking())

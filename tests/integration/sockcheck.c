@@ -2710,6 +2710,46 @@ out:
 	close_fd(&s);
 }
 
+/*
+ * libuv closes every fd with syscall(SYS_close, fd): that close ends the
+ * connection as close() does, the bytes sent before it first.
+ */
+static void raw_close_syscall_ends_the_connection(struct tctx *t)
+{
+	const size_t len = 64 << 10;
+	int c = -1, s = -1;
+
+	TRY(make_pair(t, &c, &s, 0));
+	TRY(send_pattern(t, c, 61, len));
+	ASSERT_OK(syscall(SYS_close, c));
+	c = -1;
+	TRY(recv_pattern(t, s, 61, len, NULL));
+	TRY(expect_eof(t, s));
+out:
+	close_fd(&c);
+	close_fd(&s);
+}
+
+/* The number a raw close freed names the next socket, and only it. */
+static void raw_close_syscall_frees_the_number(struct tctx *t)
+{
+	int c1 = -1, s1 = -1, c2 = -1, s2 = -1, old;
+
+	TRY(make_pair(t, &c1, &s1, 0));
+	old = c1;
+	ASSERT_OK(syscall(SYS_close, c1));
+	c1 = -1;
+	TRY(make_pair(t, &c2, &s2, 0));
+	TRY(roundtrip(t, c2, s2));
+	TRY(expect_eof(t, s1));
+	note(t, "number %s", c2 == old ? "reused" : "not reused");
+out:
+	close_fd(&c1);
+	close_fd(&s1);
+	close_fd(&c2);
+	close_fd(&s2);
+}
+
 static int abortive_close(int fd)
 {
 	struct linger lg = { .l_onoff = 1, .l_linger = 0 };
@@ -5580,6 +5620,8 @@ static const struct test tests[] = {
 	TEST(shutdown_rd_wakes_a_blocked_reader),
 	TEST(send_after_shutdown_wr_gives_epipe),
 	TEST(eof_after_close_reads_zero_repeatedly),
+	TEST(raw_close_syscall_ends_the_connection),
+	TEST(raw_close_syscall_frees_the_number),
 	TEST(linger_zero_close_resets_peer),
 	TEST(reset_is_reported_once_then_reads_end),
 	TEST(reset_reports_readable_to_poll),
