@@ -47,6 +47,23 @@ bool endpoint_is_v4_mapped(const struct roceshim_stats_endpoint *ep)
 	return !memcmp(ep->addr, v4_mapped_prefix, sizeof(v4_mapped_prefix));
 }
 
+bool sockaddr_unmap_v4(struct sockaddr_storage *ss)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET };
+	struct sockaddr_in6 sin6;
+
+	if (ss->ss_family != AF_INET6)
+		return false;
+	memcpy(&sin6, ss, sizeof(sin6));
+	if (!IN6_IS_ADDR_V4MAPPED(&sin6.sin6_addr))
+		return false;
+	sin.sin_port = sin6.sin6_port;
+	memcpy(&sin.sin_addr, &sin6.sin6_addr.s6_addr[12], 4);
+	memset(ss, 0, sizeof(*ss));
+	memcpy(ss, &sin, sizeof(sin));
+	return true;
+}
+
 bool endpoint_is_wildcard(const struct roceshim_stats_endpoint *ep)
 {
 	static const uint8_t zero[16];

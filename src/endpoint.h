@@ -23,6 +23,13 @@ int endpoint_from_sockaddr(struct roceshim_stats_endpoint *ep,
 /* True for an AF_INET6 endpoint that holds a v4-mapped address. */
 bool endpoint_is_v4_mapped(const struct roceshim_stats_endpoint *ep);
 
+/*
+ * An AF_INET6 socket address that holds a v4-mapped address becomes the
+ * AF_INET one, in place (rdma_cm binds, resolves and routes IPv4 only in
+ * that form); any other is left as it is.  Returns whether it changed.
+ */
+bool sockaddr_unmap_v4(struct sockaddr_storage *ss);
+
 /* True for 0.0.0.0 and ::, in either form: any local address. */
 bool endpoint_is_wildcard(const struct roceshim_stats_endpoint *ep);
 

@@ -199,9 +199,9 @@ static int bind_to_route_source(int fd, struct rdma_cm_id *id)
 }
 
 /*
- * The socket's bound address with port 0; NULL where it is unbound, or
- * bound to a v4-mapped address (the peer is then resolved in its IPv4
- * form, which an IPv6 source cannot go with).
+ * The socket's bound address with port 0; NULL where it is unbound.  A
+ * v4-mapped one in its IPv4 form, as the peer is resolved in: the request
+ * must come from the TCP source it names.
  */
 static struct sockaddr *bound_source(int fd, struct sockaddr_storage *ss)
 {
@@ -209,6 +209,7 @@ static struct sockaddr *bound_source(int fd, struct sockaddr_storage *ss)
 
 	if (real.getsockname(fd, (struct sockaddr *)ss, &len))
 		return NULL;
+	sockaddr_unmap_v4(ss);
 	if (ss->ss_family == AF_INET) {
 		struct sockaddr_in *sin = (struct sockaddr_in *)ss;
 
@@ -220,8 +221,7 @@ static struct sockaddr *bound_source(int fd, struct sockaddr_storage *ss)
 	if (ss->ss_family == AF_INET6) {
 		struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)ss;
 
-		if (IN6_IS_ADDR_UNSPECIFIED(&sin6->sin6_addr) ||
-		    IN6_IS_ADDR_V4MAPPED(&sin6->sin6_addr))
+		if (IN6_IS_ADDR_UNSPECIFIED(&sin6->sin6_addr))
 			return NULL;
 		sin6->sin6_port = 0;
 		return (struct sockaddr *)ss;
@@ -431,8 +431,6 @@ static enum roceshim_reason dial_prepare(struct dial *d,
 					 const struct sockaddr *addr,
 					 socklen_t len, unsigned int flags)
 {
-	struct sockaddr_in *mapped = (struct sockaddr_in *)&d->dst;
-
 	d->cfg = cfg;
 	d->fd = fd;
 	d->connected = flags & HANDSHAKE_CONNECTED;
@@ -441,12 +439,7 @@ static enum roceshim_reason dial_prepare(struct dial *d,
 	if (endpoint_from_sockaddr(&d->peer, addr, len) || len > sizeof(d->dst))
 		return ROCESHIM_REASON_UNSUPPORTED;
 	memcpy(&d->dst, addr, len);
-	if (d->peer.family == AF_INET6 && endpoint_is_v4_mapped(&d->peer)) {
-		memset(&d->dst, 0, sizeof(d->dst));
-		mapped->sin_family = AF_INET;
-		mapped->sin_port = htons(d->peer.port);
-		memcpy(&mapped->sin_addr, d->peer.addr + 12, 4);
-	}
+	sockaddr_unmap_v4(&d->dst);
 	if (negative_cached(&d->peer))
 		return ROCESHIM_REASON_NEGATIVE_CACHE;
 	return ROCESHIM_REASON_NONE;

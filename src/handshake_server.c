@@ -410,6 +410,8 @@ void handshake_listen(const struct config *cfg, struct sock *sock, int fd,
 		backlog = LISTEN_BACKLOG_MIN;
 	if (!ch || real.getsockname(fd, (struct sockaddr *)&ss, &len))
 		return;
+	/* Dual-stack servers (Java's) bind IPv4 addresses so. */
+	sockaddr_unmap_v4(&ss);
 	l = calloc(1, sizeof(*l));
 	if (!l)
 		return;
