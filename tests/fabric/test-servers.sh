@@ -27,6 +27,11 @@
 #                                          -> moved to TCP by the fork
 #   postgres (backend forked per conn.)    pgbench -i, -C, -S, a 1.6 MB
 #                                          result -> moved to TCP (fork)
+#   Node.js http, one process, and with    its own http client, 60 POSTs of
+#   the cluster module (the primary        300 KB, 20 at a time, each
+#   accepts, passes each connection to     answered with 1 MiB -> rdma; in
+#   one of 2 workers); libuv closes with   the cluster moved to TCP (fd
+#   syscall(SYS_close)                     passed)
 # A program that is not installed skips its shape, with a line saying so.
 set -u
 PYTHON=${PYTHON:-/usr/bin/python3}
@@ -616,6 +621,43 @@ print(hashlib.sha256(("".join(hashlib.md5(str(i).encode()).hexdigest()
 	kill -INT "$(head -n1 "$tmp/pg/postmaster.pid")" 2>/dev/null
 	grep -E 'ERROR|FATAL|PANIC|LOG: .*terminated' "$tmp/postgres.out" |
 		head -5 | sed 's/^/    postgres: /'
+fi
+
+# ------------------------------------------------------------------- node
+# node_shape NAME PORT WORKERS: the server, then 60 POSTs from B.
+node_shape() {
+	shape=$1
+	have node || return 1
+	sample_start "$tmp/$shape.stats"
+	"$RUN" node "$top_srcdir/tests/fabric/node_http.js" serve "$A" "$2" "$3" \
+		>"$tmp/$shape.out" 2>&1 &
+	echo $! >"$tmp/$shape.pid"
+	wait_for "$tmp/$shape.out" '^listening' 300
+	timeout 300 "$RUN" node "$top_srcdir/tests/fabric/node_http.js" client \
+		"$A" "$2" 20 60 "$B" >"$tmp/$shape.client" 2>&1
+	sed "s/^/    $shape: /" "$tmp/$shape.client"
+	check_eq "${shape}_60_posts_byte_exact" "node_client ok 60 bad 0" \
+		"$(grep '^node_client' "$tmp/$shape.client")"
+	sample_stop
+	kill -INT "$(cat "$tmp/$shape.pid")" 2>/dev/null
+}
+if node_shape node 18080 0; then
+	s=$(report server 18080)
+	at_least node_server_conns_on_rdma 20 "$(count rdma/none/none "$s")"
+	check_eq node_server_no_other_transport "" "$(others rdma/none/none "$s")"
+	c=$(report client 18080)
+	at_least node_client_conns_on_rdma 20 "$(count rdma/none/none "$c")"
+	check_eq node_client_no_other_transport "" "$(others rdma/none/none "$c")"
+fi
+if node_shape node-cluster 18081 2; then
+	s=$(report server 18081)
+	at_least node_cluster_primary_conns_moved_by_passing 20 \
+		"$(count tcp/none/fd_passed "$s")"
+	c=$(report client 18081)
+	at_least node_cluster_client_conns_moved_by_server 20 \
+		"$(count tcp/none/peer "$c")"
+	check_eq node_cluster_client_no_other_transport "" \
+		"$(others tcp/none/peer rdma/none/none "$c")"
 fi
 
 finish
