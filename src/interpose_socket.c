@@ -5,6 +5,7 @@
  * returns libc's result with libc's errno.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <linux/close_range.h>
 #include <sys/syscall.h>
@@ -226,26 +227,40 @@ SHIM_EXPORT int dup3(int old_fd, int new_fd, int flags)
  * libuv closes every fd with syscall(SYS_close, fd), to stay clear of
  * close()'s cancellation point: such a close must still reach the fd
  * table, or the socket's connection would outlive it and its number's
- * next owner would find it.
+ * next owner would find it.  The system call itself stays a system call
+ * (no cancellation point; close_range where libc has no wrapper).
  */
 bool shim_fd_syscall(long number, const long *arg, long *ret)
 {
 	switch (number) {
 	case SYS_close:
-		*ret = close((int)arg[0]);
+		if (shim_tracking())
+			track_close((int)arg[0]);
+		*ret = real.syscall(SYS_close, arg[0]);
 		return true;
 	case SYS_close_range:
-		*ret = close_range((unsigned int)arg[0], (unsigned int)arg[1],
-				   (int)arg[2]);
+		if (shim_tracking() &&
+		    (unsigned int)arg[0] <= (unsigned int)arg[1] &&
+		    !(arg[2] & CLOSE_RANGE_CLOEXEC))
+			track_close_range((unsigned int)arg[0],
+					  (unsigned int)arg[1]);
+		*ret = real.syscall(SYS_close_range, arg[0], arg[1], arg[2]);
 		return true;
 	case SYS_dup:
-		*ret = dup((int)arg[0]);
-		return true;
+#ifdef SYS_dup2
 	case SYS_dup2:
-		*ret = dup2((int)arg[0], (int)arg[1]);
-		return true;
+#endif
 	case SYS_dup3:
-		*ret = dup3((int)arg[0], (int)arg[1], (int)arg[2]);
+		*ret = track_dup_result(
+			(int)arg[0],
+			(int)real.syscall(number, arg[0], arg[1], arg[2]));
+		return true;
+	case SYS_fcntl:
+		if (arg[1] != F_DUPFD && arg[1] != F_DUPFD_CLOEXEC)
+			return false;
+		*ret = track_dup_result(
+			(int)arg[0],
+			(int)real.syscall(SYS_fcntl, arg[0], arg[1], arg[2]));
 		return true;
 	default:
 		return false;

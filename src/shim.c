@@ -227,11 +227,12 @@ SHIM_EXPORT pid_t vfork(void)
  * A fork made with the clone system call runs no pthread_atfork handler:
  * neither end would know that they share the connections (vsftpd starts
  * each session so, with syscall(SYS_clone, CLONE_NEWPID | ... | SIGCHLD)).
- * So a clone that copies the address space (no CLONE_VM) and returns on
- * the caller's stack, through syscall() or through clone(), runs the fork
- * handlers around it as fork() does.  The calls that change what an fd
- * number names go through their wrappers (shim_fd_syscall()).  Every
- * other system call passes straight through.
+ * So syscall(SYS_fork), and a clone that copies the address space (no
+ * CLONE_VM) and returns on the caller's stack, through syscall() or
+ * through clone(), run the fork handlers around it as fork() does.  The
+ * calls that change what an fd number names are tracked as their
+ * wrappers track them (shim_fd_syscall()).  Every other system call
+ * passes straight through.
  */
 static bool copies_memory(uint64_t flags)
 {
@@ -242,6 +243,10 @@ static bool forks(long number, const long *arg)
 {
 	const struct clone_args *ca = (const struct clone_args *)arg[0];
 
+#ifdef SYS_fork
+	if (number == SYS_fork)
+		return true;
+#endif
 	if (number == SYS_clone)
 		return copies_memory(arg[0]) && !arg[1];
 	if (number == SYS_clone3 && ca &&

@@ -60,9 +60,9 @@ static inline void shim_ensure_init(void)
 
 /*
  * interpose_socket.c: a system call made through syscall() that changes
- * what an fd number names (close, close_range, dup, dup2, dup3) goes
- * where the libc call goes: *ret gets its result, as syscall() returns
- * it.  false for every other number.
+ * what an fd number names (close, close_range, dup, dup2, dup3, fcntl's
+ * F_DUPFD) is tracked as the libc call is, and made: *ret gets its
+ * result, as syscall() returns it.  false for every other call.
  */
 bool shim_fd_syscall(long number, const long *arg, long *ret);
 
