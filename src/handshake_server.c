@@ -397,6 +397,23 @@ bool handshake_pending_tick(void)
 /* The fewest handshakes a CM listener lets wait for the progress thread. */
 #define LISTEN_BACKLOG_MIN 128
 
+/*
+ * An IPv6 listener with IPV6_V6ONLY takes no IPv4 connection, and an IPv4
+ * listener may hold the same port (nginx's default "listen 80" beside
+ * "listen [::]:80"): its CM listener must take none either, or it would
+ * take the IPv4 one's handshakes.  1 for such a listener, else 0.
+ */
+static int v6_only(int fd, const struct sockaddr_storage *ss)
+{
+	int on = 0;
+	socklen_t len = sizeof(on);
+
+	if (ss->ss_family != AF_INET6 ||
+	    real.getsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &on, &len))
+		return 0;
+	return on ? 1 : 0;
+}
+
 void handshake_listen(const struct config *cfg, struct sock *sock, int fd,
 		      int backlog)
 {
@@ -405,11 +422,13 @@ void handshake_listen(const struct config *cfg, struct sock *sock, int fd,
 	socklen_t len = sizeof(ss);
 	struct listener *l;
 	struct rdma_cm_id *id;
+	int afonly;
 
 	if (backlog < LISTEN_BACKLOG_MIN)
 		backlog = LISTEN_BACKLOG_MIN;
 	if (!ch || real.getsockname(fd, (struct sockaddr *)&ss, &len))
 		return;
+	afonly = v6_only(fd, &ss);
 	/* Dual-stack servers (Java's) bind IPv4 addresses so. */
 	sockaddr_unmap_v4(&ss);
 	l = calloc(1, sizeof(*l));
@@ -422,7 +441,10 @@ void handshake_listen(const struct config *cfg, struct sock *sock, int fd,
 		free(l);
 		return;
 	}
-	if (rdmacm.bind_addr(id, (struct sockaddr *)&ss) ||
+	if ((afonly &&
+	     rdmacm.set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY,
+			       &afonly, sizeof(afonly))) ||
+	    rdmacm.bind_addr(id, (struct sockaddr *)&ss) ||
 	    rdmacm.listen(id, backlog)) {
 		log_debug("fd %d: no RDMA listener beside it (%s)", fd,
 			  strerror(errno));

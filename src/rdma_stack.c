@@ -51,6 +51,7 @@ static const struct symbol rdmacm_symbols[] = {
 	SYMBOL(rdmacm, rdma_, create_id),
 	SYMBOL(rdmacm, rdma_, destroy_id),
 	SYMBOL(rdmacm, rdma_, migrate_id),
+	SYMBOL(rdmacm, rdma_, set_option),
 	SYMBOL(rdmacm, rdma_, bind_addr),
 	SYMBOL(rdmacm, rdma_, listen),
 	SYMBOL(rdmacm, rdma_, resolve_addr),

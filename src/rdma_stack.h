@@ -52,6 +52,7 @@ struct rdmacm_api {
 	__typeof__(rdma_create_id) *create_id;
 	__typeof__(rdma_destroy_id) *destroy_id;
 	__typeof__(rdma_migrate_id) *migrate_id;
+	__typeof__(rdma_set_option) *set_option;
 	__typeof__(rdma_bind_addr) *bind_addr;
 	__typeof__(rdma_listen) *listen;
 	__typeof__(rdma_resolve_addr) *resolve_addr;

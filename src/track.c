@@ -349,13 +349,36 @@ static bool defers_accept(int fd)
 	return defers;
 }
 
+/*
+ * SO_REUSEPORT: listeners of other processes may share the port, and the
+ * kernel picks which of them accepts each TCP connection, while only one
+ * process can hold the port's CM listener.  A client could then end on
+ * RDMA with one process while another accepted its TCP connection.  Such
+ * a listener stays on TCP, and so do its clients: no CM listener answers.
+ */
+static bool shares_port(int fd)
+{
+	int err = errno, on = 0;
+	socklen_t len = sizeof(on);
+	bool shares =
+		!real.getsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &on, &len) && on;
+
+	errno = err;
+	return shares;
+}
+
+static bool listener_stays_on_tcp(int fd)
+{
+	return defers_accept(fd) || shares_port(fd);
+}
+
 void track_listen_prepare(struct sock *sock, int fd, int backlog)
 {
 	struct roceshim_stats_endpoint local;
 
 	local_endpoint(fd, &local);
 	if (policy_listener(&shim_config, local.port) != ROCESHIM_REASON_NONE ||
-	    defers_accept(fd))
+	    listener_stays_on_tcp(fd))
 		return;
 	open_cm_listener(sock, fd, &local, backlog);
 }
@@ -386,6 +409,13 @@ void track_listen(struct sock *sock, int fd, int backlog)
 		__atomic_store_n(&sock->bound_known, true, __ATOMIC_RELEASE);
 	}
 	reason = policy_listener(&shim_config, local.port);
+	if (reason == ROCESHIM_REASON_NONE && listener_stays_on_tcp(fd)) {
+		log_info(
+			"fd %d: SO_REUSEPORT or TCP_DEFER_ACCEPT: the listener "
+			"stays on TCP",
+			fd);
+		reason = ROCESHIM_REASON_UNSUPPORTED;
+	}
 	if (reason == ROCESHIM_REASON_NONE) {
 		open_cm_listener(sock, fd, &local, backlog);
 		if (!sock->listen_id)

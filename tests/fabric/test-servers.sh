@@ -15,8 +15,10 @@
 #                                          the workers inherit the listener
 #   apache2 (prefork, custom -f config)    the same -> TCP: its listener
 #                                          has TCP_DEFER_ACCEPT
-#   haproxy (2 threads) in front of the    curl, ab -> front leg on rdma,
-#   nginx workers                          back leg moved by the workers
+#   haproxy (2 threads, noreuseport) in    curl, ab -> front leg on rdma,
+#   front of the nginx workers             back leg moved by the workers
+#                                          (with SO_REUSEPORT, its default,
+#                                          the front leg stays on TCP)
 #   redis-server                           redis-benchmark, 2 MB SET/GET
 #                                          -> rdma
 #   memcached (4 threads)                  memccapable, memcslap, 512 KB
@@ -279,6 +281,7 @@ if have nginx haproxy curl ab && [ -f "$tmp/nginx.pid" ]; then
 global
 	maxconn 200
 	nbthread 2
+	noreuseport
 defaults
 	mode http
 	timeout connect 20s
