@@ -551,21 +551,27 @@ static void backlog_waits_for_room_and_then_goes_out_whole(void **state)
 	expect_nothing(ends[1].fd);
 }
 
-static void catch_up_waits_for_the_first_bytes_the_peer_resends(void **state)
+/* a moves on b's marker alone: b's resend is held back. */
+static void moved_without_b_s_resend(struct end *ends)
 {
-	struct end *ends = *state;
-	struct pollfd pfd = { .fd = ends[0].fd, .events = POLLIN };
 	struct wire_marker m = { .cause = ROCESHIM_DOWNGRADE_FORK,
 				 .resume = b_pos.consumed,
 				 .sent = b_pos.staged };
 	uint8_t buf[WIRE_MARKER_LEN];
 
-	/* b's marker alone, its resend held back. */
 	wire_encode_marker(&m, buf);
 	assert_int_equal(send(ends[1].fd, buf, sizeof(buf), 0),
 			 (ssize_t)sizeof(buf));
 	begin(&ends[0], ROCESHIM_DOWNGRADE_FORK);
 	kernel_event(&ends[0]);
+}
+
+static void catch_up_waits_for_the_first_bytes_the_peer_resends(void **state)
+{
+	struct end *ends = *state;
+	struct pollfd pfd = { .fd = ends[0].fd, .events = POLLIN };
+
+	moved_without_b_s_resend(ends);
 	assert_int_equal(path(&ends[0]), CONN_TCP);
 	assert_false(caught_up(&ends[0]));
 	assert_int_equal(send(ends[1].fd, ends[1].t.stream + a_pos.consumed,
@@ -579,16 +585,8 @@ static void catch_up_ends_with_the_peer_s_close(void **state)
 {
 	struct end *ends = *state;
 	struct pollfd pfd = { .fd = ends[0].fd, .events = POLLRDHUP };
-	struct wire_marker m = { .cause = ROCESHIM_DOWNGRADE_FORK,
-				 .resume = b_pos.consumed,
-				 .sent = b_pos.staged };
-	uint8_t buf[WIRE_MARKER_LEN];
 
-	wire_encode_marker(&m, buf);
-	assert_int_equal(send(ends[1].fd, buf, sizeof(buf), 0),
-			 (ssize_t)sizeof(buf));
-	begin(&ends[0], ROCESHIM_DOWNGRADE_FORK);
-	kernel_event(&ends[0]);
+	moved_without_b_s_resend(ends);
 	assert_false(caught_up(&ends[0]));
 	shutdown(ends[1].fd, SHUT_WR);
 	assert_int_equal(poll(&pfd, 1, 2000), 1);
