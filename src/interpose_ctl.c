@@ -22,13 +22,6 @@
 
 int fcntl64(int fd, int cmd, ...);
 
-static int after_fcntl(int fd, int cmd, int ret)
-{
-	if (cmd != F_DUPFD && cmd != F_DUPFD_CLOEXEC)
-		return ret;
-	return track_dup_result(fd, ret);
-}
-
 /*
  * The third argument is an int or a pointer depending on cmd, or absent;
  * like glibc's own fcntl, read it as a pointer-sized value and pass it on.
@@ -42,7 +35,7 @@ SHIM_EXPORT int fcntl(int fd, int cmd, ...)
 	arg = va_arg(ap, void *);
 	va_end(ap);
 	shim_ensure_init();
-	return after_fcntl(fd, cmd, real.fcntl(fd, cmd, arg));
+	return track_fcntl_result(fd, cmd, real.fcntl(fd, cmd, arg));
 }
 
 SHIM_EXPORT int fcntl64(int fd, int cmd, ...)
@@ -54,7 +47,7 @@ SHIM_EXPORT int fcntl64(int fd, int cmd, ...)
 	arg = va_arg(ap, void *);
 	va_end(ap);
 	shim_ensure_init();
-	return after_fcntl(fd, cmd, real.fcntl64(fd, cmd, arg));
+	return track_fcntl_result(fd, cmd, real.fcntl64(fd, cmd, arg));
 }
 
 SHIM_EXPORT int ioctl(int fd, unsigned long request, ...)

@@ -5,7 +5,6 @@
  * returns libc's result with libc's errno.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <linux/close_range.h>
 #include <sys/syscall.h>
@@ -175,12 +174,23 @@ SHIM_EXPORT int shutdown(int fd, int how)
 	return ret;
 }
 
+/* Before the close: once closed, a number may be reused at once. */
+static void forget(int fd)
+{
+	if (shim_tracking())
+		track_close(fd);
+}
+
+static void forget_range(unsigned int first, unsigned int last, int flags)
+{
+	if (shim_tracking() && first <= last && !(flags & CLOSE_RANGE_CLOEXEC))
+		track_close_range(first, last);
+}
+
 SHIM_EXPORT int close(int fd)
 {
 	shim_ensure_init();
-	/* Forget fd first: once closed, its number may be reused at once. */
-	if (shim_tracking())
-		track_close(fd);
+	forget(fd);
 	return real.close(fd);
 }
 
@@ -191,8 +201,7 @@ SHIM_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
 		errno = ENOSYS;
 		return -1;
 	}
-	if (shim_tracking() && first <= last && !(flags & CLOSE_RANGE_CLOEXEC))
-		track_close_range(first, last);
+	forget_range(first, last, flags);
 	return real.close_range(first, last, flags);
 }
 
@@ -234,16 +243,12 @@ bool shim_fd_syscall(long number, const long *arg, long *ret)
 {
 	switch (number) {
 	case SYS_close:
-		if (shim_tracking())
-			track_close((int)arg[0]);
+		forget((int)arg[0]);
 		*ret = real.syscall(SYS_close, arg[0]);
 		return true;
 	case SYS_close_range:
-		if (shim_tracking() &&
-		    (unsigned int)arg[0] <= (unsigned int)arg[1] &&
-		    !(arg[2] & CLOSE_RANGE_CLOEXEC))
-			track_close_range((unsigned int)arg[0],
-					  (unsigned int)arg[1]);
+		forget_range((unsigned int)arg[0], (unsigned int)arg[1],
+			     (int)arg[2]);
 		*ret = real.syscall(SYS_close_range, arg[0], arg[1], arg[2]);
 		return true;
 	case SYS_dup:
@@ -256,10 +261,8 @@ bool shim_fd_syscall(long number, const long *arg, long *ret)
 			(int)real.syscall(number, arg[0], arg[1], arg[2]));
 		return true;
 	case SYS_fcntl:
-		if (arg[1] != F_DUPFD && arg[1] != F_DUPFD_CLOEXEC)
-			return false;
-		*ret = track_dup_result(
-			(int)arg[0],
+		*ret = track_fcntl_result(
+			(int)arg[0], (int)arg[1],
 			(int)real.syscall(SYS_fcntl, arg[0], arg[1], arg[2]));
 		return true;
 	default:

@@ -124,6 +124,13 @@ int track_dup_result(int old_fd, int new_fd)
 	return new_fd;
 }
 
+int track_fcntl_result(int fd, int cmd, int ret)
+{
+	if (cmd != F_DUPFD && cmd != F_DUPFD_CLOEXEC)
+		return ret;
+	return track_dup_result(fd, ret);
+}
+
 static void local_endpoint(int fd, struct roceshim_stats_endpoint *ep)
 {
 	struct sockaddr_storage ss;
@@ -332,6 +339,17 @@ static void open_cm_listener(struct sock *sock, int fd,
 		handshake_listen(&shim_config, sock, fd, backlog);
 }
 
+/* Whether an int socket option is above 0; errno is left as it was. */
+static bool option_on(int fd, int level, int name)
+{
+	int err = errno, val = 0;
+	socklen_t len = sizeof(val);
+	bool on = !real.getsockopt(fd, level, name, &val, &len) && val > 0;
+
+	errno = err;
+	return on;
+}
+
 /*
  * TCP_DEFER_ACCEPT: the kernel hands a connection to accept() only once
  * its first bytes came over TCP, and a client on RDMA sends none there:
@@ -339,14 +357,7 @@ static void open_cm_listener(struct sock *sock, int fd,
  */
 static bool defers_accept(int fd)
 {
-	int err = errno, secs = 0;
-	socklen_t len = sizeof(secs);
-	bool defers = !real.getsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &secs,
-				       &len) &&
-		      secs > 0;
-
-	errno = err;
-	return defers;
+	return option_on(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT);
 }
 
 /*
@@ -358,13 +369,7 @@ static bool defers_accept(int fd)
  */
 static bool shares_port(int fd)
 {
-	int err = errno, on = 0;
-	socklen_t len = sizeof(on);
-	bool shares =
-		!real.getsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &on, &len) && on;
-
-	errno = err;
-	return shares;
+	return option_on(fd, SOL_SOCKET, SO_REUSEPORT);
 }
 
 static bool listener_stays_on_tcp(int fd)

@@ -35,6 +35,8 @@ void track_dup(int old_fd, int new_fd);
  * returns it, with errno as it was.
  */
 int track_dup_result(int old_fd, int new_fd);
+/* The same for fcntl(fd, cmd): only F_DUPFD and F_DUPFD_CLOEXEC dup. */
+int track_fcntl_result(int fd, int cmd, int ret);
 
 /*
  * Before the real connect(): decides RDMA or TCP and puts the reason for
