@@ -16,6 +16,7 @@
 #include "clock.h"
 #include "conn_impl.h"
 #include "fd_room.h"
+#include "fork_page.h"
 #include "log.h"
 #include "rdma_stack.h"
 #include "real.h"
@@ -24,7 +25,7 @@
 /* How long a closed connection's FIN may take before it is torn down. */
 #define LINGER_TIMEOUT_MS 2000
 
-unsigned int conn_fork_epoch;
+unsigned int conn_fork_epoch FORK_DATA;
 
 /* Closed connections whose FIN is still on its way. */
 struct closing {
@@ -33,9 +34,10 @@ struct closing {
 	struct closing *next;
 };
 
-static pthread_mutex_t closing_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct closing *closing_list;
-static unsigned int closing_count; /* atomic: entries not yet destroyed */
+static pthread_mutex_t closing_lock FORK_DATA = PTHREAD_MUTEX_INITIALIZER;
+static struct closing *closing_list FORK_DATA;
+/* Atomic: entries not yet destroyed. */
+static unsigned int closing_count FORK_DATA;
 
 /*
  * Every connection of this process, for the health check: a queue pair
@@ -936,12 +938,12 @@ bool conn_reap_tick(void)
 	return true;
 }
 
-void conn_fork_prepare(void)
+void FORK_CODE conn_fork_prepare(void)
 {
 	conn_fork_epoch++;
 }
 
-void conn_fork_child(void)
+void FORK_CODE conn_fork_child(void)
 {
 	/* The parent's closed connections: it finishes them, not the child. */
 	pthread_mutex_init(&closing_lock, NULL);

@@ -13,6 +13,7 @@
 #include "connector.h"
 #include "endpoint.h"
 #include "fd_room.h"
+#include "fork_page.h"
 #include "handshake.h"
 #include "log.h"
 #include "progress.h"
@@ -61,7 +62,7 @@ struct connector {
  * fork is the parent's: the child sees its kernel socket, and never
  * takes the lock, which a thread that is not there may hold.
  */
-static unsigned int fork_generation;
+static unsigned int fork_generation FORK_DATA;
 
 /* How long shutdown() waits for an abandoned connect to end. */
 #define ABORT_WAIT_MS 1000
@@ -72,20 +73,20 @@ static unsigned int fork_generation;
 #define SHARE_WAIT_MS 3000
 
 /* Connects of this process still in the background. */
-static unsigned int pending_count;
+static unsigned int pending_count FORK_DATA;
 
 static bool foreign(const struct connector *c)
 {
 	return c->generation != fork_generation;
 }
 
-void connector_fork_child(void)
+void FORK_CODE connector_fork_child(void)
 {
 	fork_generation++;
 	__atomic_store_n(&pending_count, 0, __ATOMIC_RELAXED);
 }
 
-bool connector_any_pending(void)
+bool FORK_CODE connector_any_pending(void)
 {
 	return __atomic_load_n(&pending_count, __ATOMIC_ACQUIRE);
 }

@@ -10,6 +10,7 @@
 
 #include "clock.h"
 #include "cuda_mem.h"
+#include "fork_page.h"
 #include "log.h"
 #include "stats.h"
 
@@ -65,7 +66,7 @@ enum cuda_state {
 
 static __thread unsigned int calls_since_look;
 
-static enum cuda_state state = CUDA_UNKNOWN;
+static enum cuda_state state FORK_DATA = CUDA_UNKNOWN;
 static int64_t next_look_ms;
 static get_attributes_fn *get_attributes;
 
@@ -81,7 +82,7 @@ void cuda_mem_configure(bool enabled)
  * one that had not may load it itself.  So the parent looks before it
  * forks, where it has not found the driver yet.
  */
-void cuda_mem_fork_child(void)
+void FORK_CODE cuda_mem_fork_child(void)
 {
 	if (__atomic_load_n(&state, __ATOMIC_ACQUIRE) == CUDA_FOUND)
 		__atomic_store_n(&state, CUDA_DISABLED, __ATOMIC_RELEASE);
@@ -110,7 +111,7 @@ static void look_for_driver(void)
 }
 
 /* A look costs the loader's search: only after a shared object loaded. */
-void cuda_mem_fork_prepare(void)
+void FORK_CODE cuda_mem_fork_prepare(void)
 {
 	cuda_mem_active_now();
 }
@@ -133,7 +134,8 @@ bool cuda_mem_active(void)
 	return __atomic_load_n(&state, __ATOMIC_ACQUIRE) == CUDA_FOUND;
 }
 
-static int first_object(struct dl_phdr_info *info, size_t size, void *arg)
+static int FORK_CODE first_object(struct dl_phdr_info *info, size_t size,
+				  void *arg)
 {
 	(void)size;
 	*(unsigned long long *)arg = info->dlpi_adds;
@@ -146,7 +148,7 @@ static int first_object(struct dl_phdr_info *info, size_t size, void *arg)
  * lock of ours is held across dlopen(): a constructor that sends, run
  * under the loader's lock, must not wait for a thread that waits for it.
  */
-bool cuda_mem_active_now(void)
+bool FORK_CODE cuda_mem_active_now(void)
 {
 	static unsigned long long seen_adds;
 	enum cuda_state s = __atomic_load_n(&state, __ATOMIC_ACQUIRE);

@@ -7,6 +7,7 @@
 #include <sys/resource.h>
 
 #include "fd_room.h"
+#include "fork_page.h"
 #include "log.h"
 #include "real.h"
 
@@ -23,7 +24,7 @@
  */
 #define CONNECTION_FDS 8
 
-static pthread_mutex_t room_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t room_lock FORK_DATA = PTHREAD_MUTEX_INITIALIZER;
 /* Held by this thread: fd_room_enter() calls not yet left. */
 static __thread unsigned int room_depth;
 /* While room_lock is held: the program's limit, and whether it is raised. */
@@ -190,17 +191,17 @@ int fd_room_dup(int fd)
 }
 
 /* A fork waits while another thread has the limit raised. */
-void fd_room_fork_prepare(void)
+void FORK_CODE fd_room_fork_prepare(void)
 {
 	pthread_mutex_lock(&room_lock);
 }
 
-void fd_room_fork_parent(void)
+void FORK_CODE fd_room_fork_parent(void)
 {
 	pthread_mutex_unlock(&room_lock);
 }
 
-void fd_room_fork_child(void)
+void FORK_CODE fd_room_fork_child(void)
 {
 	pthread_mutex_unlock(&room_lock);
 }

@@ -11,6 +11,7 @@
 #include <sys/resource.h>
 
 #include "fd_room.h"
+#include "fork_page.h"
 #include "handshake_impl.h"
 #include "log.h"
 #include "progress.h"
@@ -33,7 +34,7 @@ static struct {
 	bool started;
 	bool disabled;
 	struct cm_watch watch;
-} hs = { .lock = PTHREAD_MUTEX_INITIALIZER };
+} hs FORK_DATA = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 struct transport_config handshake_transport_config(const struct config *cfg)
 {
@@ -202,7 +203,7 @@ bool handshake_running(void)
 	return running;
 }
 
-void handshake_fork_child(void)
+void FORK_CODE handshake_fork_child(void)
 {
 	pthread_mutex_init(&hs.lock, NULL);
 	hs.disabled = true;

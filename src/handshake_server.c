@@ -13,6 +13,7 @@
 
 #include "clock.h"
 #include "endpoint.h"
+#include "fork_page.h"
 #include "handshake_impl.h"
 #include "log.h"
 #include "policy.h"
@@ -94,7 +95,7 @@ static struct {
 	pthread_cond_t settled;
 	struct pending *list;
 	struct claim *claims;
-} pend = {
+} pend FORK_DATA = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
 	.settled = PTHREAD_COND_INITIALIZER,
 };
@@ -630,7 +631,7 @@ struct conn *handshake_take_pending(const struct config *cfg,
 	return c;
 }
 
-void handshake_server_fork_child(void)
+void FORK_CODE handshake_server_fork_child(void)
 {
 	pthread_mutex_init(&pend.lock, NULL);
 	pthread_cond_init(&pend.settled, NULL);

@@ -6,6 +6,7 @@
 #include <sys/eventfd.h>
 
 #include "fd_room.h"
+#include "fork_page.h"
 #include "log.h"
 #include "progress.h"
 #include "real.h"
@@ -20,7 +21,7 @@ static struct {
 	int wake_fd; /* eventfd: ends the thread's untimed wait */
 	unsigned int hook_count;
 	progress_tick_fn hooks[PROGRESS_TICK_HOOKS];
-} pg = {
+} pg FORK_DATA = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
 	.epfd = -1,
 	.wake_fd = -1,
@@ -165,7 +166,7 @@ void progress_wake(void)
 		(void)!real.write(pg.wake_fd, &one, sizeof(one));
 }
 
-void progress_fork_child(void)
+void FORK_CODE progress_fork_child(void)
 {
 	pthread_mutex_init(&pg.lock, NULL);
 	if (pg.started)

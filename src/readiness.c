@@ -12,6 +12,7 @@
 
 #include "clock.h"
 #include "fd_room.h"
+#include "fork_page.h"
 #include "progress.h"
 #include "readiness_impl.h"
 #include "real.h"
@@ -20,7 +21,7 @@
 #define EVENTFD_FULL 0xfffffffffffffffeull
 
 /* Bumped in a fork child: readiness of an older generation is dead there. */
-static unsigned int generation;
+static unsigned int generation FORK_DATA;
 
 /*
  * An arrival that the program's epoll_wait() reports itself
@@ -44,8 +45,9 @@ static unsigned int generation;
  * atomics for the epoll_wait() count, the sync lock for pollers), so one
  * of the two sees the other.
  */
-static unsigned int epoll_waiters; /* threads in the program's epoll_wait() */
-static unsigned int lagging;	   /* connections whose in_fd lags */
+/* Threads in the program's epoll_wait(), and connections whose in_fd lags. */
+static unsigned int epoll_waiters FORK_DATA;
+static unsigned int lagging FORK_DATA;
 
 struct readiness {
 	struct transport *t;
@@ -533,7 +535,7 @@ void readiness_close(struct readiness *r)
 		pthread_mutex_unlock(&r->sync_lock);
 }
 
-void readiness_core_fork_child(void)
+void FORK_CODE readiness_core_fork_child(void)
 {
 	generation++;
 	__atomic_store_n(&lagging, 0, __ATOMIC_SEQ_CST);

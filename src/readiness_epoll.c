@@ -28,6 +28,7 @@
 #include "conn.h"
 #include "fd_table.h"
 #include "connector.h"
+#include "fork_page.h"
 #include "log.h"
 #include "readiness_impl.h"
 #include "real.h"
@@ -59,7 +60,7 @@ static struct {
 	unsigned int cap;
 	/* Upgraded registrations made so far: epoll_wait folds only if any. */
 	unsigned long made; /* atomic */
-} set = { .lock = PTHREAD_MUTEX_INITIALIZER };
+} set FORK_DATA = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 /*
  * Which fds are epoll sets, for readiness_epoll_any_set(), which poll()
@@ -276,21 +277,21 @@ void readiness_fd_closed(unsigned int first, unsigned int last)
  * RDMA side made after the move handed the fd back would leave the
  * kernel socket registered without the program's events.
  */
-static pthread_mutex_t move_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t move_lock FORK_DATA = PTHREAD_MUTEX_INITIALIZER;
 
-void readiness_fork_prepare(void)
+void FORK_CODE readiness_fork_prepare(void)
 {
 	pthread_mutex_lock(&move_lock);
 	pthread_mutex_lock(&set.lock);
 }
 
-void readiness_fork_parent(void)
+void FORK_CODE readiness_fork_parent(void)
 {
 	pthread_mutex_unlock(&set.lock);
 	pthread_mutex_unlock(&move_lock);
 }
 
-void readiness_fork_child(void)
+void FORK_CODE readiness_fork_child(void)
 {
 	readiness_core_fork_child();
 	pthread_mutex_unlock(&set.lock);

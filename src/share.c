@@ -18,6 +18,7 @@
 
 #include "clock.h"
 #include "fd_room.h"
+#include "fork_page.h"
 #include "log.h"
 #include "progress.h"
 #include "real.h"
@@ -60,7 +61,7 @@ static struct {
 	int sock;	       /* the request socket; -1 */
 	struct progress_watcher watcher;
 	void (*on_request)(void *ctx);
-} sh = { .lock = PTHREAD_MUTEX_INITIALIZER, .sock = -1 };
+} sh FORK_DATA = { .lock = PTHREAD_MUTEX_INITIALIZER, .sock = -1 };
 
 static long futex(uint32_t *word, int op, uint32_t val,
 		  const struct timespec *timeout)
@@ -337,7 +338,7 @@ share_pending_claim(const struct roceshim_stats_endpoint *src, uint16_t port,
 	return SHARE_PENDING_CLAIMED;
 }
 
-void share_fork_child(void)
+void FORK_CODE share_fork_child(void)
 {
 	/*
 	 * The region stays mapped: this process's inherited connections, and

@@ -13,6 +13,7 @@
 #include "connector.h"
 #include "cuda_mem.h"
 #include "fd_room.h"
+#include "fork_page.h"
 #include "handshake.h"
 #include "log.h"
 #include "progress.h"
@@ -44,7 +45,7 @@ static const char *lookup_env(const char *name)
 /* A vfork carried out as fork: the child execs or exits at once. */
 static __thread bool forking_for_exec;
 
-static void fork_prepare(void)
+static void FORK_CODE fork_prepare(void)
 {
 	/* First, holding nothing: it may wait for the progress thread. */
 	track_fork_prepare(forking_for_exec);
@@ -57,7 +58,7 @@ static void fork_prepare(void)
 	fd_room_fork_prepare();
 }
 
-static void fork_parent(void)
+static void FORK_CODE fork_parent(void)
 {
 	fd_room_fork_parent();
 	readiness_fork_parent();
@@ -65,7 +66,7 @@ static void fork_parent(void)
 	stats_fork_parent();
 }
 
-static void fork_child(void)
+static void FORK_CODE fork_child(void)
 {
 	/* A vfork child of the parent's is none of this child's. */
 	shim_vfork_parent = 0;
@@ -81,7 +82,9 @@ static void fork_child(void)
 	sock_pool_unlock();
 	stats_fork_child();
 	cuda_mem_fork_child();
-	log_open(shim_config.log_level, shim_config.log_file);
+	/* A log file's name may hold the pid: the child's is its own. */
+	if (shim_config.log_file[0])
+		log_open(shim_config.log_level, shim_config.log_file);
 }
 
 static void at_exit(void)

@@ -5,13 +5,14 @@
 
 #include "conn.h"
 #include "connector.h"
+#include "fork_page.h"
 #include "handshake.h"
 #include "sock.h"
 #include "stats.h"
 
 #define SOCK_POOL_GROW 64
 
-static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t pool_lock FORK_DATA = PTHREAD_MUTEX_INITIALIZER;
 static struct sock *pool_free;
 
 static int pool_grow(void)
@@ -119,12 +120,12 @@ void sock_set_state(struct sock *sock, enum roceshim_row_state state)
 		stats_row_set_state(row, state);
 }
 
-void sock_pool_lock(void)
+void FORK_CODE sock_pool_lock(void)
 {
 	pthread_mutex_lock(&pool_lock);
 }
 
-void sock_pool_unlock(void)
+void FORK_CODE sock_pool_unlock(void)
 {
 	pthread_mutex_unlock(&pool_lock);
 }

@@ -3,13 +3,14 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include "fork_page.h"
 #include "spin.h"
 
 /* The weight of the newest wait in the average: 1/2^AVG_SHIFT. */
 #define AVG_SHIFT 3
 
-static unsigned int slots;    /* atomic: 0 until sized */
-static unsigned int spinning; /* atomic: slots taken */
+static unsigned int slots;		/* atomic: 0 until sized */
+static unsigned int spinning FORK_DATA; /* atomic: slots taken */
 
 void spin_policy_init(struct spin_policy *p, unsigned int cap_us)
 {
@@ -97,7 +98,7 @@ void spin_slot_give(void)
 	__atomic_sub_fetch(&spinning, 1, __ATOMIC_RELEASE);
 }
 
-void spin_fork_child(void)
+void FORK_CODE spin_fork_child(void)
 {
 	__atomic_store_n(&spinning, 0, __ATOMIC_RELAXED);
 }

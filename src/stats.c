@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fork_page.h"
 #include "log.h"
 #include "procinfo.h"
 #include "real.h"
@@ -19,14 +20,20 @@ static struct {
 	bool enabled;
 	bool failed; /* creation failed once: do not retry per connection */
 	bool unpublished; /* seg is a fork child's anonymous copy */
-	/* The copy a fork child will count into, made before the fork. */
-	struct roceshim_stats_header *snapshot;
+	/*
+	 * The copy a fork child counts into: written before each fork, kept
+	 * by the parent for the next one, so that a fork maps nothing.
+	 */
+	struct roceshim_stats_header *spare;
+	unsigned int spare_rows; /* rows the last copy may have written */
+	/* In a fork child: its parent's segment, unmapped when it publishes. */
+	struct roceshim_stats_header *parent_seg;
 	unsigned int row_count;
 	unsigned int cursor; /* where the search for a row to reuse starts */
 	unsigned int fresh;  /* rows from here on have never been used */
 	struct roceshim_stats_header *seg; /* atomic */
 	size_t size;
-} st = { .lock = PTHREAD_MUTEX_INITIALIZER };
+} st FORK_DATA = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 /* Release: a row's add is seen only after the global add before it. */
 static inline void counter_add(uint64_t *counter, uint64_t value)
@@ -157,6 +164,9 @@ static void segment_publish_locked(void)
 	struct roceshim_stats_header *seg = segment_map(st.size);
 
 	st.unpublished = false;
+	if (st.parent_seg)
+		munmap(st.parent_seg, st.size);
+	st.parent_seg = NULL;
 	if (!seg)
 		return;
 	memcpy(seg, st.seg, st.size);
@@ -487,12 +497,13 @@ void stats_credit_stall(int index)
 
 /*
  * A fork child's copy: the header and the rows in use.  Closed rows are
- * the parent's history, and they and the never-used rows stay the copy's
- * untouched zero pages, so that a fork costs a few pages, not the whole
- * segment.
+ * the parent's history, and they and the never-used rows stay free in the
+ * copy, so that a fork writes a few pages, not the whole segment.
+ * Returns the rows the copy spans.
  */
-static void copy_rows_in_use(struct roceshim_stats_header *to,
-			     const struct roceshim_stats_header *from)
+static unsigned int FORK_CODE
+copy_rows_in_use(struct roceshim_stats_header *to,
+		 const struct roceshim_stats_header *from)
 {
 	const struct roceshim_stats_row *rows = (const void *)(from + 1);
 	unsigned int i,
@@ -511,6 +522,7 @@ static void copy_rows_in_use(struct roceshim_stats_header *to,
 		if (copy->seq & 1)
 			copy->seq++;
 	}
+	return used;
 }
 
 /*
@@ -521,41 +533,47 @@ static void copy_rows_in_use(struct roceshim_stats_header *to,
  * segment of its own only when it opens a connection: most children
  * exec at once, and a segment named after them would outlive the exec.
  */
-void stats_fork_prepare(void)
+void FORK_CODE stats_fork_prepare(void)
 {
-	void *copy;
-
 	pthread_mutex_lock(&st.lock);
-	st.snapshot = NULL;
 	if (!st.seg)
 		return;
-	copy = mmap(NULL, st.size, PROT_READ | PROT_WRITE,
-		    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (copy == MAP_FAILED)
-		return;
-	copy_rows_in_use(copy, st.seg);
-	st.snapshot = copy;
+	if (!st.spare) {
+		void *spare = mmap(NULL, st.size, PROT_READ | PROT_WRITE,
+				   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+		if (spare == MAP_FAILED)
+			return;
+		st.spare = spare;
+		st.spare_rows = 0;
+	}
+	/* The rows of the last copy that are not in use now must be free. */
+	memset(row_at(st.spare, 0), 0,
+	       (size_t)st.spare_rows * sizeof(struct roceshim_stats_row));
+	st.spare_rows = copy_rows_in_use(st.spare, st.seg);
 }
 
-void stats_fork_parent(void)
+void FORK_CODE stats_fork_parent(void)
 {
-	if (st.snapshot)
-		munmap(st.snapshot, st.size);
-	st.snapshot = NULL;
 	pthread_mutex_unlock(&st.lock);
 }
 
-void stats_fork_child(void)
+void FORK_CODE stats_fork_child(void)
 {
 	if (st.seg) {
-		munmap(st.seg, st.size);
-		st.seg = st.snapshot;
-		st.unpublished = st.snapshot != NULL;
-		st.failed = !st.snapshot;
+		/* A fork of a child that never published: its parent's too. */
+		if (st.parent_seg)
+			munmap(st.parent_seg, st.size);
+		/* Unmapped later: most children exit or exec first. */
+		st.parent_seg = st.seg;
+		st.seg = st.spare;
+		st.unpublished = st.spare != NULL;
+		st.failed = !st.spare;
 		/* The rows left out are free in the copy. */
 		st.fresh = 0;
 	}
-	st.snapshot = NULL;
+	st.spare = NULL;
+	st.spare_rows = 0;
 	pthread_mutex_unlock(&st.lock);
 }
 

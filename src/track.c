@@ -7,6 +7,7 @@
 
 #include "connector.h"
 #include "endpoint.h"
+#include "fork_page.h"
 #include "handshake.h"
 #include "log.h"
 #include "policy.h"
@@ -598,7 +599,7 @@ static void connect_before_fork(int fd, struct sock *sock, void *arg)
 		connector_share(sock);
 }
 
-void track_fork_prepare(bool for_exec)
+void FORK_CODE track_fork_prepare(bool for_exec)
 {
 	/* A child that only execs keeps no fd with FD_CLOEXEC. */
 	struct leaving how = { .cause = ROCESHIM_DOWNGRADE_FORK,
@@ -618,7 +619,7 @@ static void connect_in_child(int fd, struct sock *sock, void *arg)
 		connector_fork_child_release(sock);
 }
 
-void track_fork_child(void)
+void FORK_CODE track_fork_child(void)
 {
 	if (shim_tracking() && connector_any_pending())
 		fd_table_for_each(connect_in_child, NULL);
