@@ -15,6 +15,7 @@
 #include "conn.h"
 #include "connector.h"
 #include "cuda_mem.h"
+#include "fd_room.h"
 #include "real.h"
 #include "shim.h"
 #include "track.h"
@@ -207,18 +208,24 @@ SHIM_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
 
 /*
  * Whether this kernel takes RWF_NOWAIT on a socket (not every kernel
- * does): asked once, of a socket pair of roceshim's own.
+ * does): asked once, of a socket pair of roceshim's own.  The pair is
+ * made and closed inside the fd room, which a fork waits for: no child
+ * inherits it.
  */
 static bool sockets_take_nowait(void)
 {
 	static int answer; /* 0: not known yet, 1: yes, -1: no */
 	int known = __atomic_load_n(&answer, __ATOMIC_ACQUIRE), pair[2];
 	struct iovec iov = { .iov_base = &known, .iov_len = 1 };
+	int err = errno;
 
 	if (known)
 		return known > 0;
-	if (real.socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair))
-		return true;
+	fd_room_enter();
+	if (real.socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair)) {
+		known = 1;
+		goto out;
+	}
 	/* A byte to read: the probe cannot block, whatever the kernel does. */
 	(void)!real.write(pair[1], "", 1);
 	known = real.preadv2(pair[0], &iov, 1, -1, RWF_NOWAIT) < 0 &&
@@ -228,6 +235,9 @@ static bool sockets_take_nowait(void)
 	real.close(pair[0]);
 	real.close(pair[1]);
 	__atomic_store_n(&answer, known, __ATOMIC_RELEASE);
+out:
+	fd_room_leave();
+	errno = err;
 	return known > 0;
 }
 
