@@ -31,6 +31,7 @@ static struct {
 	unsigned int row_count;
 	unsigned int cursor; /* where the search for a row to reuse starts */
 	unsigned int fresh;  /* rows from here on have never been used */
+	unsigned int span;   /* rows from here on are free: the copy's bound */
 	struct roceshim_stats_header *seg; /* atomic */
 	size_t size;
 } st FORK_DATA = { .lock = PTHREAD_MUTEX_INITIALIZER };
@@ -147,6 +148,7 @@ static struct roceshim_stats_header *segment_create_locked(void)
 	seg->row_size = sizeof(struct roceshim_stats_row);
 	seg->row_count = st.row_count;
 	st.fresh = 0;
+	st.span = 0;
 	header_stamp(seg);
 	/* Readers trust nothing before the magic appears. */
 	__atomic_store_n(&seg->magic, ROCESHIM_STATS_MAGIC, __ATOMIC_RELEASE);
@@ -225,13 +227,18 @@ static int row_find_locked(struct roceshim_stats_header *seg)
 	while (st.fresh < n &&
 	       row_at(seg, st.fresh)->state != ROCESHIM_ROW_FREE)
 		st.fresh++;
-	if (st.fresh < n)
+	if (st.fresh < n) {
+		if (st.span <= st.fresh)
+			st.span = st.fresh + 1;
 		return (int)st.fresh++;
+	}
 	for (i = 0; i < n; i++) {
 		unsigned int r = (st.cursor + i) % n;
 
 		if (row_at(seg, r)->state == ROCESHIM_ROW_CLOSED) {
 			st.cursor = r + 1;
+			if (st.span <= r)
+				st.span = r + 1;
 			return r;
 		}
 	}
@@ -503,19 +510,24 @@ void stats_credit_stall(int index)
  */
 static unsigned int FORK_CODE
 copy_rows_in_use(struct roceshim_stats_header *to,
-		 const struct roceshim_stats_header *from)
+		 const struct roceshim_stats_header *from, unsigned int written)
 {
 	const struct roceshim_stats_row *rows = (const void *)(from + 1);
 	unsigned int i,
-		used = st.fresh < from->row_count ? st.fresh : from->row_count;
+		used = st.span < from->row_count ? st.span : from->row_count,
+		end = used > written ? used : written;
 	struct roceshim_stats_row *copy;
 
 	memcpy(to, from, sizeof(*to));
-	for (i = 0; i < used; i++) {
-		if (rows[i].state == ROCESHIM_ROW_FREE ||
-		    rows[i].state == ROCESHIM_ROW_CLOSED)
-			continue;
+	for (i = 0; i < end; i++) {
 		copy = row_at(to, (int)i);
+		if (i >= used || rows[i].state == ROCESHIM_ROW_FREE ||
+		    rows[i].state == ROCESHIM_ROW_CLOSED) {
+			/* Read first: a page left alone is not copied. */
+			if (copy->state != ROCESHIM_ROW_FREE)
+				memset(copy, 0, sizeof(*copy));
+			continue;
+		}
 		*copy = rows[i];
 		/* A row caught mid-update by a thread the fork leaves behind.
 		 */
@@ -548,9 +560,7 @@ void FORK_CODE stats_fork_prepare(void)
 		st.spare_rows = 0;
 	}
 	/* The rows of the last copy that are not in use now must be free. */
-	memset(row_at(st.spare, 0), 0,
-	       (size_t)st.spare_rows * sizeof(struct roceshim_stats_row));
-	st.spare_rows = copy_rows_in_use(st.spare, st.seg);
+	st.spare_rows = copy_rows_in_use(st.spare, st.seg, st.spare_rows);
 }
 
 void FORK_CODE stats_fork_parent(void)
@@ -564,13 +574,19 @@ void FORK_CODE stats_fork_child(void)
 		/* A fork of a child that never published: its parent's too. */
 		if (st.parent_seg)
 			munmap(st.parent_seg, st.size);
-		/* Unmapped later: most children exit or exec first. */
-		st.parent_seg = st.seg;
+		/*
+		 * Unmapped when the child publishes: most exit or exec first.
+		 * A child without a copy never publishes.
+		 */
+		st.parent_seg = st.spare ? st.seg : NULL;
+		if (!st.spare)
+			munmap(st.seg, st.size);
 		st.seg = st.spare;
 		st.unpublished = st.spare != NULL;
 		st.failed = !st.spare;
 		/* The rows left out are free in the copy. */
 		st.fresh = 0;
+		st.span = st.spare_rows;
 	}
 	st.spare = NULL;
 	st.spare_rows = 0;

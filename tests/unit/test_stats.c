@@ -315,6 +315,152 @@ static void fork_child_sees_no_row_its_parent_opened_later(void **state)
 		in_fork_child(rows_opened_later_are_absent, open_row, -1), 0);
 }
 
+/* Whether this process maps the named segment of pid. */
+static bool maps_segment_of(pid_t pid)
+{
+	char want[64], line[512];
+	bool found = false;
+	FILE *f = fopen("/proc/self/maps", "r");
+
+	snprintf(want, sizeof(want), "/dev/shm%s%d\n",
+		 ROCESHIM_STATS_SHM_PREFIX, (int)pid);
+	if (!f)
+		return false;
+	while (fgets(line, sizeof(line), f)) {
+		size_t n = strlen(line), w = strlen(want);
+		if (n >= w && strcmp(line + n - w, want) == 0)
+			found = true;
+	}
+	fclose(f);
+	return found;
+}
+
+static int finds_a_row_with_fd_21(int r)
+{
+	int i;
+
+	for (i = 0; i < ROWS; i++)
+		if (row(i)->state != ROCESHIM_ROW_FREE && row(i)->fd == 21)
+			return 1;
+	return 0;
+}
+
+static int nothing(int r)
+{
+	return 0;
+}
+
+/*
+ * A row in use at one fork and closed before the next: absent in the next
+ * child's copy (the spare is rewritten, not made afresh).
+ */
+static void row_closed_between_forks_is_absent_in_next_child(void **state)
+{
+	int r = open_conn(21);
+
+	assert_true(r >= 0);
+	assert_int_equal(in_fork_child(nothing, NULL, r), 0);
+	stats_row_close(r);
+	assert_int_equal(in_fork_child(finds_a_row_with_fd_21, NULL, r), 0);
+}
+
+static pid_t parent_pid;
+
+/* In a child: a fork of its own, handlers run; the grandchild's status. */
+static int fork_again(int (*gchild)(int), int r)
+{
+	int status;
+	pid_t pid;
+
+	stats_fork_prepare();
+	pid = fork();
+	if (pid == 0) {
+		stats_fork_child();
+		_exit(gchild(r));
+	}
+	stats_fork_parent();
+	if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
+		return 90;
+	return WEXITSTATUS(status);
+}
+
+static int gchild_sees_row_open(int r)
+{
+	if (maps_segment_of(parent_pid))
+		return 11; /* the grandparent's segment is still mapped */
+	if (row(r)->state != ROCESHIM_ROW_OPEN)
+		return 12; /* the inherited row is lost */
+	if (row(r)->counters.tcp_tx_bytes != 5)
+		return 13;
+	return 0;
+}
+
+static int child_forks_unpublished(int r)
+{
+	if (!maps_segment_of(parent_pid))
+		return 20; /* kept until it publishes */
+	return fork_again(gchild_sees_row_open, r);
+}
+
+/*
+ * A fork of a child that never published: the grandchild keeps the rows in
+ * use, and drops the grandparent's segment.
+ */
+static void fork_of_unpublished_child_keeps_rows(void **state)
+{
+	int r = open_conn(22);
+
+	stats_tcp_tx(r, 5);
+	parent_pid = getpid();
+	assert_int_equal(in_fork_child(child_forks_unpublished, NULL, r), 0);
+	stats_row_close(r);
+}
+
+static int publish_unmaps_parent(int r)
+{
+	struct roceshim_stats_header *old;
+	int own;
+
+	if (!maps_segment_of(parent_pid))
+		return 1;
+	old = stats_segment();
+	own = open_conn(23);
+	if (own < 0 || stats_segment() == old)
+		return 2;
+	if (maps_segment_of(parent_pid))
+		return 3; /* the parent's segment outlives the publish */
+	stats_row_close(own);
+	return 0;
+}
+
+static void publishing_child_unmaps_its_parents_segment(void **state)
+{
+	parent_pid = getpid();
+	assert_int_equal(in_fork_child(publish_unmaps_parent, NULL, -1), 0);
+}
+
+static int counts_a_lot(int r)
+{
+	stats_tcp_tx(r, 1000000);
+	return 0;
+}
+
+static int counts_are_parents(int r)
+{
+	return row(r)->counters.tcp_tx_bytes == 7 ? 0 : 1;
+}
+
+/* One child's counts, in its copy of the spare, do not reach the next. */
+static void childs_counts_do_not_reach_a_later_child(void **state)
+{
+	int r = open_conn(24);
+
+	stats_tcp_tx(r, 7);
+	assert_int_equal(in_fork_child(counts_a_lot, NULL, r), 0);
+	assert_int_equal(in_fork_child(counts_are_parents, NULL, r), 0);
+	stats_row_close(r);
+}
+
 static void shutdown_removes_the_name(void **state)
 {
 	stats_shutdown();
@@ -340,6 +486,11 @@ int main(void)
 			fork_child_keeps_the_rows_as_they_were_at_the_fork),
 		cmocka_unit_test(
 			fork_child_sees_no_row_its_parent_opened_later),
+		cmocka_unit_test(
+			row_closed_between_forks_is_absent_in_next_child),
+		cmocka_unit_test(publishing_child_unmaps_its_parents_segment),
+		cmocka_unit_test(childs_counts_do_not_reach_a_later_child),
+		cmocka_unit_test(fork_of_unpublished_child_keeps_rows),
 		cmocka_unit_test(shutdown_removes_the_name),
 	};
 
