@@ -16,6 +16,7 @@
 #include "progress.h"
 #include "readiness_impl.h"
 #include "real.h"
+#include "spin.h"
 
 /* Written to out_fd, this makes an eventfd unwritable (see eventfd(2)). */
 #define EVENTFD_FULL 0xfffffffffffffffeull
@@ -187,13 +188,16 @@ static bool lag_unwatched(struct readiness *r)
 
 /*
  * told: see readiness_serve().  out (if not NULL): the readiness the fds
- * were set from.  false: nothing was synced (closed, or dead in a fork
- * child), and out is untouched.
+ * were set from.  raised (if not NULL): EPOLLIN for a new arrival (in_fd
+ * got an edge, or lags it), EPOLLOUT if out_fd became writable.  false:
+ * nothing was synced (closed, or dead in a fork child), and out and
+ * raised are untouched.
  */
 static bool sync_fds(struct readiness *r, bool told,
-		     struct transport_readiness *out)
+		     struct transport_readiness *out, uint32_t *raised)
 {
 	struct transport_readiness tr = { .corked = false };
+	uint32_t edges = 0;
 	bool lag;
 
 	if (!readiness_alive(r))
@@ -211,10 +215,13 @@ static bool sync_fds(struct readiness *r, bool told,
 	transport_readiness(r->t, &tr);
 	lag = tr.readable && !r->in_ready && told && lag_unwatched(r);
 	/* Every arrival is a new edge for EPOLLET, even on a readable fd. */
-	if (tr.readable && !lag && (!r->in_ready || tr.arrivals != r->arrivals))
-		(void)!real.write(r->in_fd, &(uint64_t){ 1 }, 8);
-	else if (!tr.readable && r->in_ready)
+	if (tr.readable && (!r->in_ready || tr.arrivals != r->arrivals)) {
+		edges |= EPOLLIN;
+		if (!lag)
+			(void)!real.write(r->in_fd, &(uint64_t){ 1 }, 8);
+	} else if (!tr.readable && r->in_ready) {
 		eventfd_reset(r->in_fd);
+	}
 	set_lag(r, lag);
 	r->in_ready = tr.readable && !lag;
 	r->arrivals = tr.arrivals;
@@ -223,6 +230,8 @@ static bool sync_fds(struct readiness *r, bool told,
 		if (!tr.writable)
 			(void)!real.write(r->out_fd,
 					  &(uint64_t){ EVENTFD_FULL }, 8);
+		else
+			edges |= EPOLLOUT;
 		r->out_ready = tr.writable;
 	}
 	pthread_mutex_unlock(&r->sync_lock);
@@ -231,18 +240,41 @@ static bool sync_fds(struct readiness *r, bool told,
 		readiness_watch(r);
 	if (out)
 		*out = tr;
+	if (raised)
+		*raised = edges;
 	return true;
 }
 
 void readiness_sync(struct readiness *r)
 {
-	sync_fds(r, false, NULL);
+	sync_fds(r, false, NULL, NULL);
 }
 
 void readiness_settle(struct readiness *r)
 {
 	if (__atomic_load_n(&r->in_lag, __ATOMIC_SEQ_CST))
-		sync_fds(r, false, NULL);
+		sync_fds(r, false, NULL, NULL);
+}
+
+/* Sized on a thread's first wait: the configuration is read by then. */
+static __thread struct spin_policy wait_spin;
+static __thread bool wait_spin_sized;
+
+struct spin_policy *readiness_wait_spin(unsigned int cap_us)
+{
+	if (!wait_spin_sized) {
+		spin_policy_init(&wait_spin, cap_us);
+		wait_spin_sized = true;
+	}
+	return &wait_spin;
+}
+
+uint32_t readiness_poll_raised(struct readiness *r, bool told,
+			       struct transport_readiness *out)
+{
+	uint32_t raised = 0;
+
+	return sync_fds(r, told, out, &raised) ? raised : 0;
 }
 
 bool readiness_epoll_wait_begin(void)
@@ -349,7 +381,7 @@ void readiness_serve(struct readiness *r, bool told,
 		     struct transport_readiness *out)
 {
 	transport_handle_event(r->t);
-	if (!sync_fds(r, told, out) && out)
+	if (!sync_fds(r, told, out, NULL) && out)
 		transport_readiness(r->t, out);
 }
 

@@ -33,6 +33,7 @@
 #include "readiness_impl.h"
 #include "real.h"
 #include "sock.h"
+#include "spin.h"
 
 /*
  * The event the channel's entry is registered for.  Neither an eventfd nor
@@ -767,6 +768,22 @@ static int fold_events(int epfd, struct epoll_event *events, int n)
 	return kept;
 }
 
+/* The program's call itself, with timeout_ms, or ts for epoll_pwait2. */
+static int wait_once(int epfd, struct epoll_event *events, int maxevents,
+		     int timeout_ms, const struct timespec *ts,
+		     const sigset_t *sigmask, enum readiness_wait_kind kind)
+{
+	switch (kind) {
+	case READINESS_EPOLL_WAIT:
+		return real.epoll_wait(epfd, events, maxevents, timeout_ms);
+	case READINESS_EPOLL_PWAIT:
+		return real.epoll_pwait(epfd, events, maxevents, timeout_ms,
+					sigmask);
+	default:
+		return real.epoll_pwait2(epfd, events, maxevents, ts, sigmask);
+	}
+}
+
 /*
  * Waits again, for what is left of the timeout, when every event was a
  * channel's that brought nothing to report, as the kernel does for an
@@ -783,20 +800,8 @@ static int wait_folded(int epfd, struct epoll_event *events, int maxevents,
 	if (ts)
 		left = *ts;
 	for (;;) {
-		switch (kind) {
-		case READINESS_EPOLL_WAIT:
-			n = real.epoll_wait(epfd, events, maxevents,
-					    timeout_ms);
-			break;
-		case READINESS_EPOLL_PWAIT:
-			n = real.epoll_pwait(epfd, events, maxevents,
-					     timeout_ms, sigmask);
-			break;
-		default:
-			n = real.epoll_pwait2(epfd, events, maxevents,
-					      ts ? &left : NULL, sigmask);
-			break;
-		}
+		n = wait_once(epfd, events, maxevents, timeout_ms,
+			      ts ? &left : NULL, sigmask, kind);
 		if (n <= 0)
 			return n;
 		n = fold_events(epfd, events, n);
@@ -804,6 +809,143 @@ static int wait_folded(int epfd, struct epoll_event *events, int maxevents,
 					      ts ? &left : NULL))
 			return n;
 	}
+}
+
+/*
+ * A wait on a set that holds upgraded connections first polls their
+ * completion queues, as a blocking read does (spin.h): what arrives within
+ * the budget is reported without the completion channel's wake-up, which
+ * costs the waiter a sleep and the kernel a wake-up.  The budget is the
+ * waiting thread's (readiness_wait_spin()), and it polls only while it
+ * holds a spin slot.  The set itself is asked every READINESS_SPIN_ROUNDS
+ * rounds, for its other entries.
+ *
+ * One round over epfd's upgraded connections: 1 if one raised what the
+ * program waits for, 0 if none did, -1 if the set holds none.  A
+ * level-triggered registration is reported in *ev, as its channel's
+ * event would be (serve_channel()); otherwise ev->events is 0, and the
+ * eventfds, now set, report it.
+ */
+static int spin_round(int epfd, struct epoll_event *ev)
+{
+	const uint32_t in = EPOLLIN | EPOLLRDNORM, out = EPOLLOUT | EPOLLWRNORM;
+	struct transport_readiness t;
+	int found = -1;
+	unsigned int i;
+	bool level;
+
+	pthread_mutex_lock(&set.lock);
+	for (i = 0; i < set.count; i++) {
+		struct reg *o = &set.v[i];
+		uint32_t want = (o->events & in ? EPOLLIN : 0) |
+				(o->events & out ? EPOLLOUT : 0);
+
+		if (o->epfd != epfd || !o->r || o->disarmed || !want ||
+		    !readiness_alive(o->r) || readiness_released(o->r))
+			continue;
+		found = 0;
+		level = !(o->events & (EPOLLET | EPOLLONESHOT));
+		if (!(readiness_poll_raised(
+			      o->r, level && (want & EPOLLIN) && sole_locked(o),
+			      &t) &
+		      want))
+			continue;
+		found = 1;
+		ev->data.u64 = o->data;
+		ev->events = level ? events_of(&t) & (o->events | EPOLLHUP) : 0;
+		break;
+	}
+	pthread_mutex_unlock(&set.lock);
+	return found;
+}
+
+/* The set's own events after the first of events, folded with it. */
+static int ask_set(int epfd, struct epoll_event *events, int maxevents,
+		   int first, const sigset_t *sigmask,
+		   enum readiness_wait_kind kind)
+{
+	const struct timespec zero = { 0 };
+	int n = 0;
+
+	if (first < maxevents)
+		n = wait_once(epfd, events + first, maxevents - first, 0, &zero,
+			      sigmask, kind);
+	if (n < 0 && !first)
+		return n;
+	return fold_events(epfd, events, first + (n > 0 ? n : 0));
+}
+
+/*
+ * Polls until start_us + budget_us: the events the set then reports
+ * (folded), 0 if none came, or -1 with errno (EINTR: a signal that
+ * sigmask lets through).  The set is asked first, which also checks the
+ * program's arguments as the kernel does; an event found by polling then
+ * goes first in events, and the set's own fill the rest.
+ */
+static int spin_wait(int epfd, struct epoll_event *events, int maxevents,
+		     const sigset_t *sigmask, enum readiness_wait_kind kind,
+		     uint64_t start_us, uint64_t budget_us)
+{
+	struct epoll_event found_ev;
+	unsigned int round;
+	int found, n;
+
+	for (round = 0;; round++) {
+		if (round % READINESS_SPIN_ROUNDS == 0) {
+			n = ask_set(epfd, events, maxevents, 0, sigmask, kind);
+			if (n)
+				return n;
+		}
+		found = spin_round(epfd, &found_ev);
+		if (found < 0)
+			return 0;
+		if (found) {
+			if (found_ev.events)
+				events[0] = found_ev;
+			n = ask_set(epfd, events, maxevents,
+				    found_ev.events ? 1 : 0, sigmask, kind);
+			if (n)
+				return n;
+		}
+		if (clock_us() >= start_us + budget_us)
+			return 0;
+	}
+}
+
+static int wait_spinning(const struct config *cfg, int epfd,
+			 struct epoll_event *events, int maxevents,
+			 int timeout_ms, const struct timespec *ts,
+			 const sigset_t *sigmask, enum readiness_wait_kind kind)
+{
+	struct spin_policy *policy = readiness_wait_spin(cfg->spin_us);
+	uint64_t start = 0, budget;
+	struct timespec left;
+	bool spun = false;
+	int n = 0;
+
+	if (timeout_ms && maxevents > 0 && spin_time_wait(policy))
+		start = clock_us();
+	budget = spin_budget_us(policy);
+	if (timeout_ms > 0 && budget > (uint64_t)timeout_ms * 1000)
+		budget = (uint64_t)timeout_ms * 1000;
+	if (start && budget && spin_slot_take()) {
+		n = spin_wait(epfd, events, maxevents, sigmask, kind, start,
+			      budget);
+		spin_slot_give();
+		spun = true;
+	}
+	if (!n) {
+		if (ts)
+			left = *ts;
+		if (!spun ||
+		    readiness_take_spent(&timeout_ms, ts ? &left : NULL,
+					 clock_us() - start))
+			n = wait_folded(epfd, events, maxevents, timeout_ms,
+					ts ? &left : NULL, sigmask, kind);
+	}
+	if (start && n >= 0)
+		spin_wait_ended(policy, clock_us() - start);
+	return n;
 }
 
 /*
@@ -824,7 +966,12 @@ int readiness_epoll_wait(const struct config *cfg, int epfd,
 				   sigmask, kind);
 	if (readiness_epoll_wait_begin())
 		readiness_epoll_settle_all();
-	n = wait_folded(epfd, events, maxevents, timeout_ms, ts, sigmask, kind);
+	if (__atomic_load_n(&set.made, __ATOMIC_RELAXED))
+		n = wait_spinning(cfg, epfd, events, maxevents, timeout_ms, ts,
+				  sigmask, kind);
+	else
+		n = wait_folded(epfd, events, maxevents, timeout_ms, ts,
+				sigmask, kind);
 	readiness_epoll_wait_end();
 	return n;
 }

@@ -27,6 +27,14 @@ void readiness_serve(struct readiness *r, bool told,
 		     struct transport_readiness *out);
 /* readiness_sync() if in_fd lags; cheap if not. */
 void readiness_settle(struct readiness *r);
+/*
+ * Syncs the eventfds from the transport, whose completion queue this
+ * polls, without the channel's event; told as for readiness_serve().
+ * Returns what changed: EPOLLIN for a new arrival (data, EOF or an
+ * error), EPOLLOUT for room to send; out: the readiness now.
+ */
+uint32_t readiness_poll_raised(struct readiness *r, bool told,
+			       struct transport_readiness *out);
 
 /*
  * Around each epoll_wait() of the program (and each poll() or select() of
@@ -54,6 +62,23 @@ void readiness_epoll_settle_all(void);
 
 /* The sock of fd if it is upgraded, with a reference; else NULL. */
 struct sock *readiness_upgraded_sock(int fd);
+
+/*
+ * How long the calling thread's waits in epoll_wait(), poll() and select()
+ * poll the completion queues of the upgraded connections they wait on
+ * before they sleep (spin.h): its own policy, capped at cap_us.
+ */
+struct spin_policy *readiness_wait_spin(unsigned int cap_us);
+/* Rounds of polling between two looks at the kernel's own entries. */
+#define READINESS_SPIN_ROUNDS 4
+
+/*
+ * Takes spent_us from a timeout of *timeout_ms (-1: none) or, if ts is
+ * given, *ts (ppoll, epoll_pwait2).  false: nothing is left of it.  Only
+ * whole milliseconds come off *timeout_ms: the wait never ends early.
+ */
+bool readiness_take_spent(int *timeout_ms, struct timespec *ts,
+			  uint64_t spent_us);
 
 /* A timespec timeout in whole milliseconds, rounded up. */
 int readiness_timespec_ms(const struct timespec *ts);

@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
+#include <sys/epoll.h>
 
 #include "clock.h"
 #include "conn.h"
@@ -22,6 +23,7 @@
 #include "poll_wide.h"
 #include "readiness_impl.h"
 #include "real.h"
+#include "spin.h"
 
 #define POLL_IN_EVENTS	(POLLIN | POLLRDNORM | POLLPRI | POLLRDHUP)
 #define POLL_OUT_EVENTS (POLLOUT | POLLWRNORM)
@@ -45,6 +47,28 @@ bool readiness_wait_left(int *timeout_ms, int64_t deadline, struct timespec *ts)
 		ts->tv_sec = *timeout_ms / 1000;
 		ts->tv_nsec = *timeout_ms % 1000 * 1000000l;
 	}
+	return true;
+}
+
+bool readiness_take_spent(int *timeout_ms, struct timespec *ts,
+			  uint64_t spent_us)
+{
+	int64_t left_ns;
+
+	if (ts) {
+		left_ns = ts->tv_sec * 1000000000ll + ts->tv_nsec -
+			  (int64_t)spent_us * 1000;
+		if (left_ns <= 0)
+			return false;
+		ts->tv_sec = left_ns / 1000000000;
+		ts->tv_nsec = left_ns % 1000000000;
+		return true;
+	}
+	if (*timeout_ms < 0)
+		return true;
+	if (spent_us >= (uint64_t)*timeout_ms * 1000)
+		return false;
+	*timeout_ms -= (int)(spent_us / 1000);
 	return true;
 }
 
@@ -182,18 +206,53 @@ static int wait_entries(struct pollfd *tmp, nfds_t n, nfds_t nfds,
 }
 
 /*
+ * Before the wait sleeps, the completion queues of the upgraded entries
+ * are polled, as epoll_wait() does (readiness_epoll.c): READINESS_SPIN_ROUNDS
+ * rounds, or until end_us, or until one raised what its entry asks for,
+ * which makes its eventfd ready.  true: one did.
+ */
+static bool spin_rounds(struct readiness **began, const struct pollfd *fds,
+			nfds_t nfds, uint64_t end_us)
+{
+	unsigned int round;
+	uint32_t want;
+	nfds_t i;
+
+	for (round = 0; round < READINESS_SPIN_ROUNDS; round++) {
+		for (i = 0; i < nfds; i++) {
+			if (!began[i])
+				continue;
+			want = (fds[i].events & POLL_IN_EVENTS ? EPOLLIN : 0) |
+			       (fds[i].events & POLL_OUT_EVENTS ? EPOLLOUT : 0);
+			if (want &&
+			    readiness_poll_raised(began[i], false, NULL) & want)
+				return true;
+		}
+		if (clock_us() >= end_us)
+			return false;
+	}
+	return false;
+}
+
+/*
  * poll() over a set where some fds are upgraded: each of those becomes its
  * POLL_ENTRIES entries, and their results fold back into the program's
  * entry.  When only channels fired, and brought nothing the program
  * waits for, the wait goes on for what is left of its timeout.  -EXDEV:
  * a connection moved to its kernel socket, or a background connect
  * ended, and nothing is ready: wait again, with the fds looked up anew.
+ * While the thread's spin budget lasts (spin_us: the cap), the set is
+ * asked without sleeping, between rounds of polling.
  */
 static int poll_substituted(struct pollfd *fds, nfds_t nfds,
 			    struct sock **socks, int timeout_ms,
 			    const struct timespec *ts, const sigset_t *sigmask,
-			    bool ppoll)
+			    bool ppoll, unsigned int spin_us)
 {
+	struct spin_policy *policy = readiness_wait_spin(spin_us);
+	const struct timespec zero = { 0 };
+	uint64_t start = 0, budget = 0;
+	bool spinning = false;
 	struct pollfd *tmp = calloc(POLL_ENTRIES * nfds + 1, sizeof(*tmp));
 	/* The readiness of each upgraded one, counted as polled. */
 	struct readiness **began = calloc(nfds + 1, sizeof(*began));
@@ -227,9 +286,20 @@ static int poll_substituted(struct pollfd *fds, nfds_t nfds,
 	}
 	if (timeout_ms > 0)
 		deadline = clock_ms() + timeout_ms;
+	if (timeout_ms && spin_time_wait(policy)) {
+		start = clock_us();
+		budget = spin_budget_us(policy);
+		if (timeout_ms > 0 && budget > (uint64_t)timeout_ms * 1000)
+			budget = (uint64_t)timeout_ms * 1000;
+		spinning = budget && spin_slot_take();
+	}
 	for (;;) {
-		ret = wait_entries(tmp, j, nfds, timeout_ms, tmo, sigmask,
-				   ppoll);
+		if (spinning)
+			ret = wait_entries(tmp, j, nfds, 0, &zero, sigmask,
+					   ppoll);
+		else
+			ret = wait_entries(tmp, j, nfds, timeout_ms, tmo,
+					   sigmask, ppoll);
 		if (ret < 0)
 			goto out;
 		ready = 0;
@@ -259,6 +329,22 @@ static int poll_substituted(struct pollfd *fds, nfds_t nfds,
 			ret = -EXDEV;
 			goto out;
 		}
+		if (spinning && !ready) {
+			if (spin_rounds(began, fds, nfds, start + budget) ||
+			    clock_us() < start + budget)
+				continue;
+			spin_slot_give();
+			spinning = false;
+			if (tmo)
+				left = *tmo;
+			if (!readiness_take_spent(&timeout_ms,
+						  tmo ? &left : NULL,
+						  clock_us() - start))
+				break;
+			if (tmo)
+				tmo = &left;
+			continue;
+		}
 		/* Only channels fired: wait for what is left. */
 		if (ready || !ret ||
 		    !readiness_wait_left(&timeout_ms, deadline,
@@ -269,6 +355,10 @@ static int poll_substituted(struct pollfd *fds, nfds_t nfds,
 	}
 	ret = ready;
 out:
+	if (spinning)
+		spin_slot_give();
+	if (start && ret >= 0)
+		spin_wait_ended(policy, clock_us() - start);
 	for (i = 0; began && i < nfds; i++)
 		if (began[i])
 			readiness_poll_end(began[i]);
@@ -321,7 +411,7 @@ static int poll_unnested(const struct config *cfg, struct pollfd *fds,
 			return ppoll ? real.ppoll(fds, nfds, ts, sigmask)
 				     : real.poll(fds, nfds, timeout_ms);
 		ret = poll_substituted(fds, nfds, socks, timeout_ms, ts,
-				       sigmask, ppoll);
+				       sigmask, ppoll, cfg->spin_us);
 		for (i = 0; i < nfds; i++)
 			if (socks[i])
 				sock_put(socks[i]);
