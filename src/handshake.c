@@ -14,6 +14,7 @@
 #include "fork_page.h"
 #include "handshake_impl.h"
 #include "log.h"
+#include "policy.h"
 #include "progress.h"
 #include "rdma_stack.h"
 #include "real.h"
@@ -161,6 +162,35 @@ static void serve_channel(struct progress_watcher *w, uint32_t events)
 		if (reject_id)
 			rdmacm.destroy_id(reject_id);
 	}
+	handshake_channel_failed(cw->ch->fd);
+}
+
+void handshake_channel_failed(int fd)
+{
+	if (errno != EACCES)
+		return;
+	progress_del(fd);
+	if (policy_stop_rdma())
+		log_info("cm: the process changed its credentials since the "
+			 "RDMA connection manager was opened, which the kernel "
+			 "refuses now: new connections stay on TCP");
+}
+
+/*
+ * A write of nothing to a CM channel: the kernel first checks that the
+ * process's credentials are those it was opened with (EACCES, and the
+ * channel is useless), then finds the command too short (EINVAL).
+ */
+static bool channel_usable(struct rdma_event_channel *ch)
+{
+	int err = errno;
+	bool usable;
+
+	usable = real.write(ch->fd, NULL, 0) == 0 || errno != EACCES;
+	if (!usable)
+		handshake_channel_failed(ch->fd);
+	errno = err;
+	return usable;
 }
 
 struct rdma_event_channel *handshake_channel(const struct config *cfg)
@@ -190,7 +220,7 @@ out:
 	if (hs.started && !hs.disabled)
 		ch = hs.watch.ch;
 	pthread_mutex_unlock(&hs.lock);
-	return ch;
+	return ch && channel_usable(ch) ? ch : NULL;
 }
 
 bool handshake_running(void)

@@ -649,6 +649,7 @@ static void bg_events(struct progress_watcher *w, uint32_t events)
 		if (d->state == DIAL_DONE)
 			bg_end(d);
 	}
+	handshake_channel_failed(bg.ch->fd);
 }
 
 bool handshake_dial_tick(void)

@@ -39,6 +39,13 @@
 struct rdma_event_channel *handshake_channel(const struct config *cfg);
 /* The channel runs (not before its start, nor in a fork child). */
 bool handshake_running(void);
+/*
+ * get_cm_event() failed on the channel the progress thread serves at fd:
+ * if the kernel refused it (EACCES: the process's credentials changed
+ * since it was opened), the channel leaves the progress thread's set,
+ * which would wake for it forever, and RDMA stops (policy_stop_rdma()).
+ */
+void handshake_channel_failed(int fd);
 
 /* The transport and connection this configuration asks for. */
 struct transport_config handshake_transport_config(const struct config *cfg);

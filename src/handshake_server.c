@@ -474,9 +474,13 @@ void handshake_unlisten(struct sock *sock)
 	 * The kernel resets the TCP connections in its queue: these go too,
 	 * on the progress thread, which may be serving their events now.
 	 * A fork child (a prefork worker) may still hold the listening
-	 * socket and accept them: after a fork they live on a while.
+	 * socket and accept them: after a fork they live on a while.  So
+	 * they do when the listener itself stays, and only its CM listener
+	 * goes (policy_stop_rdma()).
 	 */
-	until = conn_forked() ? clock_ms() + PENDING_TIMEOUT_MS : 0;
+	sock->orphans = policy_rdma_stopped();
+	until = conn_forked() || sock->orphans ? clock_ms() + PENDING_TIMEOUT_MS
+					       : 0;
 	pthread_mutex_lock(&pend.lock);
 	for (p = pend.list; p; p = p->next)
 		if (p->listener == id &&
@@ -590,10 +594,10 @@ struct conn *handshake_take_pending(const struct config *cfg,
 		return NULL;
 	}
 
-	l = listen_id->context;
+	l = listen_id ? listen_id->context : NULL;
 	clock_timespec_in(CLOCK_MONOTONIC, LATE_WAIT_MS, &late);
 	pthread_mutex_lock(&pend.lock);
-	if (!find(peer, local_port) &&
+	if (l && !find(peer, local_port) &&
 	    clock_ms() - l->since_ms < LATE_WINDOW_MS)
 		await_late_request(peer, local_port, &late);
 	/*

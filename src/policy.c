@@ -7,6 +7,17 @@
 #include "policy.h"
 
 static bool fd_limit_logged;
+static bool rdma_stopped; /* atomic */
+
+bool policy_stop_rdma(void)
+{
+	return !__atomic_exchange_n(&rdma_stopped, true, __ATOMIC_ACQ_REL);
+}
+
+bool policy_rdma_stopped(void)
+{
+	return __atomic_load_n(&rdma_stopped, __ATOMIC_ACQUIRE);
+}
 
 static enum roceshim_reason rdma_available(const struct config *cfg)
 {
@@ -15,6 +26,8 @@ static enum roceshim_reason rdma_available(const struct config *cfg)
 	/* Checked first: with the path off, the RDMA stack is never loaded. */
 	if (!cfg->rdma)
 		return ROCESHIM_REASON_DISABLED;
+	if (policy_rdma_stopped())
+		return ROCESHIM_REASON_UNSUPPORTED;
 	/* A host without RDMA pays nothing for the descriptor check. */
 	reason = device_status(cfg);
 	if (reason)

@@ -10,6 +10,7 @@
 #ifndef ROCESHIM_POLICY_H
 #define ROCESHIM_POLICY_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include <roceshim/stats.h>
@@ -28,5 +29,14 @@ enum roceshim_reason policy_decide(const struct config *cfg,
  * is on.
  */
 enum roceshim_reason policy_listener(const struct config *cfg, uint16_t port);
+
+/*
+ * The kernel refuses a process's writes to an RDMA descriptor opened
+ * before its credentials changed (setuid() and the like): from
+ * policy_stop_rdma() on, both calls above say ROCESHIM_REASON_UNSUPPORTED.
+ * true: this call stopped it, an earlier one had not.
+ */
+bool policy_stop_rdma(void);
+bool policy_rdma_stopped(void);
 
 #endif /* ROCESHIM_POLICY_H */

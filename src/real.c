@@ -63,6 +63,16 @@ static void real_resolve(void)
 	RESOLVE(dup3);
 	RESOLVE(fork);
 	RESOLVE(vfork);
+	RESOLVE(setuid);
+	RESOLVE(setgid);
+	RESOLVE(seteuid);
+	RESOLVE(setegid);
+	RESOLVE(setreuid);
+	RESOLVE(setregid);
+	RESOLVE(setresuid);
+	RESOLVE(setresgid);
+	RESOLVE(setgroups);
+	RESOLVE(initgroups);
 	RESOLVE(syscall);
 	RESOLVE(clone);
 	RESOLVE(execve);

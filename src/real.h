@@ -79,6 +79,16 @@ struct real_libc {
 	int (*dup3)(int, int, int);
 	pid_t (*fork)(void);
 	pid_t (*vfork)(void);
+	int (*setuid)(uid_t);
+	int (*setgid)(gid_t);
+	int (*seteuid)(uid_t);
+	int (*setegid)(gid_t);
+	int (*setreuid)(uid_t, uid_t);
+	int (*setregid)(gid_t, gid_t);
+	int (*setresuid)(uid_t, uid_t, uid_t);
+	int (*setresgid)(gid_t, gid_t, gid_t);
+	int (*setgroups)(size_t, const gid_t *);
+	int (*initgroups)(const char *, gid_t);
 	long (*syscall)(long, ...);
 	int (*clone)(int (*)(void *), void *, int, void *, ...);
 	int (*execve)(const char *, char *const[], char *const[]);

@@ -48,6 +48,7 @@ struct sock *sock_new(int domain)
 	sock->conn = NULL;
 	sock->connector = NULL;
 	sock->listen_id = NULL;
+	sock->orphans = false;
 	sock->bound_known = false;
 	sock->abortive = false;
 	sock->spawn_dup = false;

@@ -32,8 +32,13 @@ struct sock {
 	struct conn *conn; /* atomic: the RDMA connection once upgraded */
 	struct connector *connector;  /* atomic: a connect in the background */
 	struct rdma_cm_id *listen_id; /* the CM listener beside a listener */
-	bool abortive;		      /* closed with SO_LINGER {1, 0}: no FIN */
-	bool spawn_dup;		      /* named in a posix_spawn file action */
+	/*
+	 * Its CM listener is gone (policy_stop_rdma()), but RDMA connections
+	 * it took may still wait for accept().
+	 */
+	bool orphans;
+	bool abortive;	    /* closed with SO_LINGER {1, 0}: no FIN */
+	bool spawn_dup;	    /* named in a posix_spawn file action */
 	bool dial_again;    /* a blocking connect asks again once TCP is up */
 	bool watched_early; /* atomic: in an epoll set before its connect */
 	int sndbuf; /* atomic: SO_SNDBUF as the kernel has it; 0: not set */

@@ -455,7 +455,7 @@ void track_accept(struct sock *listener, int fd)
 		local_endpoint(fd, &local);
 	peer_endpoint(fd, &peer);
 	/* The client decided: a pending RDMA connection must be taken. */
-	sock->conn = listener->listen_id
+	sock->conn = listener->listen_id || listener->orphans
 			     ? handshake_take_pending(
 				       &shim_config, listener->listen_id, &peer,
 				       local.port, fd, &moved)
@@ -472,6 +472,9 @@ void track_accept(struct sock *listener, int fd)
 	if (moved)
 		stats_downgrade(sock_row(sock), ROCESHIM_DOWNGRADE_FORK);
 	log_decision(fd, "accepted from", &peer, reason);
+	/* Taken by a CM listener before the credentials changed. */
+	if (sock->conn && policy_rdma_stopped())
+		conn_make_plain(sock->conn, ROCESHIM_DOWNGRADE_CREDENTIALS);
 out:
 	sock_put(sock);
 }
@@ -633,6 +636,31 @@ void track_daemon(void)
 		return;
 	fd_table_for_each(leave, &how);
 	conn_closing_drain();
+}
+
+/* For a change of credentials: what the process has on RDMA goes. */
+static void give_up_rdma(int fd, struct sock *sock, void *arg)
+{
+	if (sock->listen_id)
+		handshake_unlisten(sock);
+	leave(fd, sock, arg);
+}
+
+void track_credentials_change(void)
+{
+	struct leaving how = { .cause = ROCESHIM_DOWNGRADE_CREDENTIALS,
+			       .all = true };
+	int err = errno;
+
+	if (!may_have_rdma() || !policy_stop_rdma())
+		goto out;
+	log_info("the process changes its credentials: the kernel refuses "
+		 "its RDMA descriptors from now on, so its connections move "
+		 "to TCP and new ones stay there");
+	fd_table_for_each(give_up_rdma, &how);
+	conn_closing_drain();
+out:
+	errno = err;
 }
 
 void track_spawn_dup(int fd)

@@ -118,5 +118,17 @@ void track_daemon(void);
 bool track_vfork_safe(void);
 void track_fds_passed(const struct msghdr *msg);
 void track_exit(void);
+/*
+ * The process is about to change its credentials (setuid() and the
+ * like).  The kernel refuses every later write to an RDMA descriptor
+ * opened before ("changed security contexts after opening file
+ * descriptor"), on every thread: the CM's events, and on some devices
+ * each send.  So, once the RDMA stack is loaded, the process gives up
+ * RDMA first (policy_stop_rdma()): its connections and connects move to
+ * TCP, its listeners' CM listeners go (clients are refused at once and
+ * stay on TCP; connections they took still wait for accept(), which
+ * moves them), and its later connections stay on TCP.  Leaves errno.
+ */
+void track_credentials_change(void);
 
 #endif /* ROCESHIM_TRACK_H */

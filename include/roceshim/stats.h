@@ -59,20 +59,22 @@ enum roceshim_reason {
  * (a downgrade).  Values are stable across versions.
  */
 enum roceshim_downgrade {
-	ROCESHIM_DOWNGRADE_NONE = 0,	  /* still on RDMA, or never there */
-	ROCESHIM_DOWNGRADE_FORK = 1,	  /* a fork child used it, or the
-					     parent closed it after a fork */
-	ROCESHIM_DOWNGRADE_EXEC = 2,	  /* it survives an exec or spawn */
-	ROCESHIM_DOWNGRADE_FD_PASSED = 3, /* sent to another process */
-	ROCESHIM_DOWNGRADE_QP_ERROR = 4,  /* the queue pair failed */
-	ROCESHIM_DOWNGRADE_DEVICE = 5,	  /* the RDMA device went away */
-	ROCESHIM_DOWNGRADE_PEER = 6,	  /* the peer moved it */
-	ROCESHIM_DOWNGRADE_EXIT = 7,	  /* the process exited with it
-					     shared with a fork child */
-	ROCESHIM_DOWNGRADE_QP_SILENT = 8, /* its queue pair answered no
-					     write for 30 s */
-	ROCESHIM_DOWNGRADE_SPLICE = 9,	  /* splice() took its bytes */
-	ROCESHIM_DOWNGRADE_COUNT = 16	  /* array size, room to grow */
+	ROCESHIM_DOWNGRADE_NONE = 0,	     /* still on RDMA, or never there */
+	ROCESHIM_DOWNGRADE_FORK = 1,	     /* a fork child used it, or the
+						parent closed it after a fork */
+	ROCESHIM_DOWNGRADE_EXEC = 2,	     /* it survives an exec or spawn */
+	ROCESHIM_DOWNGRADE_FD_PASSED = 3,    /* sent to another process */
+	ROCESHIM_DOWNGRADE_QP_ERROR = 4,     /* the queue pair failed */
+	ROCESHIM_DOWNGRADE_DEVICE = 5,	     /* the RDMA device went away */
+	ROCESHIM_DOWNGRADE_PEER = 6,	     /* the peer moved it */
+	ROCESHIM_DOWNGRADE_EXIT = 7,	     /* the process exited with it
+						shared with a fork child */
+	ROCESHIM_DOWNGRADE_QP_SILENT = 8,    /* its queue pair answered no
+						write for 30 s */
+	ROCESHIM_DOWNGRADE_SPLICE = 9,	     /* splice() took its bytes */
+	ROCESHIM_DOWNGRADE_CREDENTIALS = 10, /* the process changed its
+						credentials (setuid) */
+	ROCESHIM_DOWNGRADE_COUNT = 16	     /* array size, room to grow */
 };
 
 enum roceshim_row_state {
@@ -241,6 +243,7 @@ static inline const char *roceshim_downgrade_name(unsigned int cause)
 		[ROCESHIM_DOWNGRADE_EXIT] = "exit",
 		[ROCESHIM_DOWNGRADE_QP_SILENT] = "qp_silent",
 		[ROCESHIM_DOWNGRADE_SPLICE] = "splice",
+		[ROCESHIM_DOWNGRADE_CREDENTIALS] = "credentials",
 	};
 
 	if (cause >= sizeof(names) / sizeof(names[0]) || !names[cause])

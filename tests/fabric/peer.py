@@ -21,6 +21,13 @@
   peer.py churn ADDR --count N                N connections in one process
   peer.py fork ADDR PORT [--bind A]           an echo connection across
                                               fork (the server must serve 2)
+  peer.py setuid ADDR PORT [--bind A]         an echo connection across
+                                              setgid()/setuid() to nobody,
+                                              then a new one (the server
+                                              must serve 2)
+  peer.py drop-serve ADDR [--count N]         echo server that listens as
+                                              root, then becomes nobody;
+                                              prints "port P"
   peer.py handoff ADDR --then exit|exec      accepts one, and after its
                                               first byte forks a child that
                                               echoes it all; closes its copy
@@ -240,6 +247,48 @@ def fork(args):
     report(s)
     s.close()
     return 0 if ok else 1
+
+
+def become_nobody():
+    os.setgroups([])
+    os.setgid(65534)
+    os.setuid(65534)
+
+
+def setuid(args):
+    """setuid() with an upgraded connection mid-transfer: the echo of bytes
+    sent before it comes back whole after it, the connection goes on (on
+    TCP), and a new connection works."""
+    s = connect(args)
+    report(s)
+    echo_through(s, 100000, "before")
+    pending = os.urandom(50000)
+    s.sendall(pending)
+    half = read_exactly(s, 20000)
+    become_nobody()
+    rest = read_exactly(s, len(pending) - len(half))
+    ok = half + rest == pending
+    print("rest %s" % ("ok" if ok else "MISMATCH"), flush=True)
+    ok &= echo_through(s, 100000, "after")
+    report(s)
+    s.close()
+    new = connect(args)
+    report(new)
+    ok &= echo_through(new, 100000, "new")
+    new.close()
+    return 0 if ok else 1
+
+
+def drop_serve(args):
+    ls = socket.socket()
+    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    ls.bind((args.addr, 0))
+    ls.listen(64)
+    become_nobody()
+    print("port %d" % ls.getsockname()[1], flush=True)
+    for _ in range(args.count):
+        conn, _ = ls.accept()
+        echo_one(conn, True)
 
 
 def handoff(args):
@@ -527,6 +576,13 @@ def main():
     fk.add_argument("port", type=int)
     fk.add_argument("--bind")
     fk.add_argument("--child-uses", action="store_true")
+    su = sub.add_parser("setuid")
+    su.add_argument("addr")
+    su.add_argument("port", type=int)
+    su.add_argument("--bind")
+    ds = sub.add_parser("drop-serve")
+    ds.add_argument("addr")
+    ds.add_argument("--count", type=int, default=1)
     ho = sub.add_parser("handoff")
     ho.add_argument("addr")
     ho.add_argument("--then", choices=("exit", "exec"), required=True)
@@ -551,7 +607,7 @@ def main():
     return {"serve": serve, "wait-echo": wait_echo, "echo": echo,
             "retry": retry, "stream": stream, "send": send,
             "drain": drain, "churn": churn, "fork": fork, "late": late,
-            "handoff": handoff,
+            "handoff": handoff, "setuid": setuid, "drop-serve": drop_serve,
             "idle": idle}[args.cmd](args) or 0
 
 
