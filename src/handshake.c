@@ -233,9 +233,18 @@ bool handshake_running(void)
 	return running;
 }
 
+/*
+ * The child's copies of the parent's CM channels go: a daemon's parent
+ * that exits leaves its CM listeners to the kernel then, which refuses
+ * their handshakes, where a copy kept open would leave them taking
+ * handshakes that nobody serves (each client waiting for its timeout).
+ */
 void FORK_CODE handshake_fork_child(void)
 {
 	pthread_mutex_init(&hs.lock, NULL);
+	if (hs.started && !hs.disabled && hs.watch.ch)
+		real.close(hs.watch.ch->fd);
 	hs.disabled = true;
 	handshake_server_fork_child();
+	handshake_client_fork_child();
 }

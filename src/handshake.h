@@ -78,10 +78,12 @@ void handshake_dial_cancel(struct dial *d);
 
 /*
  * Opens the CM listener beside TCP listener fd, with at least its listen
- * backlog; failure means TCP only.
+ * backlog.  Failure means TCP only, for the reason returned: unsupported
+ * where this process serves no RDMA handshake (a fork child), resource
+ * where the CM refused the listener.
  */
-void handshake_listen(const struct config *cfg, struct sock *sock, int fd,
-		      int backlog);
+enum roceshim_reason handshake_listen(const struct config *cfg,
+				      struct sock *sock, int fd, int backlog);
 void handshake_unlisten(struct sock *sock);
 
 /*

@@ -17,6 +17,7 @@
 
 #include "clock.h"
 #include "endpoint.h"
+#include "fork_page.h"
 #include "handshake_impl.h"
 #include "log.h"
 #include "progress.h"
@@ -675,6 +676,16 @@ bool handshake_dial_tick(void)
 	left = bg.list;
 	pthread_mutex_unlock(&bg.lock);
 	return left;
+}
+
+/* A fork child dials nothing: its copy of the channel goes (handshake.c). */
+void FORK_CODE handshake_client_fork_child(void)
+{
+	if (!bg.ch)
+		return;
+	real.close(bg.ch->fd);
+	bg.ch = NULL;
+	bg.failed = true;
 }
 
 /* Under bg.lock: the background channel, opened on first use. */

@@ -415,8 +415,8 @@ static int v6_only(int fd, const struct sockaddr_storage *ss)
 	return on ? 1 : 0;
 }
 
-void handshake_listen(const struct config *cfg, struct sock *sock, int fd,
-		      int backlog)
+enum roceshim_reason handshake_listen(const struct config *cfg,
+				      struct sock *sock, int fd, int backlog)
 {
 	struct rdma_event_channel *ch = handshake_channel(cfg);
 	struct sockaddr_storage ss;
@@ -427,20 +427,22 @@ void handshake_listen(const struct config *cfg, struct sock *sock, int fd,
 
 	if (backlog < LISTEN_BACKLOG_MIN)
 		backlog = LISTEN_BACKLOG_MIN;
-	if (!ch || real.getsockname(fd, (struct sockaddr *)&ss, &len))
-		return;
+	if (!ch)
+		return ROCESHIM_REASON_UNSUPPORTED;
+	if (real.getsockname(fd, (struct sockaddr *)&ss, &len))
+		return ROCESHIM_REASON_RESOURCE;
 	afonly = v6_only(fd, &ss);
 	/* Dual-stack servers (Java's) bind IPv4 addresses so. */
 	sockaddr_unmap_v4(&ss);
 	l = calloc(1, sizeof(*l));
 	if (!l)
-		return;
+		return ROCESHIM_REASON_RESOURCE;
 	l->tag = &handshake_listener_tag;
 	l->backlog = backlog;
 	l->since_ms = clock_ms();
 	if (rdmacm.create_id(ch, &id, l, RDMA_PS_TCP)) {
 		free(l);
-		return;
+		return ROCESHIM_REASON_RESOURCE;
 	}
 	if ((afonly &&
 	     rdmacm.set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY,
@@ -451,9 +453,10 @@ void handshake_listen(const struct config *cfg, struct sock *sock, int fd,
 			  strerror(errno));
 		rdmacm.destroy_id(id);
 		free(l);
-		return;
+		return ROCESHIM_REASON_RESOURCE;
 	}
 	sock->listen_id = id;
+	return ROCESHIM_REASON_NONE;
 }
 
 void handshake_unlisten(struct sock *sock)

@@ -332,12 +332,14 @@ void track_connect_result(struct sock *sock, int fd, int so_error)
 }
 
 /* The CM listener beside fd, unless open already or the port is unbound. */
-static void open_cm_listener(struct sock *sock, int fd,
-			     const struct roceshim_stats_endpoint *local,
-			     int backlog)
+static enum roceshim_reason
+open_cm_listener(struct sock *sock, int fd,
+		 const struct roceshim_stats_endpoint *local, int backlog)
 {
-	if (!sock->listen_id && local->port)
-		handshake_listen(&shim_config, sock, fd, backlog);
+	if (sock->listen_id || !local->port)
+		return sock->listen_id ? ROCESHIM_REASON_NONE
+				       : ROCESHIM_REASON_RESOURCE;
+	return handshake_listen(&shim_config, sock, fd, backlog);
 }
 
 /* Whether an int socket option is above 0; errno is left as it was. */
@@ -422,11 +424,8 @@ void track_listen(struct sock *sock, int fd, int backlog)
 			fd);
 		reason = ROCESHIM_REASON_UNSUPPORTED;
 	}
-	if (reason == ROCESHIM_REASON_NONE) {
-		open_cm_listener(sock, fd, &local, backlog);
-		if (!sock->listen_id)
-			reason = ROCESHIM_REASON_RESOURCE;
-	}
+	if (reason == ROCESHIM_REASON_NONE)
+		reason = open_cm_listener(sock, fd, &local, backlog);
 	sock_publish(sock, fd, ROCESHIM_ROLE_LISTENER, ROCESHIM_ROW_LISTENING,
 		     reason, &local, &none);
 }

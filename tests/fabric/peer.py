@@ -28,6 +28,10 @@
   peer.py drop-serve ADDR [--count N]         echo server that listens as
                                               root, then becomes nobody;
                                               prints "port P"
+  peer.py daemon-serve ADDR [--count N]       echo server that listens,
+                                              forks and leaves the child
+                                              to serve (the parent exits);
+                                              prints "port P"
   peer.py handoff ADDR --then exit|exec      accepts one, and after its
                                               first byte forks a child that
                                               echoes it all; closes its copy
@@ -285,6 +289,20 @@ def drop_serve(args):
     ls.bind((args.addr, 0))
     ls.listen(64)
     become_nobody()
+    print("port %d" % ls.getsockname()[1], flush=True)
+    for _ in range(args.count):
+        conn, _ = ls.accept()
+        echo_one(conn, True)
+
+
+def daemon_serve(args):
+    ls = socket.socket()
+    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    ls.bind((args.addr, 0))
+    ls.listen(64)
+    if os.fork():
+        os._exit(0)
+    os.setsid()
     print("port %d" % ls.getsockname()[1], flush=True)
     for _ in range(args.count):
         conn, _ = ls.accept()
@@ -583,6 +601,9 @@ def main():
     ds = sub.add_parser("drop-serve")
     ds.add_argument("addr")
     ds.add_argument("--count", type=int, default=1)
+    dm = sub.add_parser("daemon-serve")
+    dm.add_argument("addr")
+    dm.add_argument("--count", type=int, default=1)
     ho = sub.add_parser("handoff")
     ho.add_argument("addr")
     ho.add_argument("--then", choices=("exit", "exec"), required=True)
@@ -608,6 +629,7 @@ def main():
             "retry": retry, "stream": stream, "send": send,
             "drain": drain, "churn": churn, "fork": fork, "late": late,
             "handoff": handoff, "setuid": setuid, "drop-serve": drop_serve,
+            "daemon-serve": daemon_serve,
             "idle": idle}[args.cmd](args) or 0
 
 
