@@ -34,6 +34,7 @@
 #include "real.h"
 #include "sock.h"
 #include "spin.h"
+#include "wait_time.h"
 
 /*
  * The event the channel's entry is registered for.  Neither an eventfd nor
@@ -805,8 +806,8 @@ static int wait_folded(int epfd, struct epoll_event *events, int maxevents,
 		if (n <= 0)
 			return n;
 		n = fold_events(epfd, events, n);
-		if (n || !readiness_wait_left(&timeout_ms, deadline,
-					      ts ? &left : NULL))
+		if (n ||
+		    !wait_time_left(&timeout_ms, deadline, ts ? &left : NULL))
 			return n;
 	}
 }
@@ -938,7 +939,7 @@ static int wait_spinning(const struct config *cfg, int epfd,
 		if (ts)
 			left = *ts;
 		if (!spun ||
-		    readiness_take_spent(&timeout_ms, ts ? &left : NULL,
+		    wait_time_take_spent(&timeout_ms, ts ? &left : NULL,
 					 clock_us() - start))
 			n = wait_folded(epfd, events, maxevents, timeout_ms,
 					ts ? &left : NULL, sigmask, kind);
@@ -960,7 +961,7 @@ int readiness_epoll_wait(const struct config *cfg, int epfd,
 	int n;
 
 	if (kind == READINESS_EPOLL_PWAIT2)
-		timeout_ms = ts ? readiness_timespec_ms(ts) : -1;
+		timeout_ms = ts ? wait_time_ms(ts) : -1;
 	if (!cfg->rdma)
 		return wait_folded(epfd, events, maxevents, timeout_ms, ts,
 				   sigmask, kind);

@@ -72,22 +72,4 @@ struct spin_policy *readiness_wait_spin(unsigned int cap_us);
 /* Rounds of polling between two looks at the kernel's own entries. */
 #define READINESS_SPIN_ROUNDS 4
 
-/*
- * Takes spent_us from a timeout of *timeout_ms (-1: none) or, if ts is
- * given, *ts (ppoll, epoll_pwait2).  false: nothing is left of it.  Only
- * whole milliseconds come off *timeout_ms: the wait never ends early.
- */
-bool readiness_take_spent(int *timeout_ms, struct timespec *ts,
-			  uint64_t spent_us);
-
-/* A timespec timeout in whole milliseconds, rounded up. */
-int readiness_timespec_ms(const struct timespec *ts);
-/*
- * After a wake-up that brought nothing to report: what is left of a wait
- * of *timeout_ms (-1: none) that ends at deadline, in *timeout_ms and, if
- * ts is given, in *ts.  false: nothing is left.
- */
-bool readiness_wait_left(int *timeout_ms, int64_t deadline,
-			 struct timespec *ts);
-
 #endif /* ROCESHIM_READINESS_IMPL_H */

@@ -24,53 +24,10 @@
 #include "readiness_impl.h"
 #include "real.h"
 #include "spin.h"
+#include "wait_time.h"
 
 #define POLL_IN_EVENTS	(POLLIN | POLLRDNORM | POLLPRI | POLLRDHUP)
 #define POLL_OUT_EVENTS (POLLOUT | POLLWRNORM)
-
-int readiness_timespec_ms(const struct timespec *ts)
-{
-	int64_t ms = ts->tv_sec * 1000ll + (ts->tv_nsec + 999999) / 1000000;
-
-	if (ms < 0)
-		return 0;
-	return ms > INT_MAX ? INT_MAX : (int)ms;
-}
-
-bool readiness_wait_left(int *timeout_ms, int64_t deadline, struct timespec *ts)
-{
-	if (*timeout_ms < 0)
-		return true;
-	if (!*timeout_ms || !(*timeout_ms = clock_ms_left(deadline)))
-		return false;
-	if (ts) {
-		ts->tv_sec = *timeout_ms / 1000;
-		ts->tv_nsec = *timeout_ms % 1000 * 1000000l;
-	}
-	return true;
-}
-
-bool readiness_take_spent(int *timeout_ms, struct timespec *ts,
-			  uint64_t spent_us)
-{
-	int64_t left_ns;
-
-	if (ts) {
-		left_ns = ts->tv_sec * 1000000000ll + ts->tv_nsec -
-			  (int64_t)spent_us * 1000;
-		if (left_ns <= 0)
-			return false;
-		ts->tv_sec = left_ns / 1000000000;
-		ts->tv_nsec = left_ns % 1000000000;
-		return true;
-	}
-	if (*timeout_ms < 0)
-		return true;
-	if (spent_us >= (uint64_t)*timeout_ms * 1000)
-		return false;
-	*timeout_ms -= (int)(spent_us / 1000);
-	return true;
-}
 
 struct sock *readiness_upgraded_sock(int fd)
 {
@@ -202,7 +159,7 @@ static int wait_entries(struct pollfd *tmp, nfds_t n, nfds_t nfds,
 	if (ts &&
 	    (ts->tv_sec < 0 || ts->tv_nsec < 0 || ts->tv_nsec >= 1000000000))
 		return -EINVAL;
-	return poll_wide(tmp, n, ts ? readiness_timespec_ms(ts) : -1, sigmask);
+	return poll_wide(tmp, n, ts ? wait_time_ms(ts) : -1, sigmask);
 }
 
 /*
@@ -337,7 +294,7 @@ static int poll_substituted(struct pollfd *fds, nfds_t nfds,
 			spinning = false;
 			if (tmo)
 				left = *tmo;
-			if (!readiness_take_spent(&timeout_ms,
+			if (!wait_time_take_spent(&timeout_ms,
 						  tmo ? &left : NULL,
 						  clock_us() - start))
 				break;
@@ -347,8 +304,7 @@ static int poll_substituted(struct pollfd *fds, nfds_t nfds,
 		}
 		/* Only channels fired: wait for what is left. */
 		if (ready || !ret ||
-		    !readiness_wait_left(&timeout_ms, deadline,
-					 tmo ? &left : NULL))
+		    !wait_time_left(&timeout_ms, deadline, tmo ? &left : NULL))
 			break;
 		if (tmo)
 			tmo = &left;
@@ -418,8 +374,7 @@ static int poll_unnested(const struct config *cfg, struct pollfd *fds,
 		free(socks);
 		if (ret != -EXDEV)
 			break;
-		if (!readiness_wait_left(&timeout_ms, deadline,
-					 ts ? &left : NULL))
+		if (!wait_time_left(&timeout_ms, deadline, ts ? &left : NULL))
 			return 0;
 		if (ts)
 			ts = &left;
@@ -458,7 +413,7 @@ int readiness_poll(const struct config *cfg, struct pollfd *fds, nfds_t nfds,
 	int ret;
 
 	if (ppoll)
-		timeout_ms = ts ? readiness_timespec_ms(ts) : -1;
+		timeout_ms = ts ? wait_time_ms(ts) : -1;
 	ret = poll_unnested(cfg, fds, nfds, timeout_ms, ts, sigmask, ppoll);
 	nested_wait_end(nested);
 	return ret;

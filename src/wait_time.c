@@ -1,0 +1,49 @@
+// SPDX-License-Identifier: MIT
+#include <limits.h>
+
+#include "clock.h"
+#include "wait_time.h"
+
+int wait_time_ms(const struct timespec *ts)
+{
+	int64_t ms = ts->tv_sec * 1000ll + (ts->tv_nsec + 999999) / 1000000;
+
+	if (ms < 0)
+		return 0;
+	return ms > INT_MAX ? INT_MAX : (int)ms;
+}
+
+bool wait_time_left(int *timeout_ms, int64_t deadline, struct timespec *ts)
+{
+	if (*timeout_ms < 0)
+		return true;
+	if (!*timeout_ms || !(*timeout_ms = clock_ms_left(deadline)))
+		return false;
+	if (ts) {
+		ts->tv_sec = *timeout_ms / 1000;
+		ts->tv_nsec = *timeout_ms % 1000 * 1000000l;
+	}
+	return true;
+}
+
+bool wait_time_take_spent(int *timeout_ms, struct timespec *ts,
+			  uint64_t spent_us)
+{
+	int64_t left_ns;
+
+	if (ts) {
+		left_ns = ts->tv_sec * 1000000000ll + ts->tv_nsec -
+			  (int64_t)spent_us * 1000;
+		if (left_ns <= 0)
+			return false;
+		ts->tv_sec = left_ns / 1000000000;
+		ts->tv_nsec = left_ns % 1000000000;
+		return true;
+	}
+	if (*timeout_ms < 0)
+		return true;
+	if (spent_us >= (uint64_t)*timeout_ms * 1000)
+		return false;
+	*timeout_ms -= (int)(spent_us / 1000);
+	return true;
+}

@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The timeouts of the program's waits (poll, select, epoll_wait) that
+ * roceshim carries out in more than one step: what is left of one after
+ * a step.  A wait never ends before its timeout, as the kernel's do not.
+ *
+ * Contract: pure functions but for wait_time_left(), which reads the
+ * clock; any thread.
+ */
+#ifndef ROCESHIM_WAIT_TIME_H
+#define ROCESHIM_WAIT_TIME_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+/* A timespec timeout in whole milliseconds, rounded up; 0 if negative. */
+int wait_time_ms(const struct timespec *ts);
+
+/*
+ * After a wake-up that brought nothing to report: what is left of a wait
+ * of *timeout_ms (-1: none) that ends at deadline (clock_ms()), in
+ * *timeout_ms and, if ts is given, in *ts.  false: nothing is left.
+ */
+bool wait_time_left(int *timeout_ms, int64_t deadline, struct timespec *ts);
+
+/*
+ * Takes spent_us from a timeout of *timeout_ms (-1: none) or, if ts is
+ * given, *ts (ppoll, epoll_pwait2).  false: nothing is left of it.  Only
+ * whole milliseconds come off *timeout_ms, so the rest of the wait never
+ * ends early.
+ */
+bool wait_time_take_spent(int *timeout_ms, struct timespec *ts,
+			  uint64_t spent_us);
+
+#endif /* ROCESHIM_WAIT_TIME_H */
