@@ -9,7 +9,9 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/resource.h>
+#include <time.h>
 
+#include "clock.h"
 #include "fd_room.h"
 #include "fork_page.h"
 #include "handshake_impl.h"
@@ -221,6 +223,39 @@ out:
 		ch = hs.watch.ch;
 	pthread_mutex_unlock(&hs.lock);
 	return ch && channel_usable(ch) ? ch : NULL;
+}
+
+/*
+ * Handshakes under way in this process: dials (from their start to their
+ * move onto the shared channel) and listens.  Counted before the policy
+ * is asked again, as policy_stop_rdma() stops it before it reads the
+ * count: one of the two sees the other.
+ */
+static unsigned int active;
+
+bool handshake_begin(void)
+{
+	__atomic_add_fetch(&active, 1, __ATOMIC_SEQ_CST);
+	if (!policy_rdma_stopped())
+		return true;
+	handshake_end();
+	return false;
+}
+
+void handshake_end(void)
+{
+	__atomic_sub_fetch(&active, 1, __ATOMIC_SEQ_CST);
+}
+
+void handshake_quiesce(int timeout_ms)
+{
+	static const struct timespec pause = { .tv_nsec = 1000000 };
+	int64_t deadline = clock_ms() + timeout_ms;
+
+	while ((__atomic_load_n(&active, __ATOMIC_SEQ_CST) ||
+		handshake_server_busy()) &&
+	       clock_ms() < deadline)
+		nanosleep(&pause, NULL);
 }
 
 bool handshake_running(void)

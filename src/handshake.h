@@ -88,19 +88,28 @@ void handshake_unlisten(struct sock *sock);
 
 /*
  * The upgraded connection whose client declared TCP source `peer` to the
- * listener listen_id on local_port, which accept() returned as fd, or
+ * listener on local_port, which accept() returned as fd, or
  * NULL (a peer without roceshim, or one whose handshake did not
  * complete).  Waits, at most the connect timeout, for a handshake still
- * in flight.  In the first second of a listener, a connection without
+ * in flight.  In the first second of a listener (listen_since_ms, of
+ * clock_ms(); -1 where its CM listener is gone), a connection without
  * one waits up to 250 ms for a client's second request (the listen race
  * above).  In a fork child the listener's pending connections are its
  * owner's: one there is moved to TCP before its first byte, and *moved
  * set.
  */
 struct conn *handshake_take_pending(const struct config *cfg,
-				    struct rdma_cm_id *listen_id,
+				    int64_t listen_since_ms,
 				    const struct roceshim_stats_endpoint *peer,
 				    uint16_t local_port, int fd, bool *moved);
+/* Whether this process serves RDMA handshakes (a fork child does not). */
+bool handshake_running(void);
+/*
+ * After policy_stop_rdma(): waits, at most timeout_ms, until no handshake
+ * of this process is under way, so that each has ended on TCP or on RDMA
+ * before the caller moves what is on RDMA.
+ */
+void handshake_quiesce(int timeout_ms);
 
 /* Fork child: RDMA is off from now on. */
 void handshake_fork_child(void);

@@ -492,10 +492,10 @@ static struct rdma_cm_event *next_event(struct rdma_event_channel *ch,
 	return rdmacm.get_cm_event(ch, &ev) ? NULL : ev;
 }
 
-enum roceshim_reason handshake_connect(const struct config *cfg, int fd,
-				       const struct sockaddr *addr,
-				       socklen_t len, unsigned int flags,
-				       struct conn **out, bool *no_listener)
+static enum roceshim_reason connect_now(const struct config *cfg, int fd,
+					const struct sockaddr *addr,
+					socklen_t len, unsigned int flags,
+					struct conn **out, bool *no_listener)
 {
 	struct rdma_event_channel *ch, *shared = handshake_channel(cfg);
 	struct dial d = { .id = NULL };
@@ -538,6 +538,20 @@ enum roceshim_reason handshake_connect(const struct config *cfg, int fd,
 	rdmacm.destroy_event_channel(ch);
 	*no_listener = d.no_listener;
 	return d.reason;
+}
+
+enum roceshim_reason handshake_connect(const struct config *cfg, int fd,
+				       const struct sockaddr *addr,
+				       socklen_t len, unsigned int flags,
+				       struct conn **out, bool *no_listener)
+{
+	enum roceshim_reason reason;
+
+	if (!handshake_begin())
+		return ROCESHIM_REASON_UNSUPPORTED;
+	reason = connect_now(cfg, fd, addr, len, flags, out, no_listener);
+	handshake_end();
+	return reason;
 }
 
 /* ---- dials in the background ------------------------------------------ */
@@ -633,6 +647,7 @@ static void bg_end(struct dial *d)
 	dial_end(d);
 	d->done(d->arg, d->reason, d->conn, d->no_listener);
 	free(d);
+	handshake_end();
 	start_queued();
 }
 
@@ -714,11 +729,14 @@ enum roceshim_reason handshake_dial(const struct config *cfg, int fd,
 	enum roceshim_reason reason = ROCESHIM_REASON_UNSUPPORTED;
 	struct dial *d;
 
-	if (!handshake_channel(cfg))
+	if (!handshake_begin())
 		return reason;
+	if (!handshake_channel(cfg))
+		goto out;
+	reason = ROCESHIM_REASON_RESOURCE;
 	d = calloc(1, sizeof(*d));
 	if (!d)
-		return ROCESHIM_REASON_RESOURCE;
+		goto out;
 	d->done = done;
 	d->arg = arg;
 	reason = dial_prepare(d, cfg, fd, addr, len, flags);
@@ -741,12 +759,15 @@ enum roceshim_reason handshake_dial(const struct config *cfg, int fd,
 		dial_finish(d, reason);
 		dial_end(d);
 		free(d);
-		return reason;
+		goto out;
 	}
-	/* A tick finds it if it takes too long. */
+	/* A tick finds it if it takes too long; bg_end() ends it. */
 	progress_wake();
 	*out = d;
 	return ROCESHIM_REASON_NONE;
+out:
+	handshake_end();
+	return reason;
 }
 
 void handshake_dial_cancel(struct dial *d)

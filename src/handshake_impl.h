@@ -38,7 +38,6 @@
  */
 struct rdma_event_channel *handshake_channel(const struct config *cfg);
 /* The channel runs (not before its start, nor in a fork child). */
-bool handshake_running(void);
 /*
  * get_cm_event() failed on the channel the progress thread serves at fd:
  * if the kernel refused it (EACCES: the process's credentials changed
@@ -46,6 +45,16 @@ bool handshake_running(void);
  * which would wake for it forever, and RDMA stops (policy_stop_rdma()).
  */
 void handshake_channel_failed(int fd);
+
+/*
+ * Around each handshake this process starts (a dial, until it is on the
+ * shared channel; a listen): false, counting nothing, once
+ * policy_stop_rdma() has stopped RDMA.
+ */
+bool handshake_begin(void);
+void handshake_end(void);
+/* A handshake a CM listener answered is not over yet. */
+bool handshake_server_busy(void);
 
 /* The transport and connection this configuration asks for. */
 struct transport_config handshake_transport_config(const struct config *cfg);

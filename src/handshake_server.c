@@ -415,8 +415,8 @@ static int v6_only(int fd, const struct sockaddr_storage *ss)
 	return on ? 1 : 0;
 }
 
-enum roceshim_reason handshake_listen(const struct config *cfg,
-				      struct sock *sock, int fd, int backlog)
+static enum roceshim_reason listen_now(const struct config *cfg,
+				       struct sock *sock, int fd, int backlog)
 {
 	struct rdma_event_channel *ch = handshake_channel(cfg);
 	struct sockaddr_storage ss;
@@ -455,18 +455,53 @@ enum roceshim_reason handshake_listen(const struct config *cfg,
 		free(l);
 		return ROCESHIM_REASON_RESOURCE;
 	}
-	sock->listen_id = id;
+	sock->listen_since_ms = l->since_ms;
+	__atomic_store_n(&sock->listen_id, id, __ATOMIC_RELEASE);
 	return ROCESHIM_REASON_NONE;
+}
+
+enum roceshim_reason handshake_listen(const struct config *cfg,
+				      struct sock *sock, int fd, int backlog)
+{
+	enum roceshim_reason reason;
+
+	if (!handshake_begin())
+		return ROCESHIM_REASON_UNSUPPORTED;
+	reason = listen_now(cfg, sock, fd, backlog);
+	handshake_end();
+	return reason;
+}
+
+/*
+ * Whether a handshake a CM listener answered still waits for its end:
+ * its request being decided, or the client's last word.
+ */
+bool handshake_server_busy(void)
+{
+	struct pending *p;
+	bool busy = false;
+
+	pthread_mutex_lock(&pend.lock);
+	for (p = pend.list; p && !busy; p = p->next)
+		busy = p->busy || p->state == PENDING_ACCEPTED;
+	pthread_mutex_unlock(&pend.lock);
+	return busy;
 }
 
 void handshake_unlisten(struct sock *sock)
 {
 	struct rdma_cm_id *id = sock->listen_id;
+	bool orphans = policy_rdma_stopped();
 	struct pending *p;
 	int64_t until;
 	void *l;
 
-	sock->listen_id = NULL;
+	/*
+	 * Before the id goes: an accept() on another thread that finds no
+	 * id then finds the orphans (track_accept()).
+	 */
+	__atomic_store_n(&sock->orphans, orphans, __ATOMIC_RELEASE);
+	__atomic_store_n(&sock->listen_id, NULL, __ATOMIC_RELEASE);
 	/* In a fork child the id is the parent's: leave it alone. */
 	if (!id || !handshake_running())
 		return;
@@ -481,9 +516,7 @@ void handshake_unlisten(struct sock *sock)
 	 * they do when the listener itself stays, and only its CM listener
 	 * goes (policy_stop_rdma()).
 	 */
-	sock->orphans = policy_rdma_stopped();
-	until = conn_forked() || sock->orphans ? clock_ms() + PENDING_TIMEOUT_MS
-					       : 0;
+	until = conn_forked() || orphans ? clock_ms() + PENDING_TIMEOUT_MS : 0;
 	pthread_mutex_lock(&pend.lock);
 	for (p = pend.list; p; p = p->next)
 		if (p->listener == id &&
@@ -581,11 +614,10 @@ static void await_late_request(const struct roceshim_stats_endpoint *peer,
 }
 
 struct conn *handshake_take_pending(const struct config *cfg,
-				    struct rdma_cm_id *listen_id,
+				    int64_t listen_since_ms,
 				    const struct roceshim_stats_endpoint *peer,
 				    uint16_t local_port, int fd, bool *moved)
 {
-	const struct listener *l;
 	struct timespec deadline, late;
 	struct pending **pp, *p;
 	struct conn *c = NULL;
@@ -597,11 +629,10 @@ struct conn *handshake_take_pending(const struct config *cfg,
 		return NULL;
 	}
 
-	l = listen_id ? listen_id->context : NULL;
 	clock_timespec_in(CLOCK_MONOTONIC, LATE_WAIT_MS, &late);
 	pthread_mutex_lock(&pend.lock);
-	if (l && !find(peer, local_port) &&
-	    clock_ms() - l->since_ms < LATE_WINDOW_MS)
+	if (listen_since_ms >= 0 && !find(peer, local_port) &&
+	    clock_ms() - listen_since_ms < LATE_WINDOW_MS)
 		await_late_request(peer, local_port, &late);
 	/*
 	 * From now: a late request was listed after its client's timer

@@ -11,12 +11,12 @@ static bool rdma_stopped; /* atomic */
 
 bool policy_stop_rdma(void)
 {
-	return !__atomic_exchange_n(&rdma_stopped, true, __ATOMIC_ACQ_REL);
+	return !__atomic_exchange_n(&rdma_stopped, true, __ATOMIC_SEQ_CST);
 }
 
 bool policy_rdma_stopped(void)
 {
-	return __atomic_load_n(&rdma_stopped, __ATOMIC_ACQUIRE);
+	return __atomic_load_n(&rdma_stopped, __ATOMIC_SEQ_CST);
 }
 
 static enum roceshim_reason rdma_available(const struct config *cfg)

@@ -49,6 +49,7 @@ struct sock *sock_new(int domain)
 	sock->connector = NULL;
 	sock->listen_id = NULL;
 	sock->orphans = false;
+	sock->listen_since_ms = -1;
 	sock->bound_known = false;
 	sock->abortive = false;
 	sock->spawn_dup = false;

@@ -31,10 +31,11 @@ struct sock {
 	enum roceshim_reason connect_reason; /* that connect's decision */
 	struct conn *conn; /* atomic: the RDMA connection once upgraded */
 	struct connector *connector;  /* atomic: a connect in the background */
-	struct rdma_cm_id *listen_id; /* the CM listener beside a listener */
+	struct rdma_cm_id *listen_id; /* atomic: the CM listener beside it */
+	int64_t listen_since_ms;      /* when that listener started */
 	/*
-	 * Its CM listener is gone (policy_stop_rdma()), but RDMA connections
-	 * it took may still wait for accept().
+	 * Atomic: its CM listener is gone (policy_stop_rdma()), but RDMA
+	 * connections it took may still wait for accept().
 	 */
 	bool orphans;
 	bool abortive;	    /* closed with SO_LINGER {1, 0}: no FIN */

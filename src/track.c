@@ -435,6 +435,7 @@ void track_accept(struct sock *listener, int fd)
 	struct roceshim_stats_endpoint local, peer;
 	enum roceshim_reason reason;
 	bool moved = false;
+	int64_t since;
 	struct sock *sock;
 
 	sock = sock_new(listener->domain);
@@ -454,11 +455,12 @@ void track_accept(struct sock *listener, int fd)
 		local_endpoint(fd, &local);
 	peer_endpoint(fd, &peer);
 	/* The client decided: a pending RDMA connection must be taken. */
-	sock->conn = listener->listen_id || listener->orphans
-			     ? handshake_take_pending(
-				       &shim_config, listener->listen_id, &peer,
-				       local.port, fd, &moved)
-			     : NULL;
+	since = __atomic_load_n(&listener->listen_id, __ATOMIC_ACQUIRE)
+			? listener->listen_since_ms
+			: -1;
+	if (since >= 0 || __atomic_load_n(&listener->orphans, __ATOMIC_ACQUIRE))
+		sock->conn = handshake_take_pending(&shim_config, since, &peer,
+						    local.port, fd, &moved);
 	reason = policy_decide(&shim_config, &peer, local.port);
 	if (sock->conn || moved)
 		reason = ROCESHIM_REASON_NONE;
@@ -637,26 +639,51 @@ void track_daemon(void)
 	conn_closing_drain();
 }
 
-/* For a change of credentials: what the process has on RDMA goes. */
+/* For a change of credentials: the CM listeners go first. */
+static void give_up_listener(int fd, struct sock *sock, void *arg)
+{
+	(void)fd;
+	(void)arg;
+	if (__atomic_load_n(&sock->listen_id, __ATOMIC_ACQUIRE))
+		handshake_unlisten(sock);
+}
+
+/*
+ * Then, the handshakes under way over, what is on RDMA moves.  A connect
+ * in the background ends first, on TCP or on RDMA.
+ */
 static void give_up_rdma(int fd, struct sock *sock, void *arg)
 {
-	if (sock->listen_id)
-		handshake_unlisten(sock);
-	leave(fd, sock, arg);
+	struct conn *c;
+
+	(void)fd;
+	(void)arg;
+	if (__atomic_load_n(&sock->connector, __ATOMIC_ACQUIRE))
+		connector_share(sock);
+	c = __atomic_load_n(&sock->conn, __ATOMIC_ACQUIRE);
+	if (c && conn_alive(c) && conn_on_rdma(c))
+		conn_make_plain(c, ROCESHIM_DOWNGRADE_CREDENTIALS);
 }
 
 void track_credentials_change(void)
 {
-	struct leaving how = { .cause = ROCESHIM_DOWNGRADE_CREDENTIALS,
-			       .all = true };
 	int err = errno;
 
-	if (!may_have_rdma() || !policy_stop_rdma())
+	/*
+	 * Only the process that serves the handshakes holds descriptors the
+	 * change makes useless.  A fork child's connections and CM listeners
+	 * are its owner's, who moves an inherited connection when the child
+	 * uses it and hands it those its listeners took
+	 * (handshake_take_pending()); the child itself makes none.
+	 */
+	if (!may_have_rdma() || !handshake_running() || !policy_stop_rdma())
 		goto out;
 	log_info("the process changes its credentials: the kernel refuses "
 		 "its RDMA descriptors from now on, so its connections move "
 		 "to TCP and new ones stay there");
-	fd_table_for_each(give_up_rdma, &how);
+	fd_table_for_each(give_up_listener, NULL);
+	handshake_quiesce((int)shim_config.connect_timeout_ms + 1000);
+	fd_table_for_each(give_up_rdma, NULL);
 	conn_closing_drain();
 out:
 	errno = err;

@@ -123,10 +123,10 @@ void track_exit(void);
  * like).  The kernel refuses every later write to an RDMA descriptor
  * opened before ("changed security contexts after opening file
  * descriptor"), on every thread: the CM's events, and on some devices
- * each send.  So, once the RDMA stack is loaded, the process gives up
- * RDMA first (policy_stop_rdma()): its connections and connects move to
- * TCP, its listeners' CM listeners go (clients are refused at once and
- * stay on TCP; connections they took still wait for accept(), which
+ * each send.  So a process that serves RDMA handshakes (not a fork child
+ * of one) gives up RDMA first (policy_stop_rdma()): its connections and
+ * connects move to TCP, its listeners' CM listeners go (clients are refused at
+ * once and stay on TCP; connections they took still wait for accept(), which
  * moves them), and its later connections stay on TCP.  Leaves errno.
  */
 void track_credentials_change(void);
