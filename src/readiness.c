@@ -269,6 +269,21 @@ struct spin_policy *readiness_wait_spin(unsigned int cap_us)
 	return &wait_spin;
 }
 
+bool readiness_has_news(struct readiness *r, uint32_t want)
+{
+	struct transport_readiness tr;
+
+	if (!readiness_alive(r))
+		return false;
+	transport_readiness(r->t, &tr);
+	if ((want & EPOLLIN) && tr.readable &&
+	    (!__atomic_load_n(&r->in_ready, __ATOMIC_RELAXED) ||
+	     tr.arrivals != __atomic_load_n(&r->arrivals, __ATOMIC_RELAXED)))
+		return true;
+	return (want & EPOLLOUT) && tr.writable &&
+	       !__atomic_load_n(&r->out_ready, __ATOMIC_RELAXED);
+}
+
 uint32_t readiness_poll_raised(struct readiness *r, bool told,
 			       struct transport_readiness *out)
 {

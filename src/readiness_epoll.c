@@ -845,6 +845,8 @@ static int spin_round(int epfd, struct epoll_event *ev)
 		    !readiness_alive(o->r) || readiness_released(o->r))
 			continue;
 		found = 0;
+		if (!readiness_has_news(o->r, want))
+			continue;
 		level = !(o->events & (EPOLLET | EPOLLONESHOT));
 		if (!(readiness_poll_raised(
 			      o->r, level && (want & EPOLLIN) && sole_locked(o),
@@ -879,9 +881,10 @@ static int ask_set(int epfd, struct epoll_event *events, int maxevents,
 /*
  * Polls until start_us + budget_us: the events the set then reports
  * (folded), 0 if none came, or -1 with errno (EINTR: a signal that
- * sigmask lets through).  The set is asked first, which also checks the
- * program's arguments as the kernel does; an event found by polling then
- * goes first in events, and the set's own fill the rest.
+ * sigmask lets through).  The set is asked in the first round, which
+ * also checks the program's arguments as the kernel does; an event found
+ * by polling after it goes first in events, and the set's own fill the
+ * rest.
  */
 static int spin_wait(int epfd, struct epoll_event *events, int maxevents,
 		     const sigset_t *sigmask, enum readiness_wait_kind kind,
@@ -889,30 +892,35 @@ static int spin_wait(int epfd, struct epoll_event *events, int maxevents,
 {
 	struct epoll_event found_ev;
 	unsigned int round;
-	int found, n;
+	int found, first, n;
 
 	for (round = 0;; round++) {
-		if (round % READINESS_SPIN_ROUNDS == 0) {
-			n = ask_set(epfd, events, maxevents, 0, sigmask, kind);
-			if (n)
-				return n;
-		}
 		found = spin_round(epfd, &found_ev);
 		if (found < 0)
 			return 0;
-		if (found) {
-			if (found_ev.events)
+		/* Nothing goes into events before the kernel has checked it. */
+		first = found && found_ev.events && round;
+		if (found || round % READINESS_SPIN_ROUNDS == 0) {
+			if (first)
 				events[0] = found_ev;
-			n = ask_set(epfd, events, maxevents,
-				    found_ev.events ? 1 : 0, sigmask, kind);
+			n = ask_set(epfd, events, maxevents, first, sigmask,
+				    kind);
 			if (n)
 				return n;
+			/* The wait that sleeps then returns EINTR at once. */
+			if (wait_time_signal_pending(sigmask))
+				return 0;
 		}
 		if (clock_us() >= start_us + budget_us)
 			return 0;
 	}
 }
 
+/*
+ * While it polls, the thread blocks the asynchronous signals
+ * (wait_time_block_signals()): each wait after that is an epoll_pwait or
+ * epoll_pwait2 with the program's mask, or the thread's own.
+ */
 static int wait_spinning(const struct config *cfg, int epfd,
 			 struct epoll_event *events, int maxevents,
 			 int timeout_ms, const struct timespec *ts,
@@ -922,14 +930,21 @@ static int wait_spinning(const struct config *cfg, int epfd,
 	uint64_t start = 0, budget;
 	struct timespec left;
 	bool spun = false;
+	sigset_t old;
 	int n = 0;
 
-	if (timeout_ms && maxevents > 0 && spin_time_wait(policy))
+	if (timeout_ms && maxevents > 0 && wait_time_valid(ts) &&
+	    spin_time_wait(policy))
 		start = clock_us();
 	budget = spin_budget_us(policy);
 	if (timeout_ms > 0 && budget > (uint64_t)timeout_ms * 1000)
 		budget = (uint64_t)timeout_ms * 1000;
 	if (start && budget && spin_slot_take()) {
+		wait_time_block_signals(&old);
+		if (!sigmask)
+			sigmask = &old;
+		if (kind == READINESS_EPOLL_WAIT)
+			kind = READINESS_EPOLL_PWAIT;
 		n = spin_wait(epfd, events, maxevents, sigmask, kind, start,
 			      budget);
 		spin_slot_give();
@@ -944,6 +959,8 @@ static int wait_spinning(const struct config *cfg, int epfd,
 			n = wait_folded(epfd, events, maxevents, timeout_ms,
 					ts ? &left : NULL, sigmask, kind);
 	}
+	if (spun)
+		wait_time_unblock(&old);
 	if (start && n >= 0)
 		spin_wait_ended(policy, clock_us() - start);
 	return n;

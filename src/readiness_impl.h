@@ -35,6 +35,12 @@ void readiness_settle(struct readiness *r);
  */
 uint32_t readiness_poll_raised(struct readiness *r, bool told,
 			       struct transport_readiness *out);
+/*
+ * Polls the transport: whether it has what want asks for (EPOLLIN,
+ * EPOLLOUT) that the eventfds did not say when last synced.  A hint, read
+ * without the sync lock, that readiness_poll_raised() settles.
+ */
+bool readiness_has_news(struct readiness *r, uint32_t want);
 
 /*
  * Around each epoll_wait() of the program (and each poll() or select() of

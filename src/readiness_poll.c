@@ -162,6 +162,16 @@ static int wait_entries(struct pollfd *tmp, nfds_t n, nfds_t nfds,
 	return poll_wide(tmp, n, ts ? wait_time_ms(ts) : -1, sigmask);
 }
 
+/* A poll() timeout as ppoll's: NULL for none. */
+static const struct timespec *ms_timespec(int timeout_ms, struct timespec *ts)
+{
+	if (timeout_ms < 0)
+		return NULL;
+	ts->tv_sec = timeout_ms / 1000;
+	ts->tv_nsec = timeout_ms % 1000 * 1000000l;
+	return ts;
+}
+
 /*
  * Before the wait sleeps, the completion queues of the upgraded entries
  * are polled, as epoll_wait() does (readiness_epoll.c): READINESS_SPIN_ROUNDS
@@ -199,7 +209,9 @@ static bool spin_rounds(struct readiness **began, const struct pollfd *fds,
  * a connection moved to its kernel socket, or a background connect
  * ended, and nothing is ready: wait again, with the fds looked up anew.
  * While the thread's spin budget lasts (spin_us: the cap), the set is
- * asked without sleeping, between rounds of polling.
+ * asked without sleeping, between rounds of polling; from then on, the
+ * asynchronous signals are blocked but in each wait, which is a ppoll()
+ * with the program's mask or the thread's own (wait_time.h).
  */
 static int poll_substituted(struct pollfd *fds, nfds_t nfds,
 			    struct sock **socks, int timeout_ms,
@@ -209,7 +221,9 @@ static int poll_substituted(struct pollfd *fds, nfds_t nfds,
 	struct spin_policy *policy = readiness_wait_spin(spin_us);
 	const struct timespec zero = { 0 };
 	uint64_t start = 0, budget = 0;
-	bool spinning = false;
+	bool spinning = false, blocked = false;
+	struct timespec step;
+	sigset_t old;
 	struct pollfd *tmp = calloc(POLL_ENTRIES * nfds + 1, sizeof(*tmp));
 	/* The readiness of each upgraded one, counted as polled. */
 	struct readiness **began = calloc(nfds + 1, sizeof(*began));
@@ -243,17 +257,28 @@ static int poll_substituted(struct pollfd *fds, nfds_t nfds,
 	}
 	if (timeout_ms > 0)
 		deadline = clock_ms() + timeout_ms;
-	if (timeout_ms && spin_time_wait(policy)) {
+	if (timeout_ms && wait_time_valid(ts) && spin_time_wait(policy)) {
 		start = clock_us();
 		budget = spin_budget_us(policy);
 		if (timeout_ms > 0 && budget > (uint64_t)timeout_ms * 1000)
 			budget = (uint64_t)timeout_ms * 1000;
 		spinning = budget && spin_slot_take();
 	}
+	if (spinning) {
+		wait_time_block_signals(&old);
+		blocked = true;
+		if (!sigmask)
+			sigmask = &old;
+	}
 	for (;;) {
 		if (spinning)
 			ret = wait_entries(tmp, j, nfds, 0, &zero, sigmask,
-					   ppoll);
+					   true);
+		else if (blocked)
+			ret = wait_entries(tmp, j, nfds, timeout_ms,
+					   tmo ? tmo
+					       : ms_timespec(timeout_ms, &step),
+					   sigmask, true);
 		else
 			ret = wait_entries(tmp, j, nfds, timeout_ms, tmo,
 					   sigmask, ppoll);
@@ -313,6 +338,8 @@ static int poll_substituted(struct pollfd *fds, nfds_t nfds,
 out:
 	if (spinning)
 		spin_slot_give();
+	if (blocked)
+		wait_time_unblock(&old);
 	if (start && ret >= 0)
 		spin_wait_ended(policy, clock_us() - start);
 	for (i = 0; began && i < nfds; i++)

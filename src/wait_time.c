@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include <limits.h>
+#include <pthread.h>
 
 #include "clock.h"
 #include "wait_time.h"
@@ -46,4 +47,49 @@ bool wait_time_take_spent(int *timeout_ms, struct timespec *ts,
 		return false;
 	*timeout_ms -= (int)(spent_us / 1000);
 	return true;
+}
+
+bool wait_time_valid(const struct timespec *ts)
+{
+	return !ts || (ts->tv_sec >= 0 && ts->tv_nsec >= 0 &&
+		       ts->tv_nsec < 1000000000);
+}
+
+static sigset_t asynchronous;
+static pthread_once_t asynchronous_once = PTHREAD_ONCE_INIT;
+
+static void asynchronous_init(void)
+{
+	static const int faults[] = { SIGSEGV, SIGBUS,	SIGFPE,
+				      SIGILL,  SIGTRAP, SIGSYS };
+	unsigned int i;
+
+	sigfillset(&asynchronous);
+	for (i = 0; i < sizeof(faults) / sizeof(faults[0]); i++)
+		sigdelset(&asynchronous, faults[i]);
+}
+
+void wait_time_block_signals(sigset_t *old)
+{
+	pthread_once(&asynchronous_once, asynchronous_init);
+	pthread_sigmask(SIG_BLOCK, &asynchronous, old);
+}
+
+void wait_time_unblock(const sigset_t *old)
+{
+	pthread_sigmask(SIG_SETMASK, old, NULL);
+}
+
+bool wait_time_signal_pending(const sigset_t *mask)
+{
+	sigset_t pending;
+	int sig;
+
+	if (sigpending(&pending))
+		return false;
+	for (sig = 1; sig < NSIG; sig++)
+		if (sigismember(&pending, sig) == 1 &&
+		    sigismember(mask, sig) != 1)
+			return true;
+	return false;
 }

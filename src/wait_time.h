@@ -12,6 +12,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <signal.h>
 #include <time.h>
 
 /* A timespec timeout in whole milliseconds, rounded up; 0 if negative. */
@@ -32,5 +33,24 @@ bool wait_time_left(int *timeout_ms, int64_t deadline, struct timespec *ts);
  */
 bool wait_time_take_spent(int *timeout_ms, struct timespec *ts,
 			  uint64_t spent_us);
+
+/* Whether the kernel takes ts as a timeout (NULL: none, which it takes). */
+bool wait_time_valid(const struct timespec *ts);
+
+/*
+ * While a wait polls before it sleeps, a signal handler that ran would
+ * go unseen: the kernel's wait would return EINTR after it, and the
+ * polling goes on.  So the asynchronous signals are blocked meanwhile
+ * (not those a fault raises), *old receives the thread's mask, and every
+ * wait made until wait_time_unblock() passes old (or the program's own
+ * mask) to the kernel, which delivers what is pending and returns EINTR.
+ */
+void wait_time_block_signals(sigset_t *old);
+void wait_time_unblock(const sigset_t *old);
+/*
+ * Whether a signal that mask lets through is pending: a wait with that
+ * mask would return EINTR, which epoll_pwait() with no timeout does not.
+ */
+bool wait_time_signal_pending(const sigset_t *mask);
 
 #endif /* ROCESHIM_WAIT_TIME_H */

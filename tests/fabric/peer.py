@@ -28,6 +28,12 @@
   peer.py drop-serve ADDR [--count N]         echo server that listens as
                                               root, then becomes nobody;
                                               prints "port P"
+  peer.py signal-wait ADDR PORT [--bind A] [--wait epoll|poll]
+                                              waits for a reply that does
+                                              not come, with a timeout of
+                                              5 s; a signal after 0.2 s
+                                              raises in its handler; prints
+                                              how long the wait took to end
   peer.py daemon-serve ADDR [--count N]       echo server that listens,
                                               forks and leaves the child
                                               to serve (the parent exits);
@@ -514,6 +520,39 @@ def wait_echo(args):
     return 0
 
 
+class Interrupted(Exception):
+    pass
+
+
+def signal_wait(args):
+    import signal
+
+    def handler(signum, frame):
+        raise Interrupted()
+    s = connect(args)
+    report(s)
+    s.setblocking(False)
+    if args.wait == "epoll":
+        waiter = select.epoll()
+        waiter.register(s.fileno(), select.EPOLLIN)
+        timeout = 5.0
+    else:
+        waiter = select.poll()
+        waiter.register(s.fileno(), select.POLLIN)
+        timeout = 5000
+    signal.signal(signal.SIGALRM, handler)
+    start = time.monotonic()
+    signal.setitimer(signal.ITIMER_REAL, 0.2)
+    try:
+        waiter.poll(timeout)
+        print("interrupted no", flush=True)
+    except Interrupted:
+        print("interrupted yes", flush=True)
+    print("wait_ms %d" % ((time.monotonic() - start) * 1000), flush=True)
+    s.close()
+    return 0
+
+
 def idle(args):
     socks = [connect(args) for _ in range(args.conns)]
     report(socks[0])
@@ -601,6 +640,11 @@ def main():
     ds = sub.add_parser("drop-serve")
     ds.add_argument("addr")
     ds.add_argument("--count", type=int, default=1)
+    sw = sub.add_parser("signal-wait")
+    sw.add_argument("addr")
+    sw.add_argument("port", type=int)
+    sw.add_argument("--bind")
+    sw.add_argument("--wait", choices=("epoll", "poll"), default="epoll")
     dm = sub.add_parser("daemon-serve")
     dm.add_argument("addr")
     dm.add_argument("--count", type=int, default=1)
@@ -629,7 +673,7 @@ def main():
             "retry": retry, "stream": stream, "send": send,
             "drain": drain, "churn": churn, "fork": fork, "late": late,
             "handoff": handoff, "setuid": setuid, "drop-serve": drop_serve,
-            "daemon-serve": daemon_serve,
+            "daemon-serve": daemon_serve, "signal-wait": signal_wait,
             "idle": idle}[args.cmd](args) or 0
 
 
