@@ -605,38 +605,35 @@ out:
 	return ret;
 }
 
-/* Takes sock's pending registrations out of the registry; returns them. */
-static struct reg *take_pending(struct sock *sock, unsigned int *count)
+/*
+ * Takes one of sock's pending registrations out of the registry, into
+ * *out.  One at a time, so that nothing is allocated: this runs in fork
+ * handlers too (connector_share()), where an allocator may be locked.
+ */
+static bool take_one_pending(struct sock *sock, struct reg *out)
 {
-	struct reg *moved = NULL;
-	unsigned int i = 0, n = 0;
+	bool found = false;
+	unsigned int i;
 
 	pthread_mutex_lock(&set.lock);
-	while (i < set.count) {
-		struct reg *o = &set.v[i];
-		struct reg *grown;
-
-		if (o->pending != sock) {
-			i++;
+	for (i = 0; i < set.count; i++) {
+		if (set.v[i].pending != sock)
 			continue;
-		}
-		grown = realloc(moved, (n + 1) * sizeof(*moved));
-		if (grown) {
-			moved = grown;
-			moved[n++] = *o;
-		}
-		remove_locked(o);
+		*out = set.v[i];
+		remove_locked(&set.v[i]);
+		found = true;
+		break;
 	}
 	pthread_mutex_unlock(&set.lock);
-	*count = n;
-	return moved;
+	return found;
 }
 
 void readiness_forget_pending(struct sock *sock)
 {
-	unsigned int n;
+	struct reg o;
 
-	free(take_pending(sock, &n));
+	while (take_one_pending(sock, &o))
+		;
 }
 
 /*
@@ -645,26 +642,21 @@ void readiness_forget_pending(struct sock *sock)
  */
 void readiness_resolve_pending(struct sock *sock, struct readiness *r)
 {
-	unsigned int i, n;
-	struct reg *moved;
 	struct epoll_event ev;
+	struct reg o;
 
 	pthread_mutex_lock(&move_lock);
-	moved = take_pending(sock, &n);
 	if (r && readiness_released(r))
 		r = NULL;
-	for (i = 0; i < n; i++) {
-		ev.events = moved[i].events;
-		ev.data.u64 = moved[i].data;
+	while (take_one_pending(sock, &o)) {
+		ev.events = o.events;
+		ev.data.u64 = o.data;
 		if (r)
-			ctl_upgraded(moved[i].epfd, EPOLL_CTL_ADD, moved[i].fd,
-				     r, &ev);
+			ctl_upgraded(o.epfd, EPOLL_CTL_ADD, o.fd, r, &ev);
 		else
-			real.epoll_ctl(moved[i].epfd, EPOLL_CTL_ADD,
-				       moved[i].fd, &ev);
+			real.epoll_ctl(o.epfd, EPOLL_CTL_ADD, o.fd, &ev);
 	}
 	pthread_mutex_unlock(&move_lock);
-	free(moved);
 }
 
 /*

@@ -347,7 +347,12 @@ void FORK_CODE share_fork_child(void)
 	 */
 	pthread_mutex_init(&sh.lock, NULL);
 	sh.owner = false;
-	free(sh.ctx);
+	/*
+	 * Left to the process's end, not freed: a fork handler must not call
+	 * the allocator.  One the program brings (jemalloc in redis) may
+	 * register its own child handler after this one, which then runs
+	 * first, while that allocator's locks are still held.
+	 */
 	sh.ctx = NULL;
 	if (sh.sock >= 0)
 		real.close(sh.sock);

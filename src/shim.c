@@ -45,6 +45,13 @@ static const char *lookup_env(const char *name)
 /* A vfork carried out as fork: the child execs or exits at once. */
 static __thread bool forking_for_exec;
 
+/*
+ * The fork handlers call no allocator.  A program's own (jemalloc in
+ * redis) may register its handlers after these: its prepare handler then
+ * runs before ours and its child handler after ours, and between the
+ * two its locks are held.
+ */
+
 static void FORK_CODE fork_prepare(void)
 {
 	/* First, holding nothing: it may wait for the progress thread. */
