@@ -110,11 +110,25 @@ def echo_one(conn, do_report):
     conn.close()
 
 
-def serve(args):
+def listening(addr, port=0):
     ls = socket.socket()
     ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    ls.bind((args.addr, args.port))
+    ls.bind((addr, port))
     ls.listen(64)
+    return ls
+
+
+def echo_each(ls, count):
+    """Prints the port, then echoes count connections one after another,
+    reporting each."""
+    print("port %d" % ls.getsockname()[1], flush=True)
+    for _ in range(count):
+        conn, _ = ls.accept()
+        echo_one(conn, True)
+
+
+def serve(args):
+    ls = listening(args.addr, args.port)
     print("port %d" % ls.getsockname()[1], flush=True)
     for _ in range(args.count):
         conn, _ = ls.accept()
@@ -290,29 +304,17 @@ def setuid(args):
 
 
 def drop_serve(args):
-    ls = socket.socket()
-    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    ls.bind((args.addr, 0))
-    ls.listen(64)
+    ls = listening(args.addr)
     become_nobody()
-    print("port %d" % ls.getsockname()[1], flush=True)
-    for _ in range(args.count):
-        conn, _ = ls.accept()
-        echo_one(conn, True)
+    echo_each(ls, args.count)
 
 
 def daemon_serve(args):
-    ls = socket.socket()
-    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    ls.bind((args.addr, 0))
-    ls.listen(64)
+    ls = listening(args.addr)
     if os.fork():
         os._exit(0)
     os.setsid()
-    print("port %d" % ls.getsockname()[1], flush=True)
-    for _ in range(args.count):
-        conn, _ = ls.accept()
-        echo_one(conn, True)
+    echo_each(ls, args.count)
 
 
 def handoff(args):
