@@ -17,6 +17,7 @@
 #include "readiness_impl.h"
 #include "real.h"
 #include "spin.h"
+#include "wait_time.h"
 
 /* Written to out_fd, this makes an eventfd unwritable (see eventfd(2)). */
 #define EVENTFD_FULL 0xfffffffffffffffeull
@@ -187,6 +188,25 @@ static bool lag_unwatched(struct readiness *r)
 }
 
 /*
+ * What tr says that the eventfds did not when last synced: EPOLLIN for a
+ * new arrival, EPOLLOUT for room to send.  Read without the sync lock, a
+ * hint (readiness_has_news()); under it, the truth (sync_fds()).
+ */
+static uint32_t news(const struct readiness *r,
+		     const struct transport_readiness *tr)
+{
+	uint32_t n = 0;
+
+	if (tr->readable &&
+	    (!__atomic_load_n(&r->in_ready, __ATOMIC_RELAXED) ||
+	     tr->arrivals != __atomic_load_n(&r->arrivals, __ATOMIC_RELAXED)))
+		n |= EPOLLIN;
+	if (tr->writable && !__atomic_load_n(&r->out_ready, __ATOMIC_RELAXED))
+		n |= EPOLLOUT;
+	return n;
+}
+
+/*
  * told: see readiness_serve().  out (if not NULL): the readiness the fds
  * were set from.  raised (if not NULL): EPOLLIN for a new arrival (in_fd
  * got an edge, or lags it), EPOLLOUT if out_fd became writable.  false:
@@ -197,7 +217,7 @@ static bool sync_fds(struct readiness *r, bool told,
 		     struct transport_readiness *out, uint32_t *raised)
 {
 	struct transport_readiness tr = { .corked = false };
-	uint32_t edges = 0;
+	uint32_t edges;
 	bool lag;
 
 	if (!readiness_alive(r))
@@ -213,10 +233,10 @@ static bool sync_fds(struct readiness *r, bool told,
 		return false;
 	}
 	transport_readiness(r->t, &tr);
+	edges = news(r, &tr);
 	lag = tr.readable && !r->in_ready && told && lag_unwatched(r);
 	/* Every arrival is a new edge for EPOLLET, even on a readable fd. */
-	if (tr.readable && (!r->in_ready || tr.arrivals != r->arrivals)) {
-		edges |= EPOLLIN;
+	if (edges & EPOLLIN) {
 		if (!lag)
 			(void)!real.write(r->in_fd, &(uint64_t){ 1 }, 8);
 	} else if (!tr.readable && r->in_ready) {
@@ -230,8 +250,6 @@ static bool sync_fds(struct readiness *r, bool told,
 		if (!tr.writable)
 			(void)!real.write(r->out_fd,
 					  &(uint64_t){ EVENTFD_FULL }, 8);
-		else
-			edges |= EPOLLOUT;
 		r->out_ready = tr.writable;
 	}
 	pthread_mutex_unlock(&r->sync_lock);
@@ -260,13 +278,45 @@ void readiness_settle(struct readiness *r)
 static __thread struct spin_policy wait_spin;
 static __thread bool wait_spin_sized;
 
-struct spin_policy *readiness_wait_spin(unsigned int cap_us)
+bool readiness_spin_begin(struct wait_spin *w, unsigned int cap_us,
+			  int timeout_ms, bool may)
 {
+	uint64_t budget;
+
 	if (!wait_spin_sized) {
 		spin_policy_init(&wait_spin, cap_us);
 		wait_spin_sized = true;
 	}
-	return &wait_spin;
+	w->start_us = 0;
+	w->spinning = w->blocked = false;
+	if (!timeout_ms || !may || !spin_time_wait(&wait_spin))
+		return false;
+	w->start_us = clock_us();
+	budget = spin_budget_us(&wait_spin);
+	if (timeout_ms > 0 && budget > (uint64_t)timeout_ms * 1000)
+		budget = (uint64_t)timeout_ms * 1000;
+	w->end_us = w->start_us + budget;
+	if (!budget || !spin_slot_take())
+		return false;
+	wait_time_block_signals(&w->old);
+	w->spinning = w->blocked = true;
+	return true;
+}
+
+void readiness_spin_stop(struct wait_spin *w)
+{
+	if (w->spinning)
+		spin_slot_give();
+	w->spinning = false;
+}
+
+void readiness_spin_end(struct wait_spin *w, int ret)
+{
+	readiness_spin_stop(w);
+	if (w->blocked)
+		wait_time_unblock(&w->old);
+	if (w->start_us && ret >= 0)
+		spin_wait_ended(&wait_spin, clock_us() - w->start_us);
 }
 
 bool readiness_has_news(struct readiness *r, uint32_t want)
@@ -276,12 +326,7 @@ bool readiness_has_news(struct readiness *r, uint32_t want)
 	if (!readiness_alive(r))
 		return false;
 	transport_readiness(r->t, &tr);
-	if ((want & EPOLLIN) && tr.readable &&
-	    (!__atomic_load_n(&r->in_ready, __ATOMIC_RELAXED) ||
-	     tr.arrivals != __atomic_load_n(&r->arrivals, __ATOMIC_RELAXED)))
-		return true;
-	return (want & EPOLLOUT) && tr.writable &&
-	       !__atomic_load_n(&r->out_ready, __ATOMIC_RELAXED);
+	return news(r, &tr) & want;
 }
 
 uint32_t readiness_poll_raised(struct readiness *r, bool told,

@@ -33,7 +33,6 @@
 #include "readiness_impl.h"
 #include "real.h"
 #include "sock.h"
-#include "spin.h"
 #include "wait_time.h"
 
 /*
@@ -809,7 +808,7 @@ static int wait_folded(int epfd, struct epoll_event *events, int maxevents,
  * completion queues, as a blocking read does (spin.h): what arrives within
  * the budget is reported without the completion channel's wake-up, which
  * costs the waiter a sleep and the kernel a wake-up.  The budget is the
- * waiting thread's (readiness_wait_spin()), and it polls only while it
+ * waiting thread's (readiness_spin_begin()), and it polls only while it
  * holds a spin slot.  The set itself is asked every READINESS_SPIN_ROUNDS
  * rounds, for its other entries.
  *
@@ -871,7 +870,7 @@ static int ask_set(int epfd, struct epoll_event *events, int maxevents,
 }
 
 /*
- * Polls until start_us + budget_us: the events the set then reports
+ * Polls until end_us: the events the set then reports
  * (folded), 0 if none came, or -1 with errno (EINTR: a signal that
  * sigmask lets through).  The set is asked in the first round, which
  * also checks the program's arguments as the kernel does; an event found
@@ -880,7 +879,7 @@ static int ask_set(int epfd, struct epoll_event *events, int maxevents,
  */
 static int spin_wait(int epfd, struct epoll_event *events, int maxevents,
 		     const sigset_t *sigmask, enum readiness_wait_kind kind,
-		     uint64_t start_us, uint64_t budget_us)
+		     uint64_t end_us)
 {
 	struct epoll_event found_ev;
 	unsigned int round;
@@ -903,58 +902,44 @@ static int spin_wait(int epfd, struct epoll_event *events, int maxevents,
 			if (wait_time_signal_pending(sigmask))
 				return 0;
 		}
-		if (clock_us() >= start_us + budget_us)
+		if (clock_us() >= end_us)
 			return 0;
 	}
 }
 
 /*
- * While it polls, the thread blocks the asynchronous signals
- * (wait_time_block_signals()): each wait after that is an epoll_pwait or
- * epoll_pwait2 with the program's mask, or the thread's own.
+ * While it polls, the thread blocks the asynchronous signals: each wait
+ * after that is an epoll_pwait or epoll_pwait2 with the program's mask,
+ * or the thread's own.
  */
 static int wait_spinning(const struct config *cfg, int epfd,
 			 struct epoll_event *events, int maxevents,
 			 int timeout_ms, const struct timespec *ts,
 			 const sigset_t *sigmask, enum readiness_wait_kind kind)
 {
-	struct spin_policy *policy = readiness_wait_spin(cfg->spin_us);
-	uint64_t start = 0, budget;
 	struct timespec left;
-	bool spun = false;
-	sigset_t old;
+	struct wait_spin w;
 	int n = 0;
 
-	if (timeout_ms && maxevents > 0 && wait_time_valid(ts) &&
-	    spin_time_wait(policy))
-		start = clock_us();
-	budget = spin_budget_us(policy);
-	if (timeout_ms > 0 && budget > (uint64_t)timeout_ms * 1000)
-		budget = (uint64_t)timeout_ms * 1000;
-	if (start && budget && spin_slot_take()) {
-		wait_time_block_signals(&old);
+	if (readiness_spin_begin(&w, cfg->spin_us, timeout_ms,
+				 maxevents > 0 && wait_time_valid(ts))) {
 		if (!sigmask)
-			sigmask = &old;
+			sigmask = &w.old;
 		if (kind == READINESS_EPOLL_WAIT)
 			kind = READINESS_EPOLL_PWAIT;
-		n = spin_wait(epfd, events, maxevents, sigmask, kind, start,
-			      budget);
-		spin_slot_give();
-		spun = true;
+		n = spin_wait(epfd, events, maxevents, sigmask, kind, w.end_us);
+		readiness_spin_stop(&w);
 	}
 	if (!n) {
 		if (ts)
 			left = *ts;
-		if (!spun ||
+		if (!w.blocked ||
 		    wait_time_take_spent(&timeout_ms, ts ? &left : NULL,
-					 clock_us() - start))
+					 clock_us() - w.start_us))
 			n = wait_folded(epfd, events, maxevents, timeout_ms,
 					ts ? &left : NULL, sigmask, kind);
 	}
-	if (spun)
-		wait_time_unblock(&old);
-	if (start && n >= 0)
-		spin_wait_ended(policy, clock_us() - start);
+	readiness_spin_end(&w, n);
 	return n;
 }
 

@@ -70,11 +70,32 @@ void readiness_epoll_settle_all(void);
 struct sock *readiness_upgraded_sock(int fd);
 
 /*
- * How long the calling thread's waits in epoll_wait(), poll() and select()
- * poll the completion queues of the upgraded connections they wait on
- * before they sleep (spin.h): its own policy, capped at cap_us.
+ * A wait in epoll_wait(), poll() or select() that may poll the completion
+ * queues of the upgraded connections it waits on before it sleeps, by the
+ * calling thread's own spin policy (spin.h), capped at cap_us.
  */
-struct spin_policy *readiness_wait_spin(unsigned int cap_us);
+struct wait_spin {
+	uint64_t start_us; /* 0: the wait is not timed */
+	uint64_t end_us;   /* when the polling ends */
+	bool spinning;	   /* polling: a spin slot is held */
+	bool blocked;	   /* the asynchronous signals are blocked; old */
+	sigset_t old;	   /* the thread's mask before */
+};
+/*
+ * For a wait of timeout_ms that may poll (its arguments let it): true if
+ * it polls until end_us, holding a spin slot, with the asynchronous
+ * signals blocked (wait_time_block_signals()); every wait it then makes
+ * passes the program's mask or old.
+ */
+bool readiness_spin_begin(struct wait_spin *w, unsigned int cap_us,
+			  int timeout_ms, bool may);
+/* The polling is over: the slot goes, the signals stay blocked. */
+void readiness_spin_stop(struct wait_spin *w);
+/*
+ * The wait is over with ret (< 0: an error): the signals come back, and a
+ * timed wait's length sizes the thread's next ones.
+ */
+void readiness_spin_end(struct wait_spin *w, int ret);
 /* Rounds of polling between two looks at the kernel's own entries. */
 #define READINESS_SPIN_ROUNDS 4
 

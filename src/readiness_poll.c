@@ -23,7 +23,6 @@
 #include "poll_wide.h"
 #include "readiness_impl.h"
 #include "real.h"
-#include "spin.h"
 #include "wait_time.h"
 
 #define POLL_IN_EVENTS	(POLLIN | POLLRDNORM | POLLPRI | POLLRDHUP)
@@ -156,20 +155,9 @@ static int wait_entries(struct pollfd *tmp, nfds_t n, nfds_t nfds,
 		return -err;
 	if (!ppoll)
 		return poll_wide(tmp, n, timeout_ms, NULL);
-	if (ts &&
-	    (ts->tv_sec < 0 || ts->tv_nsec < 0 || ts->tv_nsec >= 1000000000))
+	if (!wait_time_valid(ts))
 		return -EINVAL;
 	return poll_wide(tmp, n, ts ? wait_time_ms(ts) : -1, sigmask);
-}
-
-/* A poll() timeout as ppoll's: NULL for none. */
-static const struct timespec *ms_timespec(int timeout_ms, struct timespec *ts)
-{
-	if (timeout_ms < 0)
-		return NULL;
-	ts->tv_sec = timeout_ms / 1000;
-	ts->tv_nsec = timeout_ms % 1000 * 1000000l;
-	return ts;
 }
 
 /*
@@ -218,12 +206,9 @@ static int poll_substituted(struct pollfd *fds, nfds_t nfds,
 			    const struct timespec *ts, const sigset_t *sigmask,
 			    bool ppoll, unsigned int spin_us)
 {
-	struct spin_policy *policy = readiness_wait_spin(spin_us);
 	const struct timespec zero = { 0 };
-	uint64_t start = 0, budget = 0;
-	bool spinning = false, blocked = false;
 	struct timespec step;
-	sigset_t old;
+	struct wait_spin w = { .start_us = 0 };
 	struct pollfd *tmp = calloc(POLL_ENTRIES * nfds + 1, sizeof(*tmp));
 	/* The readiness of each upgraded one, counted as polled. */
 	struct readiness **began = calloc(nfds + 1, sizeof(*began));
@@ -257,28 +242,20 @@ static int poll_substituted(struct pollfd *fds, nfds_t nfds,
 	}
 	if (timeout_ms > 0)
 		deadline = clock_ms() + timeout_ms;
-	if (timeout_ms && wait_time_valid(ts) && spin_time_wait(policy)) {
-		start = clock_us();
-		budget = spin_budget_us(policy);
-		if (timeout_ms > 0 && budget > (uint64_t)timeout_ms * 1000)
-			budget = (uint64_t)timeout_ms * 1000;
-		spinning = budget && spin_slot_take();
-	}
-	if (spinning) {
-		wait_time_block_signals(&old);
-		blocked = true;
-		if (!sigmask)
-			sigmask = &old;
-	}
+	if (readiness_spin_begin(&w, spin_us, timeout_ms,
+				 wait_time_valid(ts)) &&
+	    !sigmask)
+		sigmask = &w.old;
 	for (;;) {
-		if (spinning)
+		if (w.spinning)
 			ret = wait_entries(tmp, j, nfds, 0, &zero, sigmask,
 					   true);
-		else if (blocked)
-			ret = wait_entries(tmp, j, nfds, timeout_ms,
-					   tmo ? tmo
-					       : ms_timespec(timeout_ms, &step),
-					   sigmask, true);
+		else if (w.blocked)
+			ret = wait_entries(
+				tmp, j, nfds, timeout_ms,
+				tmo ? tmo
+				    : wait_time_timespec(timeout_ms, &step),
+				sigmask, true);
 		else
 			ret = wait_entries(tmp, j, nfds, timeout_ms, tmo,
 					   sigmask, ppoll);
@@ -311,17 +288,16 @@ static int poll_substituted(struct pollfd *fds, nfds_t nfds,
 			ret = -EXDEV;
 			goto out;
 		}
-		if (spinning && !ready) {
-			if (spin_rounds(began, fds, nfds, start + budget) ||
-			    clock_us() < start + budget)
+		if (w.spinning && !ready) {
+			if (spin_rounds(began, fds, nfds, w.end_us) ||
+			    clock_us() < w.end_us)
 				continue;
-			spin_slot_give();
-			spinning = false;
+			readiness_spin_stop(&w);
 			if (tmo)
 				left = *tmo;
 			if (!wait_time_take_spent(&timeout_ms,
 						  tmo ? &left : NULL,
-						  clock_us() - start))
+						  clock_us() - w.start_us))
 				break;
 			if (tmo)
 				tmo = &left;
@@ -336,12 +312,7 @@ static int poll_substituted(struct pollfd *fds, nfds_t nfds,
 	}
 	ret = ready;
 out:
-	if (spinning)
-		spin_slot_give();
-	if (blocked)
-		wait_time_unblock(&old);
-	if (start && ret >= 0)
-		spin_wait_ended(policy, clock_us() - start);
+	readiness_spin_end(&w, ret);
 	for (i = 0; began && i < nfds; i++)
 		if (began[i])
 			readiness_poll_end(began[i]);

@@ -14,16 +14,23 @@ int wait_time_ms(const struct timespec *ts)
 	return ms > INT_MAX ? INT_MAX : (int)ms;
 }
 
+const struct timespec *wait_time_timespec(int timeout_ms, struct timespec *ts)
+{
+	if (timeout_ms < 0)
+		return NULL;
+	ts->tv_sec = timeout_ms / 1000;
+	ts->tv_nsec = timeout_ms % 1000 * 1000000l;
+	return ts;
+}
+
 bool wait_time_left(int *timeout_ms, int64_t deadline, struct timespec *ts)
 {
 	if (*timeout_ms < 0)
 		return true;
 	if (!*timeout_ms || !(*timeout_ms = clock_ms_left(deadline)))
 		return false;
-	if (ts) {
-		ts->tv_sec = *timeout_ms / 1000;
-		ts->tv_nsec = *timeout_ms % 1000 * 1000000l;
-	}
+	if (ts)
+		wait_time_timespec(*timeout_ms, ts);
 	return true;
 }
 

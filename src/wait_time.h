@@ -17,6 +17,8 @@
 
 /* A timespec timeout in whole milliseconds, rounded up; 0 if negative. */
 int wait_time_ms(const struct timespec *ts);
+/* A timeout in milliseconds as a timespec in *ts; NULL for none (< 0). */
+const struct timespec *wait_time_timespec(int timeout_ms, struct timespec *ts);
 
 /*
  * After a wake-up that brought nothing to report: what is left of a wait
