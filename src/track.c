@@ -336,9 +336,10 @@ static enum roceshim_reason
 open_cm_listener(struct sock *sock, int fd,
 		 const struct roceshim_stats_endpoint *local, int backlog)
 {
-	if (sock->listen_id || !local->port)
-		return sock->listen_id ? ROCESHIM_REASON_NONE
-				       : ROCESHIM_REASON_RESOURCE;
+	if (sock->listen_id)
+		return ROCESHIM_REASON_NONE;
+	if (!local->port)
+		return ROCESHIM_REASON_RESOURCE;
 	return handshake_listen(&shim_config, sock, fd, backlog);
 }
 
@@ -650,23 +651,20 @@ static void give_up_listener(int fd, struct sock *sock, void *arg)
 
 /*
  * Then, the handshakes under way over, what is on RDMA moves.  A connect
- * in the background ends first, on TCP or on RDMA.
+ * in the background ends first, on TCP or on RDMA, so that leave() finds
+ * its connection.
  */
 static void give_up_rdma(int fd, struct sock *sock, void *arg)
 {
-	struct conn *c;
-
-	(void)fd;
-	(void)arg;
 	if (__atomic_load_n(&sock->connector, __ATOMIC_ACQUIRE))
 		connector_share(sock);
-	c = __atomic_load_n(&sock->conn, __ATOMIC_ACQUIRE);
-	if (c && conn_alive(c) && conn_on_rdma(c))
-		conn_make_plain(c, ROCESHIM_DOWNGRADE_CREDENTIALS);
+	leave(fd, sock, arg);
 }
 
 void track_credentials_change(void)
 {
+	struct leaving how = { .cause = ROCESHIM_DOWNGRADE_CREDENTIALS,
+			       .all = true };
 	int err = errno;
 
 	/*
@@ -683,7 +681,7 @@ void track_credentials_change(void)
 		 "to TCP and new ones stay there");
 	fd_table_for_each(give_up_listener, NULL);
 	handshake_quiesce((int)shim_config.connect_timeout_ms + 1000);
-	fd_table_for_each(give_up_rdma, NULL);
+	fd_table_for_each(give_up_rdma, &how);
 	conn_closing_drain();
 out:
 	errno = err;
