@@ -164,12 +164,13 @@ struct share_slot *conn_slot(struct conn *c);
 /* A fork child asks the owner to move c to TCP. */
 void conn_on_share_request(struct conn *c);
 /*
- * A fork child accepted the socket fd of a connection its owner accepted
- * on the RDMA CM (share_pending_claim()): nothing has crossed it yet, and
- * it moves to TCP from its first byte.  0, or a negative errno (then the
- * stream is unusable).
+ * accept() returned the socket fd of a connection that another process
+ * accepted on the RDMA CM: a fork child's owner (share_pending_claim()),
+ * or this process before an exec (exec_handover.h), the cause.  Nothing
+ * has crossed it yet, and it moves to TCP from its first byte.  0, or a
+ * negative errno (then the stream is unusable).
  */
-int conn_move_unclaimed(int fd, int timeout_ms);
+int conn_move_unclaimed(int fd, enum roceshim_downgrade cause, int timeout_ms);
 
 /*
  * Before every fork, a vfork carried out as one included (its parent runs

@@ -462,9 +462,9 @@ static int wait_fd(int fd, short events, int64_t deadline)
 	return n ? 0 : -ETIMEDOUT;
 }
 
-int conn_move_unclaimed(int fd, int timeout_ms)
+int conn_move_unclaimed(int fd, enum roceshim_downgrade cause, int timeout_ms)
 {
-	struct wire_marker m = { .cause = ROCESHIM_DOWNGRADE_FORK }, peer;
+	struct wire_marker m = { .cause = cause }, peer;
 	const struct wire_positions none = { 0 };
 	int64_t deadline = clock_ms() + timeout_ms;
 	uint8_t buf[WIRE_MARKER_LEN];

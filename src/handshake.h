@@ -84,7 +84,23 @@ void handshake_dial_cancel(struct dial *d);
  */
 enum roceshim_reason handshake_listen(const struct config *cfg,
 				      struct sock *sock, int fd, int backlog);
-void handshake_unlisten(struct sock *sock);
+/*
+ * The CM listener goes.  listener_stays: the TCP listener goes on
+ * listening, so the connections its CM listener took still wait for
+ * accept() (sock->orphans, sock->orphans_key) a while; otherwise they go
+ * with it (unless the process has forked: a prefork worker may still
+ * accept them).
+ */
+void handshake_unlisten(struct sock *sock, bool listener_stays);
+/*
+ * Calls fn with the client's TCP source and the listener's port of each
+ * connection that the CM listener of sock->orphans_key took, established,
+ * and that accept() has not taken yet.  fn must not call this module.
+ */
+void handshake_pending_each(const void *orphans_key,
+			    void (*fn)(const struct roceshim_stats_endpoint *,
+				       uint16_t, void *),
+			    void *arg);
 
 /*
  * The upgraded connection whose client declared TCP source `peer` to the
@@ -94,18 +110,20 @@ void handshake_unlisten(struct sock *sock);
  * in flight.  In the first second of a listener (listen_since_ms, of
  * clock_ms(); -1 where its CM listener is gone), a connection without
  * one waits up to 250 ms for a client's second request (the listen race
- * above).  In a fork child the listener's pending connections are its
- * owner's: one there is moved to TCP before its first byte, and *moved
- * set.
+ * above).  A connection that another process accepted on the CM (in a
+ * fork child, the owner's; one an exec handed over, exec_handover.h) is
+ * moved to TCP before its first byte, and *moved says why.
  */
 struct conn *handshake_take_pending(const struct config *cfg,
 				    int64_t listen_since_ms,
 				    const struct roceshim_stats_endpoint *peer,
-				    uint16_t local_port, int fd, bool *moved);
+				    uint16_t local_port, int fd,
+				    enum roceshim_downgrade *moved);
 /* Whether this process serves RDMA handshakes (a fork child does not). */
 bool handshake_running(void);
 /*
- * After policy_stop_rdma(): waits, at most timeout_ms, until no handshake
+ * After policy_stop_rdma(), or once the CM listeners that matter are gone
+ * (an exec): waits, at most timeout_ms, until no handshake
  * of this process is under way, so that each has ended on TCP or on RDMA
  * before the caller moves what is on RDMA.
  */

@@ -13,6 +13,7 @@
 
 #include "clock.h"
 #include "endpoint.h"
+#include "exec_handover.h"
 #include "fork_page.h"
 #include "handshake_impl.h"
 #include "log.h"
@@ -488,10 +489,9 @@ bool handshake_server_busy(void)
 	return busy;
 }
 
-void handshake_unlisten(struct sock *sock)
+void handshake_unlisten(struct sock *sock, bool listener_stays)
 {
-	struct rdma_cm_id *id = sock->listen_id;
-	bool orphans = policy_rdma_stopped();
+	struct rdma_cm_id *id;
 	struct pending *p;
 	int64_t until;
 	void *l;
@@ -500,8 +500,15 @@ void handshake_unlisten(struct sock *sock)
 	 * Before the id goes: an accept() on another thread that finds no
 	 * id then finds the orphans (track_accept()).
 	 */
-	__atomic_store_n(&sock->orphans, orphans, __ATOMIC_RELEASE);
-	__atomic_store_n(&sock->listen_id, NULL, __ATOMIC_RELEASE);
+	if (listener_stays) {
+		__atomic_store_n(
+			&sock->orphans_key,
+			__atomic_load_n(&sock->listen_id, __ATOMIC_ACQUIRE),
+			__ATOMIC_RELAXED);
+		__atomic_store_n(&sock->orphans, true, __ATOMIC_RELEASE);
+	}
+	/* Taken once: threads may stop the same listener at once. */
+	id = __atomic_exchange_n(&sock->listen_id, NULL, __ATOMIC_ACQ_REL);
 	/* In a fork child the id is the parent's: leave it alone. */
 	if (!id || !handshake_running())
 		return;
@@ -514,9 +521,11 @@ void handshake_unlisten(struct sock *sock)
 	 * A fork child (a prefork worker) may still hold the listening
 	 * socket and accept them: after a fork they live on a while.  So
 	 * they do when the listener itself stays, and only its CM listener
-	 * goes (policy_stop_rdma()).
+	 * goes.
 	 */
-	until = conn_forked() || orphans ? clock_ms() + PENDING_TIMEOUT_MS : 0;
+	until = conn_forked() || listener_stays
+			? clock_ms() + PENDING_TIMEOUT_MS
+			: 0;
 	pthread_mutex_lock(&pend.lock);
 	for (p = pend.list; p; p = p->next)
 		if (p->listener == id &&
@@ -524,6 +533,21 @@ void handshake_unlisten(struct sock *sock)
 			p->expires_ms = until;
 	pthread_mutex_unlock(&pend.lock);
 	progress_wake();
+}
+
+void handshake_pending_each(const void *orphans_key,
+			    void (*fn)(const struct roceshim_stats_endpoint *,
+				       uint16_t, void *),
+			    void *arg)
+{
+	struct pending *p;
+
+	pthread_mutex_lock(&pend.lock);
+	for (p = pend.list; p; p = p->next)
+		if (p->listener == orphans_key && p->expires_ms != 0 &&
+		    p->state == PENDING_ESTABLISHED)
+			fn(&p->source, p->port, arg);
+	pthread_mutex_unlock(&pend.lock);
 }
 
 static struct pending **find(const struct roceshim_stats_endpoint *peer,
@@ -545,30 +569,43 @@ static struct pending **find(const struct roceshim_stats_endpoint *peer,
  * most the connect timeout, which is as long as the client waits too.
  */
 /*
+ * Another process accepted fd's connection on the CM: it moves to TCP
+ * before its first byte.
+ */
+static void move_unclaimed(const struct config *cfg, int fd,
+			   enum roceshim_downgrade cause,
+			   enum roceshim_downgrade *moved)
+{
+	int err;
+
+	err = conn_move_unclaimed(fd, cause,
+				  handshake_conn_options(cfg).move_timeout_ms);
+	if (err) {
+		log_warn("fd %d: an RDMA connection accepted %s could not "
+			 "move to TCP (%s): reset",
+			 fd,
+			 cause == ROCESHIM_DOWNGRADE_EXEC ? "before the exec"
+							  : "in a fork child",
+			 strerror(-err));
+		real.shutdown(fd, SHUT_RDWR);
+		return;
+	}
+	*moved = cause;
+}
+
+/*
  * In a fork child (a prefork worker) the listener is inherited, and the
  * pending connections are its owner's: a pending one is claimed, and
  * moves to TCP before its first byte.
  */
 static void take_inherited(const struct config *cfg,
 			   const struct roceshim_stats_endpoint *peer,
-			   uint16_t local_port, int fd, bool *moved)
+			   uint16_t local_port, int fd,
+			   enum roceshim_downgrade *moved)
 {
-	enum share_pending state;
-	int err;
-
-	state = share_pending_claim(peer, local_port, cfg->connect_timeout_ms);
-	if (state != SHARE_PENDING_CLAIMED)
-		return;
-	err = conn_move_unclaimed(fd,
-				  handshake_conn_options(cfg).move_timeout_ms);
-	if (err) {
-		log_warn("fd %d: an RDMA connection accepted in a fork child "
-			 "could not move to TCP (%s): reset",
-			 fd, strerror(-err));
-		real.shutdown(fd, SHUT_RDWR);
-		return;
-	}
-	*moved = true;
+	if (share_pending_claim(peer, local_port, cfg->connect_timeout_ms) ==
+	    SHARE_PENDING_CLAIMED)
+		move_unclaimed(cfg, fd, ROCESHIM_DOWNGRADE_FORK, moved);
 }
 
 /* The owner: a descendant claimed c, or asks to move it. */
@@ -616,14 +653,19 @@ static void await_late_request(const struct roceshim_stats_endpoint *peer,
 struct conn *handshake_take_pending(const struct config *cfg,
 				    int64_t listen_since_ms,
 				    const struct roceshim_stats_endpoint *peer,
-				    uint16_t local_port, int fd, bool *moved)
+				    uint16_t local_port, int fd,
+				    enum roceshim_downgrade *moved)
 {
 	struct timespec deadline, late;
 	struct pending **pp, *p;
 	struct conn *c = NULL;
 	bool established = false, timed_out = false;
 
-	*moved = false;
+	*moved = ROCESHIM_DOWNGRADE_NONE;
+	if (exec_handover_claim(peer, local_port)) {
+		move_unclaimed(cfg, fd, ROCESHIM_DOWNGRADE_EXEC, moved);
+		return NULL;
+	}
 	if (!handshake_running()) {
 		take_inherited(cfg, peer, local_port, fd, moved);
 		return NULL;

@@ -24,38 +24,65 @@ extern char **environ;
 
 SHIM_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
+	char **env;
+	int ret;
+
 	shim_ensure_init();
-	track_exec();
-	return real.execve(path, argv, envp);
+	env = track_exec(envp);
+	ret = real.execve(path, argv, env);
+	track_exec_failed(envp, env);
+	return ret;
 }
 
 SHIM_EXPORT int execv(const char *path, char *const argv[])
 {
+	char **env;
+	int ret;
+
 	shim_ensure_init();
-	track_exec();
-	return real.execv(path, argv);
+	env = track_exec(environ);
+	ret = env == environ ? real.execv(path, argv)
+			     : real.execve(path, argv, env);
+	track_exec_failed(environ, env);
+	return ret;
 }
 
 SHIM_EXPORT int execvp(const char *file, char *const argv[])
 {
+	char **env;
+	int ret;
+
 	shim_ensure_init();
-	track_exec();
-	return real.execvp(file, argv);
+	env = track_exec(environ);
+	ret = env == environ ? real.execvp(file, argv)
+			     : real.execvpe(file, argv, env);
+	track_exec_failed(environ, env);
+	return ret;
 }
 
 SHIM_EXPORT int execvpe(const char *file, char *const argv[],
 			char *const envp[])
 {
+	char **env;
+	int ret;
+
 	shim_ensure_init();
-	track_exec();
-	return real.execvpe(file, argv, envp);
+	env = track_exec(envp);
+	ret = real.execvpe(file, argv, env);
+	track_exec_failed(envp, env);
+	return ret;
 }
 
 SHIM_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 {
+	char **env;
+	int ret;
+
 	shim_ensure_init();
-	track_exec();
-	return real.fexecve(fd, argv, envp);
+	env = track_exec(envp);
+	ret = real.fexecve(fd, argv, env);
+	track_exec_failed(envp, env);
+	return ret;
 }
 
 /* Lists up to this long are held on the stack: see exec_list(). */

@@ -85,6 +85,8 @@ static int after_accept(int listen_fd, int fd)
 		return fd;
 	err = errno;
 	listener = shim_lookup(listen_fd);
+	if (!listener)
+		listener = track_inherited_listener(listen_fd);
 	if (listener) {
 		track_accept(listener, fd);
 		sock_put(listener);

@@ -12,6 +12,7 @@
 #include "conn.h"
 #include "connector.h"
 #include "cuda_mem.h"
+#include "exec_handover.h"
 #include "fd_room.h"
 #include "fork_page.h"
 #include "handshake.h"
@@ -113,6 +114,8 @@ static void init_once_fn(void)
 	stats_configure(shim_config.enabled && shim_config.stats,
 			shim_config.stats_rows);
 	cuda_mem_configure(shim_config.cuda);
+	if (shim_config.enabled)
+		exec_handover_load();
 	pthread_atfork(fork_prepare, fork_parent, fork_child);
 	atexit(at_exit);
 	log_info("enabled=%d stats=%d include=%u exclude=%u rules",

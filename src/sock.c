@@ -49,6 +49,7 @@ struct sock *sock_new(int domain)
 	sock->connector = NULL;
 	sock->listen_id = NULL;
 	sock->orphans = false;
+	sock->orphans_key = NULL;
 	sock->listen_since_ms = -1;
 	sock->bound_known = false;
 	sock->abortive = false;
@@ -94,7 +95,7 @@ void sock_put(struct sock *sock)
 	if (sock->conn)
 		conn_release(sock->conn, sock->abortive);
 	if (sock->listen_id)
-		handshake_unlisten(sock);
+		handshake_unlisten(sock, false);
 	pthread_mutex_lock(&pool_lock);
 	sock->next_free = pool_free;
 	pool_free = sock;

@@ -34,12 +34,13 @@ struct sock {
 	struct rdma_cm_id *listen_id; /* atomic: the CM listener beside it */
 	int64_t listen_since_ms;      /* when that listener started */
 	/*
-	 * Atomic: its CM listener is gone (policy_stop_rdma()), but RDMA
-	 * connections it took may still wait for accept().
+	 * Atomic: its CM listener is gone, but RDMA connections it took may
+	 * still wait for accept() (handshake_unlisten()).
 	 */
 	bool orphans;
-	bool abortive;	    /* closed with SO_LINGER {1, 0}: no FIN */
-	bool spawn_dup;	    /* named in a posix_spawn file action */
+	const void *orphans_key; /* atomic: which CM listener took them */
+	bool abortive;		 /* closed with SO_LINGER {1, 0}: no FIN */
+	bool spawn_dup;		 /* named in a posix_spawn file action */
 	bool dial_again;    /* a blocking connect asks again once TCP is up */
 	bool watched_early; /* atomic: in an epoll set before its connect */
 	int sndbuf; /* atomic: SO_SNDBUF as the kernel has it; 0: not set */

@@ -1,12 +1,17 @@
 // SPDX-License-Identifier: MIT
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "clock.h"
 #include "connector.h"
 #include "endpoint.h"
+#include "exec_handover.h"
 #include "fork_page.h"
 #include "handshake.h"
 #include "log.h"
@@ -46,6 +51,23 @@ void track_socket(int fd, int domain, int type, int protocol)
 	if (ret)
 		log_debug("fd %d: not tracked (%s)", fd, strerror(-ret));
 	sock_put(sock);
+}
+
+struct sock *track_inherited_listener(int fd)
+{
+	int domain, type, protocol, listening;
+	socklen_t len = sizeof(int);
+
+	if (!exec_handover_waiting() ||
+	    real.getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) ||
+	    !listening ||
+	    real.getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) ||
+	    real.getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) ||
+	    real.getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &protocol, &len) ||
+	    !is_tcp(domain, type, protocol))
+		return NULL;
+	track_socket(fd, domain, type, protocol);
+	return shim_lookup(fd);
 }
 
 void track_other(int fd)
@@ -397,13 +419,13 @@ void track_defer_accept(struct sock *sock, int fd)
 	if (!sock->listen_id || !defers_accept(fd))
 		return;
 	log_info("fd %d: TCP_DEFER_ACCEPT: the listener stays on TCP", fd);
-	handshake_unlisten(sock);
+	handshake_unlisten(sock, true);
 }
 
 void track_listen_failed(struct sock *sock)
 {
 	if (!__atomic_load_n(&sock->published, __ATOMIC_ACQUIRE))
-		handshake_unlisten(sock);
+		handshake_unlisten(sock, false);
 }
 
 void track_listen(struct sock *sock, int fd, int backlog)
@@ -435,7 +457,7 @@ void track_accept(struct sock *listener, int fd)
 {
 	struct roceshim_stats_endpoint local, peer;
 	enum roceshim_reason reason;
-	bool moved = false;
+	enum roceshim_downgrade moved = ROCESHIM_DOWNGRADE_NONE;
 	int64_t since;
 	struct sock *sock;
 
@@ -459,7 +481,9 @@ void track_accept(struct sock *listener, int fd)
 	since = __atomic_load_n(&listener->listen_id, __ATOMIC_ACQUIRE)
 			? listener->listen_since_ms
 			: -1;
-	if (since >= 0 || __atomic_load_n(&listener->orphans, __ATOMIC_ACQUIRE))
+	if (since >= 0 ||
+	    __atomic_load_n(&listener->orphans, __ATOMIC_ACQUIRE) ||
+	    exec_handover_waiting())
 		sock->conn = handshake_take_pending(&shim_config, since, &peer,
 						    local.port, fd, &moved);
 	reason = policy_decide(&shim_config, &peer, local.port);
@@ -472,7 +496,7 @@ void track_accept(struct sock *listener, int fd)
 	if (sock->conn)
 		attach(sock, fd);
 	if (moved)
-		stats_downgrade(sock_row(sock), ROCESHIM_DOWNGRADE_FORK);
+		stats_downgrade(sock_row(sock), moved);
 	log_decision(fd, "accepted from", &peer, reason);
 	/* Taken by a CM listener before the credentials changed. */
 	if (sock->conn && policy_rdma_stopped())
@@ -558,14 +582,163 @@ static bool may_have_rdma(void)
 	return shim_tracking() && rdma_stack_loaded();
 }
 
-void track_exec(void)
+/*
+ * The listeners an exec keeps, and the connections their CM listeners
+ * took that accept() has not: handed over to the new image.
+ */
+struct handover_walk {
+	struct leaving how;
+	struct exec_handover list;
+	size_t room;
+	const void **keys; /* the CM listeners listed (sock->orphans_key) */
+	size_t key_count;
+	bool listening; /* a kept listener had a CM listener */
+	bool truncated; /* more connections than one exec hands over */
+	bool short_of_memory;
+};
+
+static void stop_kept_listener(int fd, struct sock *sock, void *arg)
 {
-	struct leaving how = { .cause = ROCESHIM_DOWNGRADE_EXEC };
+	struct handover_walk *w = arg;
+
+	if (!__atomic_load_n(&sock->listen_id, __ATOMIC_ACQUIRE) ||
+	    !kept(fd, sock, &w->how))
+		return;
+	handshake_unlisten(sock, true);
+	w->listening = true;
+}
+
+static void hand_over(const struct roceshim_stats_endpoint *source,
+		      uint16_t port, void *arg)
+{
+	struct handover_walk *w = arg;
+	struct exec_handover_entry *e;
+	size_t room;
+
+	if (w->list.count == EXEC_HANDOVER_MAX) {
+		w->truncated = true;
+		return;
+	}
+	if (w->list.count == w->room) {
+		room = w->room ? 2 * w->room : 16;
+		if (room > EXEC_HANDOVER_MAX)
+			room = EXEC_HANDOVER_MAX;
+		e = realloc(w->list.entries, room * sizeof(*e));
+		if (!e) {
+			w->short_of_memory = true;
+			return;
+		}
+		w->list.entries = e;
+		w->room = room;
+	}
+	e = &w->list.entries[w->list.count++];
+	e->source = *source;
+	e->local_port = port;
+	e->claimed = false;
+}
+
+/* Whether key is listed already (a listener has several fds), or now. */
+static bool listed_before(struct handover_walk *w, const void *key)
+{
+	const void **keys;
+	size_t i;
+
+	for (i = 0; i < w->key_count; i++)
+		if (w->keys[i] == key)
+			return true;
+	keys = realloc(w->keys, (w->key_count + 1) * sizeof(*keys));
+	if (keys) {
+		keys[w->key_count++] = key;
+		w->keys = keys;
+	}
+	return false;
+}
+
+static void list_kept_listener(int fd, struct sock *sock, void *arg)
+{
+	struct handover_walk *w = arg;
+	const void *key;
+
+	if (!__atomic_load_n(&sock->orphans, __ATOMIC_ACQUIRE) ||
+	    !kept(fd, sock, &w->how))
+		return;
+	key = __atomic_load_n(&sock->orphans_key, __ATOMIC_RELAXED);
+	if (key && !listed_before(w, key))
+		handshake_pending_each(key, hand_over, w);
+}
+
+/*
+ * The environment that hands w's connections over: envp itself when it
+ * has none.
+ */
+static char **handover_env(char *const envp[], struct handover_walk *w)
+{
+	char **env = NULL;
+	Dl_info self;
+	char *var;
+
+	if (w->truncated)
+		log_warn("more than %d RDMA connections wait for accept(): "
+			 "the exec resets those beyond",
+			 EXEC_HANDOVER_MAX);
+	if (!w->list.count)
+		return (char **)envp;
+	w->list.pid = getpid();
+	w->list.deadline_ms = clock_ms() + EXEC_HANDOVER_MS;
+	var = exec_handover_encode(&w->list);
+	if (!dladdr((void *)track_exec, &self))
+		self.dli_fname = NULL;
+	if (var)
+		env = exec_handover_env(envp, var, self.dli_fname);
+	if (!env || w->short_of_memory) {
+		log_warn("out of memory: RDMA connections that wait for "
+			 "accept() are reset by the exec");
+		if (!env) {
+			free(var);
+			return (char **)envp;
+		}
+	}
+	log_info("the exec hands %zu RDMA connections that wait for accept() "
+		 "to the new program",
+		 w->list.count);
+	return env;
+}
+
+char **track_exec(char *const envp[])
+{
+	struct handover_walk w = { .how = { .cause =
+						    ROCESHIM_DOWNGRADE_EXEC } };
+	char **env;
 
 	if (!may_have_rdma())
-		return;
-	fd_table_for_each(leave, &how);
+		return (char **)envp;
+	/*
+	 * Only the process that serves the handshakes took any: a fork
+	 * child's pending connections are its owner's.
+	 */
+	if (handshake_running()) {
+		fd_table_for_each(stop_kept_listener, &w);
+		if (w.listening)
+			handshake_quiesce((int)shim_config.connect_timeout_ms +
+					  1000);
+		/* Also those of an exec that failed before. */
+		fd_table_for_each(list_kept_listener, &w);
+	}
+	fd_table_for_each(leave, &w.how);
 	conn_closing_drain();
+	env = handover_env(envp, &w);
+	free(w.list.entries);
+	free(w.keys);
+	return env;
+}
+
+void track_exec_failed(char *const envp[], char **env)
+{
+	int err = errno;
+
+	if (env != (char **)envp)
+		exec_handover_env_free(env);
+	errno = err;
 }
 
 static void note_rdma_state(int fd, struct sock *sock, void *arg)
@@ -646,7 +819,7 @@ static void give_up_listener(int fd, struct sock *sock, void *arg)
 	(void)fd;
 	(void)arg;
 	if (__atomic_load_n(&sock->listen_id, __ATOMIC_ACQUIRE))
-		handshake_unlisten(sock);
+		handshake_unlisten(sock, true);
 }
 
 /*
@@ -714,6 +887,18 @@ void track_exit(void)
 	conn_closing_drain();
 }
 
+/*
+ * A listener sent to another process, whose accept() cannot take the
+ * connections this process's CM listener accepts: it accepts no more.
+ */
+static void listener_passed(int fd, struct sock *sock)
+{
+	log_info("fd %d: a listener sent to another process takes its new "
+		 "connections over TCP",
+		 fd);
+	handshake_unlisten(sock, true);
+}
+
 void track_fds_passed(const struct msghdr *msg)
 {
 	struct leaving how = { .cause = ROCESHIM_DOWNGRADE_FD_PASSED,
@@ -736,10 +921,12 @@ void track_fds_passed(const struct msghdr *msg)
 			memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int),
 			       sizeof(fd));
 			sock = shim_lookup(fd);
-			if (sock) {
-				leave(fd, sock, &how);
-				sock_put(sock);
-			}
+			if (!sock)
+				continue;
+			if (__atomic_load_n(&sock->listen_id, __ATOMIC_ACQUIRE))
+				listener_passed(fd, sock);
+			leave(fd, sock, &how);
+			sock_put(sock);
 		}
 	}
 }

@@ -63,6 +63,13 @@ void track_listen_prepare(struct sock *sock, int fd, int backlog);
 void track_listen_failed(struct sock *sock);
 void track_listen(struct sock *sock, int fd, int backlog);
 void track_accept(struct sock *listener, int fd);
+/*
+ * accept() returned a connection of listener fd, which this process did
+ * not open: while connections an exec handed over wait (exec_handover.h),
+ * a TCP listener is tracked from then on, and its sock returned with a
+ * reference; NULL otherwise.
+ */
+struct sock *track_inherited_listener(int fd);
 
 /*
  * A non-blocking connect ended: so_error from getsockopt(SO_ERROR) or from
@@ -106,7 +113,14 @@ void track_rx(struct sock *sock, ssize_t ret, int err);
  */
 void track_fork_prepare(bool for_exec);
 void track_fork_child(void);
-void track_exec(void);
+/*
+ * track_exec() also stops the CM listeners of the listeners the new image
+ * keeps, and hands it the connections they took that accept() has not
+ * (exec_handover.h): it returns the environment to exec with, envp itself
+ * or a new one that track_exec_failed() frees if the exec fails.
+ */
+char **track_exec(char *const envp[]);
+void track_exec_failed(char *const envp[], char **env);
 void track_spawn(void);
 void track_spawn_dup(int fd);
 void track_daemon(void);

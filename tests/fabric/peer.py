@@ -317,6 +317,69 @@ def daemon_serve(args):
     echo_each(ls, args.count)
 
 
+def activate(args):
+    """Socket activation's shape (systemd-socket-activate, inetd's wait
+    mode): waits until the listener has a connection, and a moment more
+    for others, then execs the server, which inherits the listener."""
+    ls = listening(args.addr)
+    print("port %d" % ls.getsockname()[1], flush=True)
+    select.select([ls], [], [])
+    time.sleep(args.delay)
+    os.set_inheritable(ls.fileno(), True)
+    if args.fail_first:
+        # As os.execvp does for each PATH entry before the right one.
+        try:
+            os.execv("/nonexistent/python3", ["python3"])
+        except OSError:
+            pass
+    os.execv(sys.executable, [sys.executable, __file__, "activated",
+                              "--fd", str(ls.fileno()),
+                              "--count", str(args.count)])
+
+
+def activated(args):
+    """The server an activator execs: echoes count connections on the
+    listener it inherited as fd, at once, reporting each."""
+    ls = socket.socket(fileno=args.fd)
+    threads = []
+    for _ in range(args.count):
+        conn, _ = ls.accept()
+        t = threading.Thread(target=echo_one, args=(conn, True))
+        t.start()
+        threads.append(t)
+    for t in threads:
+        t.join()
+
+
+def pass_listener(args):
+    """A supervisor that hands its listener to a worker it started, over
+    a unix socket (SCM_RIGHTS), and keeps its own copy open until the
+    worker, which echoes count connections, is done."""
+    ls = listening(args.addr)
+    path = os.path.join(args.dir, "pass.sock")
+    worker = subprocess.Popen([sys.executable, __file__, "take-listener",
+                               path, "--count", str(args.count)])
+    while not os.path.exists(path):
+        time.sleep(0.05)
+    u = socket.socket(socket.AF_UNIX)
+    u.connect(path)
+    socket.send_fds(u, [b"l"], [ls.fileno()])
+    u.close()
+    print("port %d" % ls.getsockname()[1], flush=True)
+    rc = worker.wait()
+    ls.close()
+    return rc
+
+
+def take_listener(args):
+    u = socket.socket(socket.AF_UNIX)
+    u.bind(args.path)
+    u.listen(1)
+    c, _ = u.accept()
+    _, fds, _, _ = socket.recv_fds(c, 1, 1)
+    activated(argparse.Namespace(fd=fds[0], count=args.count))
+
+
 def handoff(args):
     """The inetd shape whose parent leaves at once: the connection the
     child inherited must outlive the parent that owned it."""
@@ -650,6 +713,22 @@ def main():
     dm = sub.add_parser("daemon-serve")
     dm.add_argument("addr")
     dm.add_argument("--count", type=int, default=1)
+    ac = sub.add_parser("activate")
+    ac.add_argument("addr")
+    ac.add_argument("--count", type=int, default=1)
+    ac.add_argument("--delay", type=float, default=0.0)
+    ac.add_argument("--fail-first", action="store_true",
+                    help="an exec that fails comes first")
+    ad = sub.add_parser("activated")
+    ad.add_argument("--fd", type=int, required=True)
+    ad.add_argument("--count", type=int, default=1)
+    pl = sub.add_parser("pass-listener")
+    pl.add_argument("addr")
+    pl.add_argument("--dir", required=True)
+    pl.add_argument("--count", type=int, default=1)
+    tl = sub.add_parser("take-listener")
+    tl.add_argument("path")
+    tl.add_argument("--count", type=int, default=1)
     ho = sub.add_parser("handoff")
     ho.add_argument("addr")
     ho.add_argument("--then", choices=("exit", "exec"), required=True)
@@ -676,6 +755,8 @@ def main():
             "drain": drain, "churn": churn, "fork": fork, "late": late,
             "handoff": handoff, "setuid": setuid, "drop-serve": drop_serve,
             "daemon-serve": daemon_serve, "signal-wait": signal_wait,
+            "activate": activate, "activated": activated,
+            "pass-listener": pass_listener, "take-listener": take_listener,
             "idle": idle}[args.cmd](args) or 0
 
 
