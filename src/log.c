@@ -84,6 +84,8 @@ void log_msg(int level, const char *fmt, ...)
 	if ((size_t)n > sizeof(line) - 2)
 		n = sizeof(line) - 2;
 	line[n++] = '\n';
+	/* Before any wrapped call: the configuration's own warnings. */
+	real_init();
 	/* A log line that cannot be written is dropped, never retried. */
 	if (real.write)
 		(void)!real.write(log_fd, line, n);

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include <dlfcn.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "real.h"
@@ -8,6 +10,7 @@
 struct real_libc real;
 
 static pthread_once_t real_once = PTHREAD_ONCE_INIT;
+static bool resolved; /* atomic */
 
 /* dlsym() returns void *; the cast to a function pointer is the POSIX way. */
 #define RESOLVE(name) (*(void **)&real.name = dlsym(RTLD_NEXT, #name))
@@ -91,9 +94,22 @@ static void real_resolve(void)
 		real.fcntl64 = real.fcntl;
 	if (!real.fcntl)
 		real.fcntl = real.fcntl64;
+	__atomic_store_n(&resolved, true, __ATOMIC_RELEASE);
 }
 
 void real_init(void)
 {
+	sigset_t all, old;
+
+	if (__atomic_load_n(&resolved, __ATOMIC_ACQUIRE))
+		return;
+	/*
+	 * The first wrapped call may come after the program has set signal
+	 * handlers: one that made a wrapped call on this thread meanwhile
+	 * would wait for this very resolution.
+	 */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
 	pthread_once(&real_once, real_resolve);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
 }

@@ -55,6 +55,8 @@ static __thread bool forking_for_exec;
 
 static void FORK_CODE fork_prepare(void)
 {
+	/* A child never looks libc up: another thread may hold dlsym's lock. */
+	real_init();
 	/* First, holding nothing: it may wait for the progress thread. */
 	track_fork_prepare(forking_for_exec);
 	cuda_mem_fork_prepare();
@@ -106,7 +108,6 @@ static void at_exit(void)
 
 static void init_once_fn(void)
 {
-	real_init();
 	/* Warnings about the configuration itself always reach stderr. */
 	log_open(LOG_LEVEL_WARN, NULL);
 	config_load(&shim_config, lookup_env, warn_config);
@@ -121,17 +122,23 @@ static void init_once_fn(void)
 	log_info("enabled=%d stats=%d include=%u exclude=%u rules",
 		 shim_config.enabled, shim_config.stats,
 		 shim_config.include.count, shim_config.exclude.count);
-	__atomic_store_n(&shim_ready, true, __ATOMIC_RELEASE);
 }
 
 void shim_init(void)
 {
 	pthread_once(&init_once, init_once_fn);
+	real_init();
+	__atomic_store_n(&shim_ready, true, __ATOMIC_RELEASE);
 }
 
+/*
+ * The configuration is read, and reported, at start; libc's functions
+ * are looked up at the first wrapped call (shim_ensure_init()), so that
+ * a program that makes none (a shell's /bin/true) does not pay for it.
+ */
 __attribute__((constructor)) static void shim_constructor(void)
 {
-	shim_init();
+	pthread_once(&init_once, init_once_fn);
 }
 
 /*
