@@ -53,6 +53,33 @@ peer_port() {
 	wait_for "$1" '^port ' && awk '/^port / {print $2; exit}' "$1"
 }
 
+# refused_echo NAME PORT [ECHO ARGS]: an echo through tests/fabric/peer.py
+# to PORT on the B address, from the A address, by a client whose RDMA
+# handshake must be refused at once.  Checks its exit, its bytes, its row
+# (tcp, peer_rejected) and its time: under 6 s, where a handshake left to
+# time out takes 10 s (and a connection that hangs, 60).  Its transcript
+# is in $tmp/NAME.
+refused_echo() {
+	local name=$1 port=$2 start ms
+
+	shift 2
+	start=$(date +%s%N)
+	ROCESHIM_CONNECT_TIMEOUT_MS=10000 timeout 60 "$ROCESHIM_RUN" \
+		"$PYTHON" "$top_srcdir/tests/fabric/peer.py" echo \
+		"$ROCESHIM_FABRIC_ADDR_B" "$port" \
+		--bind "$ROCESHIM_FABRIC_ADDR_A" --report "$@" >"$tmp/$name" 2>&1
+	echo "rc $?" >>"$tmp/$name"
+	ms=$((($(date +%s%N) - start) / 1000000))
+	sed "s/^/    $name: /" "$tmp/$name"
+	echo "    $name took $ms ms"
+	check_eq "${name}_exit" 0 "$(awk '$1 == "rc" {print $2}' "$tmp/$name")"
+	check_eq "${name}_echo" ok \
+		"$(awk '$1 == "echo" {print $2}' "$tmp/$name")"
+	check_eq "${name}_on_tcp_refused" "conn tcp peer_rejected" \
+		"$(grep -m1 '^conn ' "$tmp/$name")"
+	check "${name}_refused_at_once" [ "$ms" -lt 6000 ]
+}
+
 # delay_vethb DELAY: netem holds every packet that leaves vethB (the RoCE
 # traffic of a client bound to the B address; kernel TCP between the two
 # local addresses takes lo) for DELAY, "20ms" say.  Exits 77 (skip) where

@@ -19,22 +19,9 @@ trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$tmp"' EXIT
 	--dir "$tmp" --count 2 >"$tmp/srv" 2>&1 &
 srv=$!
 port=$(peer_port "$tmp/srv")
+# A connection the worker could not serve would hang.
 for i in 1 2; do
-	start=$(date +%s%N)
-	# A connection the worker could not serve would hang: 60 s at most.
-	ROCESHIM_CONNECT_TIMEOUT_MS=10000 timeout 60 "$ROCESHIM_RUN" \
-		"$PYTHON" "$peer" echo "$ROCESHIM_FABRIC_ADDR_B" "$port" \
-		--bind "$ROCESHIM_FABRIC_ADDR_A" --bytes 1000000 \
-		--report >"$tmp/cli$i" 2>&1
-	echo "rc $?" >>"$tmp/cli$i"
-	ms=$((($(date +%s%N) - start) / 1000000))
-	sed "s/^/    client $i: /" "$tmp/cli$i"
-	echo "    client $i took $ms ms"
-	check_eq "client${i}_exit" 0 "$(awk '$1 == "rc" {print $2}' "$tmp/cli$i")"
-	check_eq "client${i}_echo" ok "$(awk '$1 == "echo" {print $2}' "$tmp/cli$i")"
-	check_eq "client${i}_on_tcp_refused" "conn tcp peer_rejected" \
-		"$(grep -m1 '^conn ' "$tmp/cli$i")"
-	check "client${i}_refused_at_once" [ "$ms" -lt 6000 ]
+	refused_echo "client$i" "$port" --bytes 1000000
 done
 wait $srv
 sed 's/^/    server: /' "$tmp/srv"
