@@ -94,9 +94,10 @@ def report(sock):
             and c["role"] != "listener"]
     row = rows[-1] if rows else {"transport": "none", "fallback": "none"}
     moved = row.get("downgrade", "none")
-    print("conn %s %s%s" % (row["transport"], row["fallback"],
-                            "" if moved == "none" else " moved:" + moved),
-          flush=True)
+    # One write: threads that report at once must not mix their lines.
+    print("conn %s %s%s\n" % (row["transport"], row["fallback"],
+                              "" if moved == "none" else " moved:" + moved),
+          end="", flush=True)
 
 
 def echo_one(conn, do_report):

@@ -56,7 +56,7 @@ check_client second
 refused_echo after "$port" --bytes 1000000
 wait $srv
 sed 's/^/    server: /' "$tmp/srv"
-check_eq pending_moved_by_exec 2 "$(grep -c '^conn tcp none moved:exec' "$tmp/srv")"
+check_eq pending_moved_by_exec 2 "$(grep -o 'conn tcp none moved:exec' "$tmp/srv" | wc -l)"
 
 # --- systemd-socket-activate ----------------------------------------------
 if command -v systemd-socket-activate >/dev/null; then
@@ -75,7 +75,7 @@ s.bind((sys.argv[1], 0)); print(s.getsockname()[1])' "$ROCESHIM_FABRIC_ADDR_B")
 	wait $srv
 	sed 's/^/    systemd: /' "$tmp/sd"
 	check_eq sd_pending_moved_by_exec 1 \
-		"$(grep -c '^conn tcp none moved:exec' "$tmp/sd")"
+		"$(grep -o 'conn tcp none moved:exec' "$tmp/sd" | wc -l)"
 else
 	echo "    no systemd-socket-activate in this guest: its part skipped"
 fi
