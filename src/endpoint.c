@@ -64,6 +64,12 @@ bool sockaddr_unmap_v4(struct sockaddr_storage *ss)
 	return true;
 }
 
+bool endpoint_equal(const struct roceshim_stats_endpoint *a,
+		    const struct roceshim_stats_endpoint *b)
+{
+	return a->port == b->port && !memcmp(a->addr, b->addr, sizeof(a->addr));
+}
+
 bool endpoint_is_wildcard(const struct roceshim_stats_endpoint *ep)
 {
 	static const uint8_t zero[16];

@@ -30,6 +30,10 @@ bool endpoint_is_v4_mapped(const struct roceshim_stats_endpoint *ep);
  */
 bool sockaddr_unmap_v4(struct sockaddr_storage *ss);
 
+/* The same address, in the same form, and the same port. */
+bool endpoint_equal(const struct roceshim_stats_endpoint *a,
+		    const struct roceshim_stats_endpoint *b);
+
 /* True for 0.0.0.0 and ::, in either form: any local address. */
 bool endpoint_is_wildcard(const struct roceshim_stats_endpoint *ep);
 

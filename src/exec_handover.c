@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "endpoint.h"
 #include "exec_handover.h"
 #include "log.h"
 
@@ -251,12 +252,6 @@ void exec_handover_load(void)
 	__atomic_store_n(&handed.left, h.count, __ATOMIC_RELEASE);
 }
 
-static bool same_source(const struct roceshim_stats_endpoint *a,
-			const struct roceshim_stats_endpoint *b)
-{
-	return a->port == b->port && !memcmp(a->addr, b->addr, 16);
-}
-
 bool exec_handover_claim(const struct roceshim_stats_endpoint *source,
 			 uint16_t local_port)
 {
@@ -270,7 +265,7 @@ bool exec_handover_claim(const struct roceshim_stats_endpoint *source,
 		e = &handed.list.entries[i];
 		unclaimed = false;
 		if (e->local_port == local_port &&
-		    same_source(&e->source, source) &&
+		    endpoint_equal(&e->source, source) &&
 		    __atomic_compare_exchange_n(&e->claimed, &unclaimed, true,
 						false, __ATOMIC_ACQ_REL,
 						__ATOMIC_RELAXED)) {

@@ -49,12 +49,6 @@ static struct {
 	unsigned int next_heard;
 } neg = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
-static bool same_endpoint(const struct roceshim_stats_endpoint *a,
-			  const struct roceshim_stats_endpoint *b)
-{
-	return a->port == b->port && !memcmp(a->addr, b->addr, 16);
-}
-
 static struct negative *find_locked(struct negative *v,
 				    const struct roceshim_stats_endpoint *peer);
 
@@ -76,7 +70,7 @@ static struct negative *find_locked(struct negative *v,
 	unsigned int i;
 
 	for (i = 0; i < NEGATIVE_CACHE_SIZE; i++)
-		if (v[i].expires_ms > now && same_endpoint(&v[i].peer, peer))
+		if (v[i].expires_ms > now && endpoint_equal(&v[i].peer, peer))
 			return &v[i];
 	return NULL;
 }

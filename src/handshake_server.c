@@ -101,12 +101,6 @@ static struct {
 	.settled = PTHREAD_COND_INITIALIZER,
 };
 
-static bool same_endpoint(const struct roceshim_stats_endpoint *a,
-			  const struct roceshim_stats_endpoint *b)
-{
-	return a->port == b->port && !memcmp(a->addr, b->addr, 16);
-}
-
 /* The same host, an IPv4 address in either of its forms. */
 static bool same_host(const struct roceshim_stats_endpoint *a,
 		      const struct roceshim_stats_endpoint *b)
@@ -166,7 +160,7 @@ static bool claimed_locked(const struct roceshim_stats_endpoint *source,
 	const struct claim *k;
 
 	for (k = pend.claims; k; k = k->next)
-		if (k->port == local_port && same_endpoint(&k->source, source))
+		if (k->port == local_port && endpoint_equal(&k->source, source))
 			return true;
 	return false;
 }
@@ -558,7 +552,7 @@ static struct pending **find(const struct roceshim_stats_endpoint *peer,
 	for (pp = &pend.list; (p = *pp); pp = &p->next)
 		if (p->port == local_port && p->expires_ms != 0 &&
 		    p->state != PENDING_CLAIMED &&
-		    same_endpoint(&p->source, peer))
+		    endpoint_equal(&p->source, peer))
 			return pp;
 	return NULL;
 }

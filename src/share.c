@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "endpoint.h"
 #include "fd_room.h"
 #include "fork_page.h"
 #include "log.h"
@@ -266,12 +267,6 @@ enum share_state share_request(struct share_slot *slot, int timeout_ms)
 	return state;
 }
 
-static bool same_endpoint(const struct roceshim_stats_endpoint *a,
-			  const struct roceshim_stats_endpoint *b)
-{
-	return a->port == b->port && !memcmp(a->addr, b->addr, 16);
-}
-
 void share_pending_set(struct share_slot *slot,
 		       const struct roceshim_stats_endpoint *source,
 		       uint16_t port)
@@ -318,7 +313,7 @@ share_pending_claim(const struct roceshim_stats_endpoint *src, uint16_t port,
 		struct share_slot *s = &sh.region->slots[i];
 
 		if (share_pending_state(s) != SHARE_NOT_PENDING &&
-		    s->port == port && same_endpoint(&s->source, src))
+		    s->port == port && endpoint_equal(&s->source, src))
 			slot = s;
 	}
 	if (!slot)
