@@ -17,6 +17,7 @@
 #include "endpoint.h"
 #include "exec_handover.h"
 #include "log.h"
+#include "share.h"
 
 #define FORMAT_VERSION 1
 /* ",65535/10/" + 32 hex digits + "/65535" */
@@ -186,7 +187,14 @@ static size_t preload_size(const char *preload, const char *library)
 	       (preload ? strlen(preload) : 0);
 }
 
-char **exec_handover_env(char *const envp[], char *var, const char *library)
+/* Whether entry is one of the variables roceshim hands over an exec. */
+static bool is_handed_over(const char *entry)
+{
+	return is_var(entry, EXEC_HANDOVER_ENV) || is_var(entry, SHARE_ENV);
+}
+
+char **exec_handover_env(char *const envp[], char *const vars[], size_t count,
+			 const char *library)
 {
 	const char *preload = NULL;
 	size_t n = 0, i, at = 0, extra;
@@ -196,18 +204,19 @@ char **exec_handover_env(char *const envp[], char *var, const char *library)
 		if (is_var(envp[n], "LD_PRELOAD"))
 			preload = envp[n] + sizeof("LD_PRELOAD");
 	extra = library ? preload_size(preload, library) : 0;
-	env = malloc((n + 3) * sizeof(*env) + extra);
+	env = malloc((n + count + 2) * sizeof(*env) + extra);
 	if (!env)
 		return NULL;
-	env[at++] = var;
+	for (i = 0; i < count; i++)
+		env[at++] = vars[i];
 	if (extra) {
-		text = (char *)(env + n + 3);
+		text = (char *)(env + n + count + 2);
 		snprintf(text, extra, "LD_PRELOAD=%s%s%s", library,
 			 preload ? " " : "", preload ? preload : "");
 		env[at++] = text;
 	}
 	for (i = 0; i < n; i++)
-		if (!is_var(envp[i], EXEC_HANDOVER_ENV) &&
+		if (!is_handed_over(envp[i]) &&
 		    !(extra && is_var(envp[i], "LD_PRELOAD")))
 			env[at++] = envp[i];
 	env[at] = NULL;
@@ -216,9 +225,13 @@ char **exec_handover_env(char *const envp[], char *var, const char *library)
 
 void exec_handover_env_free(char **env)
 {
+	size_t i;
+
 	if (!env)
 		return;
-	free(env[0]);
+	/* The variables lead, and no other entry has their names. */
+	for (i = 0; env[i] && is_handed_over(env[i]); i++)
+		free(env[i]);
 	free(env);
 }
 

@@ -68,16 +68,18 @@ char *exec_handover_encode(const struct exec_handover *h);
 int exec_handover_decode(const char *value, struct exec_handover *h);
 
 /*
- * The environment to exec with: var (from exec_handover_encode()) first,
- * then envp without any EXEC_HANDOVER_ENV entry.  The new image must be
- * preloaded to move the connections, and an activator that builds its
- * program's environment afresh (systemd-socket-activate) drops
- * LD_PRELOAD: unless LD_PRELOAD names library's file already, library
- * (this library's path; NULL: unknown) is put first in it.  NULL when
- * memory is short.  Free it with exec_handover_env_free(), which frees
- * var too.
+ * The environment to exec with: vars (count "NAME=value" strings of
+ * EXEC_HANDOVER_ENV, from exec_handover_encode(), or SHARE_ENV, from
+ * share_export()) first, then envp without any entry of those two names.
+ * The new image must be preloaded to use them, and an activator that
+ * builds its program's environment afresh (systemd-socket-activate)
+ * drops LD_PRELOAD: unless LD_PRELOAD names library's file already,
+ * library (this library's path; NULL: unknown) is put first in it.  NULL
+ * when memory is short.  Free it with exec_handover_env_free(), which
+ * frees vars too.
  */
-char **exec_handover_env(char *const envp[], char *var, const char *library);
+char **exec_handover_env(char *const envp[], char *const vars[], size_t count,
+			 const char *library);
 void exec_handover_env_free(char **env);
 
 /*

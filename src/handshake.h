@@ -119,6 +119,15 @@ struct conn *handshake_take_pending(const struct config *cfg,
 				    const struct roceshim_stats_endpoint *peer,
 				    uint16_t local_port, int fd,
 				    enum roceshim_downgrade *moved);
+/*
+ * As handshake_take_pending(), for a listener whose CM listener is
+ * another process's (sock->imported): the connection, if that process
+ * took it on the CM, moves to TCP before its first byte.
+ */
+void handshake_take_inherited(const struct config *cfg,
+			      const struct roceshim_stats_endpoint *peer,
+			      uint16_t local_port, int fd,
+			      enum roceshim_downgrade *moved);
 /* Whether this process serves RDMA handshakes (a fork child does not). */
 bool handshake_running(void);
 /*

@@ -512,12 +512,12 @@ void handshake_unlisten(struct sock *sock, bool listener_stays)
 	/*
 	 * The kernel resets the TCP connections in its queue: these go too,
 	 * on the progress thread, which may be serving their events now.
-	 * A fork child (a prefork worker) may still hold the listening
-	 * socket and accept them: after a fork they live on a while.  So
-	 * they do when the listener itself stays, and only its CM listener
-	 * goes.
+	 * A fork child (a prefork worker), or a worker spawned with the
+	 * listener, may still hold the listening socket and accept them:
+	 * after a fork or such a spawn they live on a while.  So they do
+	 * when the listener itself stays, and only its CM listener goes.
 	 */
-	until = conn_forked() || listener_stays
+	until = conn_forked() || share_exported() || listener_stays
 			? clock_ms() + PENDING_TIMEOUT_MS
 			: 0;
 	pthread_mutex_lock(&pend.lock);
@@ -600,6 +600,18 @@ static void take_inherited(const struct config *cfg,
 	if (share_pending_claim(peer, local_port, cfg->connect_timeout_ms) ==
 	    SHARE_PENDING_CLAIMED)
 		move_unclaimed(cfg, fd, ROCESHIM_DOWNGRADE_FORK, moved);
+}
+
+void handshake_take_inherited(const struct config *cfg,
+			      const struct roceshim_stats_endpoint *peer,
+			      uint16_t local_port, int fd,
+			      enum roceshim_downgrade *moved)
+{
+	*moved = ROCESHIM_DOWNGRADE_NONE;
+	if (exec_handover_claim(peer, local_port))
+		move_unclaimed(cfg, fd, ROCESHIM_DOWNGRADE_EXEC, moved);
+	else
+		take_inherited(cfg, peer, local_port, fd, moved);
 }
 
 /* The owner: a descendant claimed c, or asks to move it. */

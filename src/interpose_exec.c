@@ -17,6 +17,7 @@
 
 #include "fd_room.h"
 #include "real.h"
+#include "share.h"
 #include "shim.h"
 #include "track.h"
 
@@ -198,13 +199,16 @@ SHIM_EXPORT int posix_spawn(pid_t *pid, const char *path,
 			    const posix_spawnattr_t *attr, char *const argv[],
 			    char *const envp[])
 {
+	char **env;
 	int ret;
 
 	shim_ensure_init();
-	track_spawn();
+	env = track_spawn_env(envp);
 	/* Its clone runs no fork handler: no child with the limit raised. */
 	fd_room_fork_prepare();
-	ret = real.posix_spawn(pid, path, actions, attr, argv, envp);
+	share_export_inherit();
+	ret = real.posix_spawn(pid, path, actions, attr, argv, env);
+	track_spawn_done(envp, env);
 	fd_room_fork_parent();
 	return ret;
 }
@@ -214,12 +218,15 @@ SHIM_EXPORT int posix_spawnp(pid_t *pid, const char *file,
 			     const posix_spawnattr_t *attr, char *const argv[],
 			     char *const envp[])
 {
+	char **env;
 	int ret;
 
 	shim_ensure_init();
-	track_spawn();
+	env = track_spawn_env(envp);
 	fd_room_fork_prepare();
-	ret = real.posix_spawnp(pid, file, actions, attr, argv, envp);
+	share_export_inherit();
+	ret = real.posix_spawnp(pid, file, actions, attr, argv, env);
+	track_spawn_done(envp, env);
 	fd_room_fork_parent();
 	return ret;
 }

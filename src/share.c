@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/futex.h>
 #include <pthread.h>
 #include <stddef.h>
@@ -10,7 +11,9 @@
 #include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <time.h>
@@ -28,10 +31,15 @@
 /*
  * One region for the process, mapped when the RDMA side starts, so that
  * every child forked later sees all of it: its pages are touched only as
- * slots are used.
+ * slots are used.  It is a memfd, so that a descendant's exec can hand it
+ * to the new image.
  */
 #define SLOTS	     16384
 #define NAME_MAX_LEN 64
+#define MEMFD_NAME   "roceshim-share"
+#define REGION_MAGIC 0x72736831u /* "rsh1": this layout */
+/* As long as a pending connection may wait: PENDING_GONE_MS. */
+#define SHARE_PENDING_MS 600000
 
 struct share_slot {
 	uint32_t state;	  /* atomic: enum share_state; a futex word */
@@ -39,30 +47,64 @@ struct share_slot {
 	uint32_t pending; /* atomic: enum share_pending; a futex word */
 	uint16_t port;	  /* pending: the listener's port */
 	uint16_t pad;
+	/*
+	 * Pending: claimable until then (clock_ms()).  An owner that died
+	 * leaves its slots as they were, and a later client may come from
+	 * the same source.
+	 */
+	int64_t expires_ms;
 	struct roceshim_stats_endpoint source; /* pending: the TCP source */
-	uint8_t reserved[64 - 16 - sizeof(struct roceshim_stats_endpoint)];
+	uint8_t reserved[64 - 24 - sizeof(struct roceshim_stats_endpoint)];
 };
+
+_Static_assert(sizeof(struct share_slot) == 64, "a slot is a cache line");
 
 struct region {
 	/* The owner's request socket: an abstract unix name, NUL first. */
 	char name[NAME_MAX_LEN];
 	uint32_t name_len;
 	uint32_t used; /* atomic: no slot at or above was ever used */
-	uint8_t pad[56];
+	uint32_t magic;
+	uint32_t pad0;
+	uint64_t dev, ino; /* the memfd's: a new image checks its copy */
+	uint8_t pad[32];
 	struct share_slot slots[SLOTS];
+};
+
+_Static_assert(offsetof(struct region, slots) % 64 == 0,
+	       "a slot on one cache line");
+
+/*
+ * A region this process maps, and what it knows of it for itself (the
+ * region's own words are any holder's to write).
+ */
+struct region_ref {
+	struct region *r;
+	int fd; /* its memfd here, hidden; -1: none, or not a memfd */
+	/* A process that holds the memfd, for a descendant that lost fd. */
+	int holder_pid, holder_fd;
+	uint64_t dev, ino;
 };
 
 static struct {
 	pthread_mutex_t lock;
-	struct region *region; /* the owner's, or an inherited one */
-	bool owner;	       /* region is ours to hand out and serve */
-	void **ctx;	       /* owner only: per slot, NULL while free */
-	unsigned int next;     /* where the search for a free slot starts */
-	unsigned int used;     /* owner: no slot at or above was used */
-	int sock;	       /* the request socket; -1 */
+	struct region_ref own;	    /* the owner's, or an inherited one */
+	struct region_ref imported; /* handed over an exec: share_import() */
+	bool owner;		    /* own is ours to hand out and serve */
+	void **ctx;		    /* owner only: per slot, NULL while free */
+	unsigned int next; /* where the search for a free slot starts */
+	int sock;	   /* the request socket; -1 */
 	struct progress_watcher watcher;
 	void (*on_request)(void *ctx);
-} sh FORK_DATA = { .lock = PTHREAD_MUTEX_INITIALIZER, .sock = -1 };
+} sh FORK_DATA = { .lock = PTHREAD_MUTEX_INITIALIZER,
+		   .own = { .fd = -1 },
+		   .imported = { .fd = -1 },
+		   .sock = -1 };
+
+/* The memfd exported for an exec under way on this thread; -1. */
+static __thread int exported_fd = -1;
+/* Atomic: a new program was given the region (share_exported()). */
+static bool exported;
 
 static long futex(uint32_t *word, int op, uint32_t val,
 		  const struct timespec *timeout)
@@ -81,11 +123,12 @@ static void serve_requests(struct progress_watcher *w, uint32_t events)
 	(void)events;
 	while (real.recv(sh.sock, drain, sizeof(drain), MSG_DONTWAIT) >= 0)
 		;
-	for (i = 0; i < __atomic_load_n(&sh.region->used, __ATOMIC_ACQUIRE);
+	for (i = 0; i < __atomic_load_n(&sh.own.r->used, __ATOMIC_ACQUIRE) &&
+		    i < SLOTS;
 	     i++) {
 		pthread_mutex_lock(&sh.lock);
 		ctx = sh.ctx[i];
-		if (ctx && !__atomic_exchange_n(&sh.region->slots[i].request, 0,
+		if (ctx && !__atomic_exchange_n(&sh.own.r->slots[i].request, 0,
 						__ATOMIC_ACQ_REL))
 			ctx = NULL;
 		pthread_mutex_unlock(&sh.lock);
@@ -135,9 +178,84 @@ static int open_request_socket_locked(struct region *r)
 	return 0;
 }
 
-int share_start(void (*on_request)(void *ctx))
+#ifndef MFD_NOEXEC_SEAL
+#define MFD_NOEXEC_SEAL 0x0008U
+#endif
+
+/*
+ * A memfd of size bytes for a region, hidden, sealed at that size (no
+ * holder can make the others' mappings fault); -errno.
+ */
+static int region_memfd(size_t size)
+{
+	const unsigned int flags = MFD_CLOEXEC | MFD_ALLOW_SEALING;
+	struct rlimit fsize;
+	int fd, hidden;
+
+	/* Past RLIMIT_FSIZE, ftruncate() raises SIGXFSZ, which kills. */
+	if (!getrlimit(RLIMIT_FSIZE, &fsize) &&
+	    fsize.rlim_cur != RLIM_INFINITY && fsize.rlim_cur < size)
+		return -EFBIG;
+	fd_room_enter();
+	/* Kernels before 6.3 know no MFD_NOEXEC_SEAL. */
+	fd = memfd_create(MEMFD_NAME, flags | MFD_NOEXEC_SEAL);
+	if (fd < 0 && errno == EINVAL)
+		fd = memfd_create(MEMFD_NAME, flags);
+	hidden = fd < 0 ? -errno : fd_room_keep(fd);
+	fd_room_leave();
+	if (hidden < 0)
+		return hidden;
+	if (ftruncate(hidden, size) ||
+	    real.fcntl(hidden, F_ADD_SEALS,
+		       F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)) {
+		int err = -errno;
+
+		real.close(hidden);
+		return err;
+	}
+	return hidden;
+}
+
+/*
+ * A new region: in a memfd where one can be had, else anonymous (its
+ * descendants' execs cannot be given it).  0, or -errno.
+ */
+static int region_create(struct region_ref *ref)
 {
 	struct region *r;
+	struct stat st;
+	int fd = region_memfd(sizeof(*r));
+
+	if (fd >= 0 && fstat(fd, &st)) {
+		real.close(fd);
+		fd = -1;
+	}
+	r = fd < 0 ? MAP_FAILED
+		   : mmap(NULL, sizeof(*r), PROT_READ | PROT_WRITE,
+			  MAP_SHARED | MAP_NORESERVE, fd, 0);
+	if (r == MAP_FAILED) {
+		if (fd >= 0)
+			real.close(fd);
+		fd = -1;
+		r = mmap(NULL, sizeof(*r), PROT_READ | PROT_WRITE,
+			 MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (r == MAP_FAILED)
+			return -ENOMEM;
+	}
+	r->magic = REGION_MAGIC;
+	*ref = (struct region_ref){ .r = r, .fd = fd, .holder_fd = -1 };
+	if (fd >= 0) {
+		r->dev = ref->dev = (uint64_t)st.st_dev;
+		r->ino = ref->ino = (uint64_t)st.st_ino;
+		ref->holder_pid = getpid();
+		ref->holder_fd = fd;
+	}
+	return 0;
+}
+
+int share_start(void (*on_request)(void *ctx))
+{
+	struct region_ref ref;
 	int ret = 0;
 
 	pthread_mutex_lock(&sh.lock);
@@ -145,17 +263,20 @@ int share_start(void (*on_request)(void *ctx))
 		goto out;
 	ret = -ENOMEM;
 	sh.ctx = calloc(SLOTS, sizeof(*sh.ctx));
-	r = mmap(NULL, sizeof(*r), PROT_READ | PROT_WRITE,
-		 MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (!sh.ctx || r == MAP_FAILED)
+	if (!sh.ctx)
 		goto fail;
-	ret = open_request_socket_locked(r);
+	ret = region_create(&ref);
+	if (ret)
+		goto fail;
+	ret = open_request_socket_locked(ref.r);
 	if (ret) {
-		munmap(r, sizeof(*r));
+		munmap(ref.r, sizeof(*ref.r));
+		if (ref.fd >= 0)
+			real.close(ref.fd);
 		goto fail;
 	}
 	sh.on_request = on_request;
-	sh.region = r;
+	sh.own = ref;
 	sh.owner = true;
 	goto out;
 fail:
@@ -178,10 +299,10 @@ struct share_slot *share_slot_new(void *ctx)
 			continue;
 		sh.ctx[i] = ctx;
 		sh.next = i + 1;
-		if (sh.region->used <= i)
-			__atomic_store_n(&sh.region->used, i + 1,
+		if (sh.own.r->used <= i)
+			__atomic_store_n(&sh.own.r->used, i + 1,
 					 __ATOMIC_RELEASE);
-		slot = &sh.region->slots[i];
+		slot = &sh.own.r->slots[i];
 		__atomic_store_n(&slot->request, 0, __ATOMIC_RELAXED);
 		__atomic_store_n(&slot->pending, SHARE_NOT_PENDING,
 				 __ATOMIC_RELAXED);
@@ -194,9 +315,11 @@ struct share_slot *share_slot_new(void *ctx)
 
 void share_slot_free(struct share_slot *slot)
 {
+	/* A later connection from the same source must not find it. */
+	__atomic_store_n(&slot->pending, SHARE_NOT_PENDING, __ATOMIC_RELEASE);
 	pthread_mutex_lock(&sh.lock);
 	if (sh.owner)
-		sh.ctx[slot - sh.region->slots] = NULL;
+		sh.ctx[slot - sh.own.r->slots] = NULL;
 	pthread_mutex_unlock(&sh.lock);
 }
 
@@ -212,10 +335,9 @@ enum share_state share_state(const struct share_slot *slot)
 }
 
 /* Sends the owner a wake-up; false if it cannot be reached (gone). */
-static bool poke_owner(void)
+static bool poke_owner(const struct region *r)
 {
 	struct sockaddr_un sun = { .sun_family = AF_UNIX };
-	const struct region *r = sh.region;
 	char one = 1;
 	bool ok;
 	int fd;
@@ -256,7 +378,7 @@ enum share_state share_request(struct share_slot *slot, int timeout_ms)
 	if (state >= SHARE_TCP)
 		return state;
 	__atomic_store_n(&slot->request, 1, __ATOMIC_RELEASE);
-	if (!poke_owner()) {
+	if (!poke_owner(sh.own.r)) {
 		log_info("fork: the owner of an inherited RDMA connection is "
 			 "gone; the connection is reset here");
 		return SHARE_FAILED;
@@ -273,11 +395,14 @@ void share_pending_set(struct share_slot *slot,
 {
 	slot->source = *source;
 	slot->port = port;
+	slot->expires_ms = clock_ms() + SHARE_PENDING_MS;
 	__atomic_store_n(&slot->pending, SHARE_PENDING_WAIT, __ATOMIC_RELEASE);
 }
 
 void share_pending_settle(struct share_slot *slot, enum share_pending state)
 {
+	if (state == SHARE_PENDING_ESTABLISHED)
+		slot->expires_ms = clock_ms() + SHARE_PENDING_MS;
 	__atomic_store_n(&slot->pending, state, __ATOMIC_RELEASE);
 	futex(&slot->pending, FUTEX_WAKE, INT32_MAX, NULL);
 }
@@ -296,25 +421,44 @@ enum share_pending share_pending_state(const struct share_slot *slot)
 	return __atomic_load_n(&slot->pending, __ATOMIC_ACQUIRE);
 }
 
+/* r's pending slot for the connection from src to port, or NULL. */
+static struct share_slot *
+find_pending(struct region *r, const struct roceshim_stats_endpoint *src,
+	     uint16_t port)
+{
+	int64_t now = clock_ms();
+	unsigned int i;
+
+	if (!r)
+		return NULL;
+	for (i = 0;
+	     i < __atomic_load_n(&r->used, __ATOMIC_ACQUIRE) && i < SLOTS;
+	     i++) {
+		struct share_slot *s = &r->slots[i];
+		enum share_pending state = share_pending_state(s);
+
+		/* A claimed one is another accept()'s connection. */
+		if (state != SHARE_NOT_PENDING &&
+		    state != SHARE_PENDING_CLAIMED && s->port == port &&
+		    endpoint_equal(&s->source, src) && s->expires_ms > now)
+			return s;
+	}
+	return NULL;
+}
+
 enum share_pending
 share_pending_claim(const struct roceshim_stats_endpoint *src, uint16_t port,
 		    int timeout_ms)
 {
 	int64_t deadline = clock_ms() + timeout_ms;
-	struct share_slot *slot = NULL;
+	struct region *r = sh.own.r;
+	struct share_slot *slot;
 	uint32_t state;
-	unsigned int i;
 
-	if (!sh.region)
-		return SHARE_NOT_PENDING;
-	for (i = 0; i < __atomic_load_n(&sh.region->used, __ATOMIC_ACQUIRE) &&
-		    i < SLOTS && !slot;
-	     i++) {
-		struct share_slot *s = &sh.region->slots[i];
-
-		if (share_pending_state(s) != SHARE_NOT_PENDING &&
-		    s->port == port && endpoint_equal(&s->source, src))
-			slot = s;
+	slot = find_pending(r, src, port);
+	if (!slot) {
+		r = sh.imported.r;
+		slot = find_pending(r, src, port);
 	}
 	if (!slot)
 		return SHARE_NOT_PENDING;
@@ -326,11 +470,213 @@ share_pending_claim(const struct roceshim_stats_endpoint *src, uint16_t port,
 	    !__atomic_compare_exchange_n(&slot->pending, &state,
 					 SHARE_PENDING_CLAIMED, false,
 					 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-		return state;
+		return state == SHARE_PENDING_FAILED ? state
+						     : SHARE_NOT_PENDING;
 	/* The owner drops its side; it need not answer. */
 	__atomic_store_n(&slot->request, 1, __ATOMIC_RELEASE);
-	poke_owner();
+	poke_owner(r);
 	return SHARE_PENDING_CLAIMED;
+}
+
+/* Whether fd is ref's memfd. */
+static bool is_region_fd(const struct region_ref *ref, int fd)
+{
+	struct stat st;
+
+	return fd >= 0 && !fstat(fd, &st) && S_ISREG(st.st_mode) &&
+	       (uint64_t)st.st_dev == ref->dev &&
+	       (uint64_t)st.st_ino == ref->ino;
+}
+
+/*
+ * ref's memfd, opened anew through its holder's descriptor (Python's
+ * subprocess closes every descriptor before its exec, this process's
+ * copy too); -errno.  Checked before it is opened: a holder gone, and
+ * its pid reused, must not make this open another file.
+ */
+static int reopen_region(const struct region_ref *ref)
+{
+	char path[64];
+	struct stat st;
+	int fd;
+
+	if (ref->holder_pid <= 0 || ref->holder_fd < 0)
+		return -ENOENT;
+	snprintf(path, sizeof(path), "/proc/%d/fd/%d", ref->holder_pid,
+		 ref->holder_fd);
+	if (stat(path, &st))
+		return -errno;
+	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_dev != ref->dev ||
+	    (uint64_t)st.st_ino != ref->ino)
+		return -ENOENT;
+	fd = open(path, O_RDWR | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	if (fd < 0)
+		return -errno;
+	if (!is_region_fd(ref, fd)) {
+		real.close(fd);
+		return -ENOENT;
+	}
+	return fd;
+}
+
+/*
+ * A close-on-exec copy of ref's memfd, hidden where it can be, never one
+ * of the standard descriptors (the new program would read or write it as
+ * such); -errno.
+ */
+static int export_copy(const struct region_ref *ref)
+{
+	int fd = ref->fd, opened = -1, copy;
+
+	if (!ref->r || ref->holder_fd < 0)
+		return -EOPNOTSUPP;
+	if (!is_region_fd(ref, fd)) {
+		opened = reopen_region(ref);
+		if (opened < 0)
+			return opened;
+		fd = opened;
+	}
+	copy = fd_room_dup(fd);
+	if (opened >= 0)
+		real.close(opened);
+	if (copy >= 0 && copy <= STDERR_FILENO) {
+		real.close(copy);
+		copy = -EMFILE;
+	}
+	return copy;
+}
+
+char *share_export(bool imported)
+{
+	const struct region_ref *ref = imported ? &sh.imported : &sh.own;
+	int err = errno, fd;
+	char *var = NULL;
+
+	fd = export_copy(ref);
+	if (fd < 0) {
+		log_warn("exec: cannot hand the RDMA connections of a kept "
+			 "listener to the new program (%s)",
+			 strerror(-fd));
+		goto out;
+	}
+	if (asprintf(&var, SHARE_ENV "=%d", fd) < 0) {
+		real.close(fd);
+		var = NULL;
+		goto out;
+	}
+	exported_fd = fd;
+	__atomic_store_n(&exported, true, __ATOMIC_RELEASE);
+out:
+	errno = err;
+	return var;
+}
+
+bool share_exported(void)
+{
+	return __atomic_load_n(&exported, __ATOMIC_ACQUIRE);
+}
+
+void share_export_inherit(void)
+{
+	int err = errno;
+
+	if (exported_fd >= 0)
+		real.fcntl(exported_fd, F_SETFD, 0);
+	errno = err;
+}
+
+void share_export_close(void)
+{
+	int err = errno;
+
+	if (exported_fd >= 0)
+		real.close(exported_fd);
+	exported_fd = -1;
+	errno = err;
+}
+
+/* Whether fd, named by the environment, is a region's memfd. */
+static bool names_region(int fd)
+{
+	static const char prefix[] = "/memfd:" MEMFD_NAME " ";
+	char path[64], target[sizeof(prefix)];
+	ssize_t len;
+
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	len = readlink(path, target, sizeof(target));
+	return len == (ssize_t)sizeof(target) &&
+	       !memcmp(target, prefix, sizeof(target) - 1);
+}
+
+/*
+ * Maps fd's region if it is one of this layout, sealed at its size:
+ * false if not.
+ */
+static bool map_region(int fd, struct region_ref *ref)
+{
+	const int seals = F_SEAL_SHRINK | F_SEAL_GROW;
+	struct region *r;
+	struct stat st;
+
+	if (fstat(fd, &st) || (uint64_t)st.st_size != sizeof(*r) ||
+	    (real.fcntl(fd, F_GET_SEALS) & seals) != seals)
+		return false;
+	r = mmap(NULL, sizeof(*r), PROT_READ | PROT_WRITE,
+		 MAP_SHARED | MAP_NORESERVE, fd, 0);
+	if (r == MAP_FAILED)
+		return false;
+	if (__atomic_load_n(&r->magic, __ATOMIC_RELAXED) != REGION_MAGIC ||
+	    r->dev != (uint64_t)st.st_dev || r->ino != (uint64_t)st.st_ino) {
+		munmap(r, sizeof(*r));
+		return false;
+	}
+	*ref = (struct region_ref){ .r = r,
+				    .dev = (uint64_t)st.st_dev,
+				    .ino = (uint64_t)st.st_ino };
+	return true;
+}
+
+void share_import(void)
+{
+	const char *value = getenv(SHARE_ENV);
+	struct region_ref ref;
+	char *end;
+	long fd;
+
+	if (!value)
+		return;
+	/* A set-uid program takes no descriptor from its user. */
+	if (!secure_getenv(SHARE_ENV)) {
+		unsetenv(SHARE_ENV);
+		return;
+	}
+	errno = 0;
+	fd = strtol(value, &end, 10);
+	if (errno || end == value || *end || fd <= STDERR_FILENO ||
+	    fd > INT32_MAX || !names_region((int)fd)) {
+		unsetenv(SHARE_ENV);
+		return;
+	}
+	unsetenv(SHARE_ENV);
+	real_init();
+	if (!map_region((int)fd, &ref)) {
+		log_warn("exec: the RDMA connections handed over are of "
+			 "another roceshim version; they stay with their "
+			 "owner");
+		real.close((int)fd);
+		return;
+	}
+	/* The exec made the copy for this image: it is ours to keep. */
+	ref.fd = fd_room_keep((int)fd);
+	real.fcntl(ref.fd, F_SETFD, FD_CLOEXEC);
+	ref.holder_pid = getpid();
+	ref.holder_fd = ref.fd;
+	sh.imported = ref;
+}
+
+bool share_imported(void)
+{
+	return sh.imported.r;
 }
 
 void FORK_CODE share_fork_child(void)

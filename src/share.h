@@ -6,19 +6,25 @@
  * only there can its queue pair be used.  A fork child inherits the fd,
  * and over TCP it could use the connection as well as its parent.  So
  * every upgraded connection has a slot in memory that the owner shares
- * with its descendants (an anonymous MAP_SHARED mapping, inherited across
- * fork).  A descendant that uses an inherited connection asks the owner,
- * through the slot, to move it to its kernel TCP socket, and waits until
- * the owner says that it has (or could not).  The owner learns of a
- * request from a datagram on a socket of its own, bound to an abstract
- * unix name that the shared memory records; nothing that a child may
- * have closed or reused carries it.
+ * with its descendants (a MAP_SHARED mapping, inherited across fork).  A
+ * descendant that uses an inherited connection asks the owner, through the
+ * slot, to move it to its kernel TCP socket, and waits until the owner says
+ * that it has (or could not).  The owner learns of a request from a datagram on
+ * a socket of its own, bound to an abstract unix name that the shared memory
+ * records; nothing that a child may have closed or reused carries it.
  *
  * A connection that a listener accepted on the RDMA CM, and that accept()
  * has not claimed yet, is pending: its slot says so, with the TCP source
  * the client declared.  A prefork worker (a descendant that accepts on
  * the inherited listener) claims it there; the connection then moves to
  * TCP from its first byte (conn_move_unclaimed()).
+ *
+ * The region is a memfd where one can be had.  An exec in a descendant,
+ * or a posix_spawn, that keeps such a listener (a supervisor that starts
+ * its workers as new programs) hands a copy of it to the new image, named
+ * in SHARE_ENV; the new image maps it at start (share_import()), and its
+ * accept() on the inherited listener claims from it as a prefork worker
+ * does.
  *
  * Contract: owner functions run in the owner only; share_request() and
  * share_pending_claim() in any descendant.  A slot's state only moves forward
@@ -98,6 +104,35 @@ enum share_pending share_pending_state(const struct share_slot *slot);
 enum share_pending
 share_pending_claim(const struct roceshim_stats_endpoint *src, uint16_t port,
 		    int timeout_ms);
+
+#define SHARE_ENV "ROCESHIM_SHARE_FD"
+
+/*
+ * In a process about to exec or spawn with a listener whose CM listener
+ * is another process's (imported: the listener came over an exec,
+ * share_imported()): "NAME=value" in a new string, naming a copy of the
+ * region's memfd for the new program; NULL if there is none to give.
+ * The copy is close-on-exec until share_export_inherit(), called at the
+ * last moment (another thread's exec would take it along);
+ * share_export_close() closes this thread's copy: after a spawn, or an
+ * exec that failed.  All leave errno alone.
+ */
+char *share_export(bool imported);
+void share_export_inherit(void);
+void share_export_close(void);
+/*
+ * Whether this process gave its region to a new program: its pending
+ * connections may be accepted elsewhere, as after a fork.
+ */
+bool share_exported(void);
+
+/*
+ * At start: maps the region an exec handed over, if SHARE_ENV names one
+ * (checked: a memfd of roceshim's, of this layout), and removes SHARE_ENV
+ * from the environment.  share_pending_claim() then looks there too.
+ */
+void share_import(void);
+bool share_imported(void);
 
 /* In a fork child: the slots it inherited are its owner's, not its own. */
 void share_fork_child(void);

@@ -115,8 +115,12 @@ static void init_once_fn(void)
 	stats_configure(shim_config.enabled && shim_config.stats,
 			shim_config.stats_rows);
 	cuda_mem_configure(shim_config.cuda);
-	if (shim_config.enabled)
+	if (shim_config.enabled) {
 		exec_handover_load();
+		share_import();
+		if (share_imported())
+			track_inherited_listeners();
+	}
 	pthread_atfork(fork_prepare, fork_parent, fork_child);
 	atexit(at_exit);
 	log_info("enabled=%d stats=%d include=%u exclude=%u rules",

@@ -39,8 +39,14 @@ struct sock {
 	 */
 	bool orphans;
 	const void *orphans_key; /* atomic: which CM listener took them */
-	bool abortive;		 /* closed with SO_LINGER {1, 0}: no FIN */
-	bool spawn_dup;		 /* named in a posix_spawn file action */
+	/*
+	 * A listener handed over an exec by a descendant of its owner: the
+	 * connections its owner's CM listener took are in the imported
+	 * share region (share_import()).
+	 */
+	bool imported;
+	bool abortive;	    /* closed with SO_LINGER {1, 0}: no FIN */
+	bool spawn_dup;	    /* named in a posix_spawn file action */
 	bool dial_again;    /* a blocking connect asks again once TCP is up */
 	bool watched_early; /* atomic: in an epoll set before its connect */
 	int sndbuf; /* atomic: SO_SNDBUF as the kernel has it; 0: not set */

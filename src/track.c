@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: MIT
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdlib.h>
@@ -17,6 +19,7 @@
 #include "log.h"
 #include "policy.h"
 #include "rdma_stack.h"
+#include "share.h"
 #include "readiness.h"
 #include "real.h"
 #include "shim.h"
@@ -57,8 +60,9 @@ struct sock *track_inherited_listener(int fd)
 {
 	int domain, type, protocol, listening;
 	socklen_t len = sizeof(int);
+	struct sock *sock;
 
-	if (!exec_handover_waiting() ||
+	if (!(exec_handover_waiting() || share_imported()) ||
 	    real.getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) ||
 	    !listening ||
 	    real.getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) ||
@@ -67,7 +71,33 @@ struct sock *track_inherited_listener(int fd)
 	    !is_tcp(domain, type, protocol))
 		return NULL;
 	track_socket(fd, domain, type, protocol);
-	return shim_lookup(fd);
+	sock = shim_lookup(fd);
+	if (sock)
+		__atomic_store_n(&sock->imported, share_imported(),
+				 __ATOMIC_RELEASE);
+	return sock;
+}
+
+void track_inherited_listeners(void)
+{
+	struct dirent *d;
+	struct sock *sock;
+	char *end;
+	long fd;
+	DIR *dir = opendir("/proc/self/fd");
+
+	if (!dir)
+		return;
+	while ((d = readdir(dir))) {
+		fd = strtol(d->d_name, &end, 10);
+		if (*end || end == d->d_name || fd < 0 || fd == dirfd(dir) ||
+		    fd > INT_MAX)
+			continue;
+		sock = track_inherited_listener((int)fd);
+		if (sock)
+			sock_put(sock);
+	}
+	closedir(dir);
 }
 
 void track_other(int fd)
@@ -481,9 +511,12 @@ void track_accept(struct sock *listener, int fd)
 	since = __atomic_load_n(&listener->listen_id, __ATOMIC_ACQUIRE)
 			? listener->listen_since_ms
 			: -1;
-	if (since >= 0 ||
-	    __atomic_load_n(&listener->orphans, __ATOMIC_ACQUIRE) ||
-	    exec_handover_waiting())
+	if (since < 0 && __atomic_load_n(&listener->imported, __ATOMIC_ACQUIRE))
+		handshake_take_inherited(&shim_config, &peer, local.port, fd,
+					 &moved);
+	else if (since >= 0 ||
+		 __atomic_load_n(&listener->orphans, __ATOMIC_ACQUIRE) ||
+		 exec_handover_waiting())
 		sock->conn = handshake_take_pending(&shim_config, since, &peer,
 						    local.port, fd, &moved);
 	reason = policy_decide(&shim_config, &peer, local.port);
@@ -593,6 +626,12 @@ struct handover_walk {
 	const void **keys; /* the CM listeners listed (sock->orphans_key) */
 	size_t key_count;
 	bool listening; /* a kept listener had a CM listener */
+	/*
+	 * A kept listener's CM listener is another process's: the share
+	 * region that lists what it took goes with the exec (the imported
+	 * one, for a listener that came over an exec itself).
+	 */
+	bool share_region, share_imported;
 	bool truncated; /* more connections than one exec hands over */
 	bool short_of_memory;
 };
@@ -668,13 +707,50 @@ static void list_kept_listener(int fd, struct sock *sock, void *arg)
 }
 
 /*
- * The environment that hands w's connections over: envp itself when it
- * has none.
+ * A kept listener whose CM listener stays with another process: its
+ * owner's, or, for a spawn, this one's.
  */
-static char **handover_env(char *const envp[], struct handover_walk *w)
+static void note_foreign_listener(int fd, struct sock *sock, void *arg)
+{
+	struct handover_walk *w = arg;
+
+	if (!kept(fd, sock, &w->how))
+		return;
+	if (__atomic_load_n(&sock->imported, __ATOMIC_ACQUIRE))
+		w->share_imported = true;
+	else if (__atomic_load_n(&sock->listen_id, __ATOMIC_ACQUIRE) ||
+		 __atomic_load_n(&sock->orphans, __ATOMIC_ACQUIRE))
+		w->share_region = w->how.spawn_dups || !handshake_running();
+}
+
+/*
+ * vars (count of them) first in envp, with roceshim preloaded; envp if it
+ * cannot be, the vars then freed and the exported region closed.
+ */
+static char **env_with(char *const envp[], char *vars[], size_t count)
 {
 	char **env = NULL;
 	Dl_info self;
+	size_t i;
+
+	if (!count)
+		return (char **)envp;
+	if (!dladdr((void *)track_exec, &self))
+		self.dli_fname = NULL;
+	env = exec_handover_env(envp, vars, count, self.dli_fname);
+	if (env)
+		return env;
+	for (i = 0; i < count; i++)
+		free(vars[i]);
+	share_export_close();
+	log_warn("out of memory: the exec hands no RDMA connection that waits "
+		 "for accept() to the new program");
+	return (char **)envp;
+}
+
+/* The variable that hands w's connections over; NULL if none. */
+static char *handover_var(struct handover_walk *w)
+{
 	char *var;
 
 	if (w->truncated)
@@ -682,26 +758,39 @@ static char **handover_env(char *const envp[], struct handover_walk *w)
 			 "the exec resets those beyond",
 			 EXEC_HANDOVER_MAX);
 	if (!w->list.count)
-		return (char **)envp;
+		return NULL;
 	w->list.pid = getpid();
 	w->list.deadline_ms = clock_ms() + EXEC_HANDOVER_MS;
 	var = exec_handover_encode(&w->list);
-	if (!dladdr((void *)track_exec, &self))
-		self.dli_fname = NULL;
-	if (var)
-		env = exec_handover_env(envp, var, self.dli_fname);
-	if (!env || w->short_of_memory) {
+	if (!var || w->short_of_memory)
 		log_warn("out of memory: RDMA connections that wait for "
 			 "accept() are reset by the exec");
-		if (!env) {
-			free(var);
-			return (char **)envp;
-		}
+	else
+		log_info("the exec hands %zu RDMA connections that wait for "
+			 "accept() to the new program",
+			 w->list.count);
+	return var;
+}
+
+/*
+ * The environment that gives the new image what w found: the connections
+ * to hand over, and the share region of a kept listener whose CM
+ * listener stays with another process.
+ */
+static char **walk_env(char *const envp[], struct handover_walk *w)
+{
+	char *vars[2];
+	size_t count = 0;
+
+	vars[count] = handover_var(w);
+	if (vars[count])
+		count++;
+	if (w->share_region || w->share_imported) {
+		vars[count] = share_export(w->share_imported);
+		if (vars[count])
+			count++;
 	}
-	log_info("the exec hands %zu RDMA connections that wait for accept() "
-		 "to the new program",
-		 w->list.count);
-	return env;
+	return env_with(envp, vars, count);
 }
 
 char **track_exec(char *const envp[])
@@ -710,7 +799,7 @@ char **track_exec(char *const envp[])
 						    ROCESHIM_DOWNGRADE_EXEC } };
 	char **env;
 
-	if (!may_have_rdma())
+	if (!may_have_rdma() && !share_imported())
 		return (char **)envp;
 	/*
 	 * Only the process that serves the handshakes took any: a fork
@@ -724,9 +813,11 @@ char **track_exec(char *const envp[])
 		/* Also those of an exec that failed before. */
 		fd_table_for_each(list_kept_listener, &w);
 	}
+	fd_table_for_each(note_foreign_listener, &w);
 	fd_table_for_each(leave, &w.how);
 	conn_closing_drain();
-	env = handover_env(envp, &w);
+	env = walk_env(envp, &w);
+	share_export_inherit();
 	free(w.list.entries);
 	free(w.keys);
 	return env;
@@ -736,6 +827,7 @@ void track_exec_failed(char *const envp[], char **env)
 {
 	int err = errno;
 
+	share_export_close();
 	if (env != (char **)envp)
 		exec_handover_env_free(env);
 	errno = err;
@@ -748,7 +840,7 @@ static void note_rdma_state(int fd, struct sock *sock, void *arg)
 	(void)fd;
 	if (__atomic_load_n(&sock->conn, __ATOMIC_ACQUIRE) ||
 	    __atomic_load_n(&sock->connector, __ATOMIC_ACQUIRE) ||
-	    sock->listen_id)
+	    sock->listen_id || sock->imported)
 		*found = true;
 }
 
@@ -756,7 +848,7 @@ bool track_vfork_safe(void)
 {
 	bool found = false;
 
-	if (may_have_rdma())
+	if (may_have_rdma() || share_imported())
 		fd_table_for_each(note_rdma_state, &found);
 	return !found;
 }
@@ -768,6 +860,27 @@ void track_spawn(void)
 
 	if (may_have_rdma())
 		fd_table_for_each(leave, &how);
+}
+
+char **track_spawn_env(char *const envp[])
+{
+	struct handover_walk w = { .how = { .cause = ROCESHIM_DOWNGRADE_EXEC,
+					    .spawn_dups = true } };
+	char **env = (char **)envp;
+	int err = errno;
+
+	if (!may_have_rdma() && !share_imported())
+		return env;
+	fd_table_for_each(note_foreign_listener, &w);
+	fd_table_for_each(leave, &w.how);
+	env = walk_env(envp, &w);
+	errno = err;
+	return env;
+}
+
+void track_spawn_done(char *const envp[], char **env)
+{
+	track_exec_failed(envp, env);
 }
 
 static void connect_before_fork(int fd, struct sock *sock, void *arg)

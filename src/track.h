@@ -66,10 +66,17 @@ void track_accept(struct sock *listener, int fd);
 /*
  * accept() returned a connection of listener fd, which this process did
  * not open: while connections an exec handed over wait (exec_handover.h),
- * a TCP listener is tracked from then on, and its sock returned with a
+ * or where the exec handed a share region over (share_import()), a TCP
+ * listener is tracked from then on, and its sock returned with a
  * reference; NULL otherwise.
  */
 struct sock *track_inherited_listener(int fd);
+/*
+ * At start, with a share region handed over: the TCP listeners the
+ * program inherited are tracked at once, so that an exec of its own (a
+ * wrapper script's) hands the region on with them.
+ */
+void track_inherited_listeners(void);
 
 /*
  * A non-blocking connect ended: so_error from getsockopt(SO_ERROR) or from
@@ -121,7 +128,18 @@ void track_fork_child(void);
  */
 char **track_exec(char *const envp[]);
 void track_exec_failed(char *const envp[], char **env);
+/*
+ * A kept listener whose CM listener stays with another process (this
+ * one, for a spawn; the owner, in a fork child) gives the new image the
+ * share region that lists what that CM listener took (share.h): the
+ * environment to exec or spawn with, as above.  track_spawn_done() frees
+ * it once posix_spawn has returned.  track_spawn() is the same for
+ * system() and popen(), whose environment is the process's own: there
+ * the listener's new program cannot be told.
+ */
 void track_spawn(void);
+char **track_spawn_env(char *const envp[]);
+void track_spawn_done(char *const envp[], char **env);
 void track_spawn_dup(int fd);
 void track_daemon(void);
 /*

@@ -20,6 +20,12 @@ Server shapes (all echo every byte back until EOF):
               listener)
   exec        accept, fork, exec cat with the socket as stdin and stdout
   subprocess  accept, subprocess.Popen(cat) with the socket as its stdio
+  workers     listen, start 2 workers as new programs that accept on the
+              listener, as a supervisor that execs its workers does
+              (subprocess.Popen with pass_fds, by a bare name whose first
+              PATH entry fails); the parent never accepts
+  spawned     the same with one worker, started by posix_spawn with the
+              listener dup'd to fd 20, through a shell that execs it
   echo        one process, a thread per connection
 
 Client shapes (the connection is mid-transfer both ways when it moves:
@@ -90,6 +96,22 @@ def server(args):
         print("port %d" % srv.server_address[1], flush=True)
         srv.serve_forever()
     ls = listener(args.addr)
+    fd = ls.fileno()
+    me = os.path.abspath(__file__)
+    if args.shape == "workers":
+        path = "/nonexistent:" + os.path.dirname(sys.executable)
+        name = os.path.basename(sys.executable)
+        for _ in range(2):
+            subprocess.Popen([name, me, "worker", str(fd)], pass_fds=[fd],
+                             env=dict(os.environ, PATH=path))
+    if args.shape == "spawned":
+        os.posix_spawn("/bin/sh", ["sh", "-c", 'exec "$0" "$@"',
+                                   sys.executable, me, "worker", "20"],
+                       os.environ,
+                       file_actions=[(os.POSIX_SPAWN_DUP2, fd, 20)])
+    if args.shape in ("workers", "spawned"):
+        while True:
+            time.sleep(60)
     if args.shape == "prefork":
         # The parent keeps the listener, as a server's master does.
         for _ in range(8):
@@ -118,6 +140,14 @@ def server(args):
         conn.close()
 
 
+def worker(args):
+    """A worker exec'd with the listener as fd: accepts and echoes."""
+    ls = socket.socket(fileno=int(args.fd))
+    while True:
+        conn, _ = ls.accept()
+        threading.Thread(target=echo_loop, args=(conn,), daemon=True).start()
+
+
 def exchange(s, nbytes, label):
     """Sends nbytes while reading their echo; prints and returns ok."""
     payload = os.urandom(nbytes)
@@ -134,8 +164,10 @@ def exchange(s, nbytes, label):
     s.sendall(payload)
     t.join(120)
     ok = bytes(got) == payload
-    print("%s %s" % (label, "ok" if ok else "MISMATCH %d of %d"
-                     % (len(got), nbytes)), flush=True)
+    # One write: the lines of threads that end together stay apart.
+    sys.stdout.write("%s %s\n" % (label, "ok" if ok else "MISMATCH %d of %d"
+                                   % (len(got), nbytes)))
+    sys.stdout.flush()
     return ok
 
 
@@ -332,7 +364,8 @@ def main():
     sub = p.add_subparsers(dest="cmd", required=True)
     sp = sub.add_parser("server")
     sp.add_argument("shape", choices=("forking", "prefork", "exec",
-                                      "subprocess", "echo"))
+                                      "subprocess", "echo", "workers",
+                                      "spawned"))
     sp.add_argument("addr")
     cp = sub.add_parser("client")
     cp.add_argument("addr")
@@ -346,10 +379,11 @@ def main():
         q.add_argument("--out", default="/dev/null")
         q.add_argument("--fd")
     sub.add_parser("relay")
+    sub.add_parser("worker").add_argument("fd")
     args = p.parse_args()
     fn = {"server": server, "client": client, "daemon": daemon,
           "spawn": spawn, "exec": exec_self, "pass": pass_fd,
-          "relay": relay}[args.cmd]
+          "relay": relay, "worker": worker}[args.cmd]
     return fn(args) or 0
 
 

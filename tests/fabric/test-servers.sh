@@ -35,6 +35,9 @@
 #   accepts, passes each connection to     answered with 1 MiB -> rdma; in
 #   one of 2 workers); libuv closes with   the cluster moved to TCP (fd
 #   syscall(SYS_close)                     passed)
+#   supervisord, an fcgi-program of 2      6 clients echoing 200 KB each
+#   workers it starts as new programs      -> moved to TCP by the workers
+#   with its listener as their stdin
 # A program that is not installed skips its shape, with a line saying so.
 set -u
 PYTHON=${PYTHON:-/usr/bin/python3}
@@ -678,6 +681,42 @@ if node_shape node-cluster 18081 2; then
 		"$(count tcp/none/peer "$c")"
 	check_eq node_cluster_client_no_other_transport "" \
 		"$(others tcp/none/peer rdma/none/none "$c")"
+fi
+
+# ------------------------------------------------------------- supervisor
+# supervisord starts the workers as new programs, with its listener as
+# their stdin; the RDMA listener stays with supervisord.
+SUPERVISOR_PORT=18112
+shape=supervisor
+if have supervisord; then
+	cat >"$tmp/supervisord.conf" <<EOF
+[supervisord]
+nodaemon=true
+logfile=$tmp/supervisord.log
+pidfile=$tmp/supervisord.pid
+[fcgi-program:echo]
+socket=tcp://$A:$SUPERVISOR_PORT
+command=$PYTHON $top_srcdir/tests/fabric/shapes.py worker 0
+process_name=%(program_name)s_%(process_num)s
+numprocs=2
+stderr_logfile=$tmp/supervisor-worker.err
+EOF
+	"$RUN" supervisord -c "$tmp/supervisord.conf" >"$tmp/supervisord.out" 2>&1 &
+	wait_for "$tmp/supervisord.log" 'echo_1 entered RUNNING' 300
+	timeout 300 "$RUN" "$PYTHON" "$top_srcdir/tests/fabric/shapes.py" \
+		client "$A" $SUPERVISOR_PORT >"$tmp/supervisor.client" 2>&1
+	sed "s/^/    supervisor: /" "$tmp/supervisor.client"
+	check_eq supervisor_workers_echo_6_clients ok \
+		"$(awk '$1 == "echo" {print $2}' "$tmp/supervisor.client")"
+	check_eq supervisor_client_connections_moved_by_the_workers 6 \
+		"$(grep -c '^conn tcp none moved:peer$' "$tmp/supervisor.client")"
+	# It stops its workers before it exits.
+	pid=$(cat "$tmp/supervisord.pid")
+	kill -TERM "$pid" 2>/dev/null
+	for i in $(seq 100); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
 fi
 
 finish

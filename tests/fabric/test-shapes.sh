@@ -5,7 +5,10 @@
 # default settings, each byte for byte (tests/fabric/shapes.py):
 #   - servers: accept-then-fork (socketserver.ForkingTCPServer), prefork
 #     workers, a handler exec'd with the socket as its stdio (fork+exec,
-#     and subprocess.Popen), against 6 concurrent clients of 200 KB each;
+#     and subprocess.Popen), workers started as new programs with the
+#     listener (subprocess.Popen by a PATH search whose first try fails,
+#     and posix_spawn of a shell that execs the worker), against 6
+#     concurrent clients of 200 KB each;
 #   - clients that move their connection mid-transfer, both ways: daemon(),
 #     posix_spawn of a helper that carries it, exec of itself, and
 #     SCM_RIGHTS to another process.
@@ -16,7 +19,7 @@ set -u
 PYTHON=${PYTHON:-/usr/bin/python3}
 shapes="$top_srcdir/tests/fabric/shapes.py"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/test-shapes.XXXXXX") || exit 1
-trap 'kill $(jobs -p) 2>/dev/null; pkill -f "shapes.py server" 2>/dev/null; rm -rf "$tmp"' EXIT
+trap 'kill $(jobs -p) 2>/dev/null; pkill -f "shapes.py (server|worker)" 2>/dev/null; rm -rf "$tmp"' EXIT
 # shellcheck source=../lib.sh
 . "$top_srcdir/tests/lib.sh"
 addr=$ROCESHIM_FABRIC_ADDR_B
@@ -28,7 +31,7 @@ start_server() {
 	port=$(peer_port "$tmp/server-$1")
 }
 
-for shape in forking prefork exec subprocess; do
+for shape in forking prefork exec subprocess workers spawned; do
 	start_server "$shape"
 	timeout 300 "$ROCESHIM_RUN" "$PYTHON" "$shapes" client "$addr" "$port" \
 		>"$tmp/client-$shape" 2>&1
@@ -38,6 +41,7 @@ for shape in forking prefork exec subprocess; do
 	check_eq "${shape}_client_connections_moved_by_the_server" 6 \
 		"$(grep -c '^conn tcp none moved:peer$' "$tmp/client-$shape")"
 	kill %1 2>/dev/null
+	pkill -f "shapes.py worker"
 	wait 2>/dev/null
 done
 

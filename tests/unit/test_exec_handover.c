@@ -21,6 +21,7 @@
 
 #include "clock.h"
 #include "exec_handover.h"
+#include "share.h"
 
 static const uint8_t v4_mapped[16] = {
 	[10] = 0xff, [11] = 0xff, [12] = 10, [15] = 2
@@ -132,7 +133,7 @@ static void env_replaces_an_earlier_list_and_keeps_the_rest(void **state)
 			 EXEC_HANDOVER_ENV "X=kept",
 			 "LD_PRELOAD=/other/libroceshim.so", NULL };
 	char *var = strdup(EXEC_HANDOVER_ENV "=new");
-	char **env = exec_handover_env(envp, var, LIB);
+	char **env = exec_handover_env(envp, &var, 1, LIB);
 
 	assert_non_null(env);
 	assert_ptr_equal(env[0], var);
@@ -143,10 +144,28 @@ static void env_replaces_an_earlier_list_and_keeps_the_rest(void **state)
 	exec_handover_env_free(env);
 }
 
+static void env_carries_both_variables_and_drops_stale_ones(void **state)
+{
+	char *envp[] = { SHARE_ENV "=7", "A=1",
+			 EXEC_HANDOVER_ENV "=1/1/1,1/2/" ADDR "/1",
+			 "LD_PRELOAD=" LIB, NULL };
+	char *vars[] = { strdup(EXEC_HANDOVER_ENV "=new"),
+			 strdup(SHARE_ENV "=9") };
+	char **env = exec_handover_env(envp, vars, 2, LIB);
+
+	assert_non_null(env);
+	assert_ptr_equal(env[0], vars[0]);
+	assert_ptr_equal(env[1], vars[1]);
+	assert_string_equal(env[2], "A=1");
+	assert_string_equal(env[3], "LD_PRELOAD=" LIB);
+	assert_null(env[4]);
+	exec_handover_env_free(env);
+}
+
 static void env_of_an_empty_environment_preloads_the_library(void **state)
 {
 	char *var = strdup(EXEC_HANDOVER_ENV "=new");
-	char **env = exec_handover_env(NULL, var, LIB);
+	char **env = exec_handover_env(NULL, &var, 1, LIB);
 
 	assert_non_null(env);
 	assert_ptr_equal(env[0], var);
@@ -159,7 +178,7 @@ static void env_puts_the_library_before_other_preloads(void **state)
 {
 	char *envp[] = { "LD_PRELOAD=libfoo.so", "B=2", NULL };
 	char *var = strdup(EXEC_HANDOVER_ENV "=new");
-	char **env = exec_handover_env(envp, var, LIB);
+	char **env = exec_handover_env(envp, &var, 1, LIB);
 
 	assert_non_null(env);
 	assert_ptr_equal(env[0], var);
@@ -223,6 +242,8 @@ int main(void)
 		cmocka_unit_test(accepts_a_well_formed_entry),
 		cmocka_unit_test(
 			env_replaces_an_earlier_list_and_keeps_the_rest),
+		cmocka_unit_test(
+			env_carries_both_variables_and_drops_stale_ones),
 		cmocka_unit_test(
 			env_of_an_empty_environment_preloads_the_library),
 		cmocka_unit_test(env_puts_the_library_before_other_preloads),

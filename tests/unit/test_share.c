@@ -1,0 +1,273 @@
+// SPDX-License-Identifier: MIT
+/* Specification of the share region handed to a new program (src/share.c):
+ * a worker that a server starts as a new program, with the listener, claims
+ * the connections its owner's CM listener took, as a prefork worker does;
+ * and the environment variable that names the region is hostile input. */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "progress.h"
+#include "real.h"
+#include "share.h"
+
+#define PORT 4791
+
+static const struct roceshim_stats_endpoint source = {
+	.family = 2,
+	.port = 40000,
+	.addr = { 10, 99, 0, 2 },
+};
+
+static void *requested; /* the ctx of the last slot a descendant asked about */
+
+static void on_request(void *ctx)
+{
+	__atomic_store_n(&requested, ctx, __ATOMIC_RELEASE);
+}
+
+static int start_owner(void **state)
+{
+	(void)state;
+	real_init();
+	if (!progress_start())
+		return -1;
+	return share_start(on_request);
+}
+
+/* The number in "NAME=N". */
+static int exported_fd(const char *var)
+{
+	const char *eq = strchr(var, '=');
+
+	assert_non_null(eq);
+	return atoi(eq + 1);
+}
+
+/* Runs this test program as a new image with var in its environment. */
+static int run_new_image(const char *var, const char *mode)
+{
+	int status;
+	pid_t pid = fork();
+
+	assert_true(pid >= 0);
+	if (!pid) {
+		char *argv[] = { "test_share", (char *)mode, NULL };
+		char *envp[] = { (char *)var, NULL };
+
+		execve("/proc/self/exe", argv, envp);
+		_exit(127);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	return WEXITSTATUS(status);
+}
+
+static void wait_for_request(void *ctx)
+{
+	struct timespec tick = { 0, 1000000 };
+	int i;
+
+	for (i = 0;
+	     i < 2000 && __atomic_load_n(&requested, __ATOMIC_ACQUIRE) != ctx;
+	     i++)
+		nanosleep(&tick, NULL);
+	assert_ptr_equal(__atomic_load_n(&requested, __ATOMIC_ACQUIRE), ctx);
+}
+
+static void new_image_claims_a_pending_connection_of_its_owner(void **state)
+{
+	static int ctx;
+	struct share_slot *slot = share_slot_new(&ctx);
+	char *var;
+
+	(void)state;
+	assert_non_null(slot);
+	share_pending_set(slot, &source, PORT);
+	share_pending_settle(slot, SHARE_PENDING_ESTABLISHED);
+	var = share_export(false);
+	assert_non_null(var);
+	share_export_inherit();
+	assert_int_equal(run_new_image(var, "--claim"), 0);
+	share_export_close();
+	free(var);
+	assert_int_equal(share_pending_state(slot), SHARE_PENDING_CLAIMED);
+	/* The owner hears of it, and drops its side. */
+	wait_for_request(&ctx);
+	share_slot_free(slot);
+}
+
+static void new_image_finds_nothing_for_another_source(void **state)
+{
+	static int ctx;
+	struct share_slot *slot = share_slot_new(&ctx);
+	struct roceshim_stats_endpoint other = source;
+	char *var;
+
+	(void)state;
+	other.port++;
+	share_pending_set(slot, &other, PORT);
+	share_pending_settle(slot, SHARE_PENDING_ESTABLISHED);
+	var = share_export(false);
+	share_export_inherit();
+	assert_int_equal(run_new_image(var, "--claim"), 3);
+	share_export_close();
+	free(var);
+	assert_int_equal(share_pending_state(slot), SHARE_PENDING_ESTABLISHED);
+	share_slot_free(slot);
+}
+
+static void exported_copy_survives_exec_only_once_inherited(void **state)
+{
+	char *var = share_export(false);
+	int fd;
+
+	(void)state;
+	assert_non_null(var);
+	assert_true(!strncmp(var, SHARE_ENV "=", sizeof(SHARE_ENV)));
+	fd = exported_fd(var);
+	assert_true(fd > STDERR_FILENO);
+	/* Until the exec itself, another thread's exec must not take it. */
+	assert_int_equal(fcntl(fd, F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
+	share_export_inherit();
+	assert_int_equal(fcntl(fd, F_GETFD) & FD_CLOEXEC, 0);
+	share_export_close();
+	assert_int_equal(fcntl(fd, F_GETFD), -1);
+	assert_int_equal(errno, EBADF);
+	free(var);
+}
+
+static void import_ignores_malformed_values(void **state)
+{
+	static const char *const bad[] = { "",	  "x", "-1", "3x",	   " 3",
+					   "0x3", "0", "2",  "99999999999" };
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		setenv(SHARE_ENV, bad[i], 1);
+		share_import();
+		assert_null(getenv(SHARE_ENV));
+		assert_false(share_imported());
+	}
+}
+
+static void import_leaves_a_descriptor_that_is_not_a_region_alone(void **state)
+{
+	char value[16];
+	int p[2];
+
+	(void)state;
+	assert_int_equal(pipe(p), 0);
+	snprintf(value, sizeof(value), "%d", p[0]);
+	setenv(SHARE_ENV, value, 1);
+	share_import();
+	assert_false(share_imported());
+	assert_true(fcntl(p[0], F_GETFD) >= 0);
+	close(p[0]);
+	close(p[1]);
+}
+
+/* A memfd named as the region is, of size bytes, zero-filled. */
+static int fake_region(off_t size, bool sealed)
+{
+	int fd = memfd_create("roceshim-share", MFD_ALLOW_SEALING);
+
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, size), 0);
+	if (sealed)
+		assert_int_equal(
+			fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW), 0);
+	return fd;
+}
+
+static void import_closes_a_region_it_cannot_use(off_t size, bool sealed)
+{
+	char value[16];
+	int fd = fake_region(size, sealed);
+
+	snprintf(value, sizeof(value), "%d", fd);
+	setenv(SHARE_ENV, value, 1);
+	share_import();
+	assert_false(share_imported());
+	assert_int_equal(fcntl(fd, F_GETFD), -1);
+}
+
+static void import_closes_a_region_of_another_size(void **state)
+{
+	(void)state;
+	import_closes_a_region_it_cannot_use(4096, true);
+}
+
+static void import_closes_a_region_of_another_layout(void **state)
+{
+	char *var = share_export(false);
+	struct stat st;
+
+	(void)state;
+	assert_int_equal(fstat(exported_fd(var), &st), 0);
+	share_export_close();
+	free(var);
+	/* The right size, but not this layout's header. */
+	import_closes_a_region_it_cannot_use(st.st_size, true);
+}
+
+/* Its size could change under the mappings of everyone who holds it. */
+static void import_closes_a_region_that_is_not_sealed(void **state)
+{
+	char *var = share_export(false);
+	struct stat st;
+
+	(void)state;
+	assert_int_equal(fstat(exported_fd(var), &st), 0);
+	share_export_close();
+	free(var);
+	import_closes_a_region_it_cannot_use(st.st_size, false);
+}
+
+/* The new image of new_image_*: claims the connection from source. */
+static int claim_in_new_image(void)
+{
+	real_init();
+	share_import();
+	if (!share_imported() || getenv(SHARE_ENV))
+		return 2;
+	if (share_pending_claim(&source, PORT, 1000) != SHARE_PENDING_CLAIMED)
+		return 3;
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(
+			new_image_claims_a_pending_connection_of_its_owner),
+		cmocka_unit_test(new_image_finds_nothing_for_another_source),
+		cmocka_unit_test(
+			exported_copy_survives_exec_only_once_inherited),
+		cmocka_unit_test(import_ignores_malformed_values),
+		cmocka_unit_test(
+			import_leaves_a_descriptor_that_is_not_a_region_alone),
+		cmocka_unit_test(import_closes_a_region_of_another_size),
+		cmocka_unit_test(import_closes_a_region_of_another_layout),
+		cmocka_unit_test(import_closes_a_region_that_is_not_sealed),
+	};
+
+	if (argc == 2 && !strcmp(argv[1], "--claim"))
+		return claim_in_new_image();
+	return cmocka_run_group_tests(tests, start_owner, NULL);
+}
