@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -575,11 +576,12 @@ static void move_unclaimed(const struct config *cfg, int fd,
 	err = conn_move_unclaimed(fd, cause,
 				  handshake_conn_options(cfg).move_timeout_ms);
 	if (err) {
-		log_warn("fd %d: an RDMA connection accepted %s could not "
+		log_warn("fd %d: an RDMA connection that %s took could not "
 			 "move to TCP (%s): reset",
 			 fd,
-			 cause == ROCESHIM_DOWNGRADE_EXEC ? "before the exec"
-							  : "in a fork child",
+			 cause == ROCESHIM_DOWNGRADE_EXEC
+				 ? "the process before an exec"
+				 : "a parent process",
 			 strerror(-err));
 		real.shutdown(fd, SHUT_RDWR);
 		return;
@@ -588,18 +590,64 @@ static void move_unclaimed(const struct config *cfg, int fd,
 }
 
 /*
- * In a fork child (a prefork worker) the listener is inherited, and the
- * pending connections are its owner's: a pending one is claimed, and
- * moves to TCP before its first byte.
+ * Whether the first bytes that come on fd within timeout_ms are a move
+ * marker: a plain client's own bytes, EOF, or silence are not.
+ */
+static bool marker_comes(int fd, int timeout_ms)
+{
+	struct wire_marker none = { 0 };
+	uint8_t want[WIRE_MARKER_LEN], got[WIRE_MARKER_LEN];
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+	struct timespec tick = { 0, 1000000 };
+	int64_t deadline = clock_ms() + timeout_ms;
+	ssize_t n = 0;
+	int left;
+
+	/* Its magic and version lead: a prefix of them is enough to say no. */
+	wire_encode_marker(&none, want);
+	while ((left = clock_ms_left(deadline)) > 0) {
+		if (real.poll(&pfd, 1, left) < 0 && errno != EINTR)
+			return false;
+		n = real.recv(fd, got, sizeof(got), MSG_PEEK | MSG_DONTWAIT);
+		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+			return false;
+		if (n > 0 && memcmp(got, want, n < 5 ? (size_t)n : 5))
+			return false;
+		if (n == (ssize_t)sizeof(got))
+			return true;
+		/* A part of it: the rest follows at once. */
+		if (n > 0)
+			nanosleep(&tick, NULL);
+	}
+	return false;
+}
+
+/*
+ * The listener is inherited (a prefork worker's, or one that came over an
+ * exec), and the pending connections are its owner's: a pending one is
+ * claimed, and moves to TCP before its first byte.  One whose owner is
+ * gone may be a stale entry that this client's source happens to match:
+ * it moves only if its client's marker comes (a client whose server died
+ * before accept() moves at once).
  */
 static void take_inherited(const struct config *cfg,
 			   const struct roceshim_stats_endpoint *peer,
 			   uint16_t local_port, int fd,
+			   enum roceshim_downgrade cause,
 			   enum roceshim_downgrade *moved)
 {
-	if (share_pending_claim(peer, local_port, cfg->connect_timeout_ms) ==
-	    SHARE_PENDING_CLAIMED)
-		move_unclaimed(cfg, fd, ROCESHIM_DOWNGRADE_FORK, moved);
+	bool orphan;
+
+	if (share_pending_claim(peer, local_port, cfg->connect_timeout_ms,
+				&orphan) != SHARE_PENDING_CLAIMED)
+		return;
+	if (orphan && !marker_comes(fd, (int)cfg->connect_timeout_ms)) {
+		log_info("fd %d: the RDMA connection listed for this client is "
+			 "gone with its server; plain TCP",
+			 fd);
+		return;
+	}
+	move_unclaimed(cfg, fd, cause, moved);
 }
 
 void handshake_take_inherited(const struct config *cfg,
@@ -611,7 +659,8 @@ void handshake_take_inherited(const struct config *cfg,
 	if (exec_handover_claim(peer, local_port))
 		move_unclaimed(cfg, fd, ROCESHIM_DOWNGRADE_EXEC, moved);
 	else
-		take_inherited(cfg, peer, local_port, fd, moved);
+		take_inherited(cfg, peer, local_port, fd,
+			       ROCESHIM_DOWNGRADE_EXEC, moved);
 }
 
 /* The owner: a descendant claimed c, or asks to move it. */
@@ -673,7 +722,8 @@ struct conn *handshake_take_pending(const struct config *cfg,
 		return NULL;
 	}
 	if (!handshake_running()) {
-		take_inherited(cfg, peer, local_port, fd, moved);
+		take_inherited(cfg, peer, local_port, fd,
+			       ROCESHIM_DOWNGRADE_FORK, moved);
 		return NULL;
 	}
 

@@ -38,8 +38,12 @@
 #define NAME_MAX_LEN 64
 #define MEMFD_NAME   "roceshim-share"
 #define REGION_MAGIC 0x72736831u /* "rsh1": this layout */
-/* As long as a pending connection may wait: PENDING_GONE_MS. */
-#define SHARE_PENDING_MS 600000
+/*
+ * As long as a pending connection may wait: once established,
+ * PENDING_GONE_MS; before, PENDING_TIMEOUT_MS (handshake_server.c).
+ */
+#define SHARE_PENDING_MS   600000
+#define SHARE_HANDSHAKE_MS 30000
 
 struct share_slot {
 	uint32_t state;	  /* atomic: enum share_state; a futex word */
@@ -334,26 +338,36 @@ enum share_state share_state(const struct share_slot *slot)
 	return __atomic_load_n(&slot->state, __ATOMIC_ACQUIRE);
 }
 
-/* Sends the owner a wake-up; false if it cannot be reached (gone). */
-static bool poke_owner(const struct region *r)
+/*
+ * Sends r's owner a wake-up: 0, or -errno; -ECONNREFUSED (nothing is
+ * bound to its name) or -EINVAL (no name) says the owner is gone.
+ */
+static int poke_owner(const struct region *r)
 {
 	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	uint32_t len;
 	char one = 1;
-	bool ok;
-	int fd;
+	int fd, ret = 0;
 
-	if (!r || r->name_len < 2 || r->name_len > NAME_MAX_LEN || r->name[0])
-		return false;
-	memcpy(sun.sun_path, r->name, r->name_len);
+	len = r ? __atomic_load_n(&r->name_len, __ATOMIC_RELAXED) : 0;
+	if (len < 2 || len > NAME_MAX_LEN || r->name[0])
+		return -EINVAL;
+	memcpy(sun.sun_path, r->name, len);
 	fd = real.socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
-		return false;
-	ok = real.sendto(fd, &one, 1, MSG_DONTWAIT | MSG_NOSIGNAL,
-			 (struct sockaddr *)&sun,
-			 (socklen_t)(offsetof(struct sockaddr_un, sun_path) +
-				     r->name_len)) == 1;
+		return -errno;
+	if (real.sendto(fd, &one, 1, MSG_DONTWAIT | MSG_NOSIGNAL,
+			(struct sockaddr *)&sun,
+			(socklen_t)(offsetof(struct sockaddr_un, sun_path) +
+				    len)) != 1)
+		ret = -errno;
 	real.close(fd);
-	return ok;
+	return ret;
+}
+
+static bool owner_gone(int poked)
+{
+	return poked == -ECONNREFUSED || poked == -EINVAL;
 }
 
 /* Waits while *word is val, until deadline; false once it has passed. */
@@ -378,7 +392,8 @@ enum share_state share_request(struct share_slot *slot, int timeout_ms)
 	if (state >= SHARE_TCP)
 		return state;
 	__atomic_store_n(&slot->request, 1, __ATOMIC_RELEASE);
-	if (!poke_owner(sh.own.r)) {
+	/* A full queue still reaches it: it reads every slot's word. */
+	if (owner_gone(poke_owner(sh.own.r))) {
 		log_info("fork: the owner of an inherited RDMA connection is "
 			 "gone; the connection is reset here");
 		return SHARE_FAILED;
@@ -395,14 +410,17 @@ void share_pending_set(struct share_slot *slot,
 {
 	slot->source = *source;
 	slot->port = port;
-	slot->expires_ms = clock_ms() + SHARE_PENDING_MS;
+	__atomic_store_n(&slot->expires_ms, clock_ms() + SHARE_HANDSHAKE_MS,
+			 __ATOMIC_RELAXED);
 	__atomic_store_n(&slot->pending, SHARE_PENDING_WAIT, __ATOMIC_RELEASE);
 }
 
 void share_pending_settle(struct share_slot *slot, enum share_pending state)
 {
 	if (state == SHARE_PENDING_ESTABLISHED)
-		slot->expires_ms = clock_ms() + SHARE_PENDING_MS;
+		__atomic_store_n(&slot->expires_ms,
+				 clock_ms() + SHARE_PENDING_MS,
+				 __ATOMIC_RELAXED);
 	__atomic_store_n(&slot->pending, state, __ATOMIC_RELEASE);
 	futex(&slot->pending, FUTEX_WAKE, INT32_MAX, NULL);
 }
@@ -440,7 +458,8 @@ find_pending(struct region *r, const struct roceshim_stats_endpoint *src,
 		/* A claimed one is another accept()'s connection. */
 		if (state != SHARE_NOT_PENDING &&
 		    state != SHARE_PENDING_CLAIMED && s->port == port &&
-		    endpoint_equal(&s->source, src) && s->expires_ms > now)
+		    endpoint_equal(&s->source, src) &&
+		    __atomic_load_n(&s->expires_ms, __ATOMIC_RELAXED) > now)
 			return s;
 	}
 	return NULL;
@@ -448,7 +467,7 @@ find_pending(struct region *r, const struct roceshim_stats_endpoint *src,
 
 enum share_pending
 share_pending_claim(const struct roceshim_stats_endpoint *src, uint16_t port,
-		    int timeout_ms)
+		    int timeout_ms, bool *orphan)
 {
 	int64_t deadline = clock_ms() + timeout_ms;
 	struct region *r = sh.own.r;
@@ -460,6 +479,7 @@ share_pending_claim(const struct roceshim_stats_endpoint *src, uint16_t port,
 		r = sh.imported.r;
 		slot = find_pending(r, src, port);
 	}
+	*orphan = false;
 	if (!slot)
 		return SHARE_NOT_PENDING;
 	/* The client connects TCP once established: that may be in flight. */
@@ -474,7 +494,7 @@ share_pending_claim(const struct roceshim_stats_endpoint *src, uint16_t port,
 						     : SHARE_NOT_PENDING;
 	/* The owner drops its side; it need not answer. */
 	__atomic_store_n(&slot->request, 1, __ATOMIC_RELEASE);
-	poke_owner(r);
+	*orphan = owner_gone(poke_owner(r));
 	return SHARE_PENDING_CLAIMED;
 }
 
@@ -617,9 +637,12 @@ static bool map_region(int fd, struct region_ref *ref)
 	const int seals = F_SEAL_SHRINK | F_SEAL_GROW;
 	struct region *r;
 	struct stat st;
+	int have;
 
-	if (fstat(fd, &st) || (uint64_t)st.st_size != sizeof(*r) ||
-	    (real.fcntl(fd, F_GET_SEALS) & seals) != seals)
+	if (fstat(fd, &st) || (uint64_t)st.st_size != sizeof(*r))
+		return false;
+	have = real.fcntl(fd, F_GET_SEALS);
+	if (have < 0 || (have & seals) != seals)
 		return false;
 	r = mmap(NULL, sizeof(*r), PROT_READ | PROT_WRITE,
 		 MAP_SHARED | MAP_NORESERVE, fd, 0);

@@ -99,11 +99,14 @@ enum share_pending share_pending_state(const struct share_slot *slot);
  * accepted from src on port, if any: waits (at most timeout_ms) while its
  * handshake is in flight, and claims it if it was established (then
  * SHARE_PENDING_CLAIMED: the owner drops its side).  SHARE_NOT_PENDING or
- * SHARE_PENDING_FAILED: the client is on plain TCP.
+ * SHARE_PENDING_FAILED: the client is on plain TCP.  *orphan: the claimed
+ * slot's owner is gone, so the slot may be a stale one that a later
+ * client from the same source matches (the owner frees its slots as
+ * their clients go, a dead owner does not).
  */
 enum share_pending
 share_pending_claim(const struct roceshim_stats_endpoint *src, uint16_t port,
-		    int timeout_ms);
+		    int timeout_ms, bool *orphan);
 
 #define SHARE_ENV "ROCESHIM_SHARE_FD"
 

@@ -615,6 +615,12 @@ static bool may_have_rdma(void)
 	return shim_tracking() && rdma_stack_loaded();
 }
 
+/* Or a share region to hand on (share_import()). */
+static bool may_hand_over(void)
+{
+	return shim_tracking() && (rdma_stack_loaded() || share_imported());
+}
+
 /*
  * The listeners an exec keeps, and the connections their CM listeners
  * took that accept() has not: handed over to the new image.
@@ -799,7 +805,7 @@ char **track_exec(char *const envp[])
 						    ROCESHIM_DOWNGRADE_EXEC } };
 	char **env;
 
-	if (!may_have_rdma() && !share_imported())
+	if (!may_hand_over())
 		return (char **)envp;
 	/*
 	 * Only the process that serves the handshakes took any: a fork
@@ -848,7 +854,7 @@ bool track_vfork_safe(void)
 {
 	bool found = false;
 
-	if (may_have_rdma() || share_imported())
+	if (may_hand_over())
 		fd_table_for_each(note_rdma_state, &found);
 	return !found;
 }
@@ -869,7 +875,7 @@ char **track_spawn_env(char *const envp[])
 	char **env = (char **)envp;
 	int err = errno;
 
-	if (!may_have_rdma() && !share_imported())
+	if (!may_hand_over())
 		return env;
 	fd_table_for_each(note_foreign_listener, &w);
 	fd_table_for_each(leave, &w.how);
