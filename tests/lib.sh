@@ -56,9 +56,10 @@ peer_port() {
 # refused_echo NAME PORT [ECHO ARGS]: an echo through tests/fabric/peer.py
 # to PORT on the B address, from the A address, by a client whose RDMA
 # handshake must be refused at once.  Checks its exit, its bytes, its row
-# (tcp, peer_rejected) and its time: under 6 s, where a handshake left to
-# time out takes 10 s (and a connection that hangs, 60).  Its transcript
-# is in $tmp/NAME.
+# (tcp, peer_rejected) and its connect() call: under 5 s, where a
+# handshake left to time out takes 10 s (and a connection that hangs,
+# 60); the whole client, with Python's start, may take longer on a busy
+# host.  Its transcript is in $tmp/NAME.
 refused_echo() {
 	local name=$1 port=$2 start ms
 
@@ -77,7 +78,9 @@ refused_echo() {
 		"$(awk '$1 == "echo" {print $2}' "$tmp/$name")"
 	check_eq "${name}_on_tcp_refused" "conn tcp peer_rejected" \
 		"$(grep -m1 '^conn ' "$tmp/$name")"
-	check "${name}_refused_at_once" [ "$ms" -lt 6000 ]
+	check "${name}_refused_at_once" awk \
+		'$1 == "connect_ms" {found = 1; if ($2 >= 5000) exit 1}
+		 END {exit !found}' "$tmp/$name"
 }
 
 # delay_vethb DELAY: netem holds every packet that leaves vethB (the RoCE

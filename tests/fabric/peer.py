@@ -183,7 +183,9 @@ def connect(args):
 
 
 def echo_once(args):
+    start = time.monotonic()
     s = connect(args)
+    print("connect_ms %d" % ((time.monotonic() - start) * 1000), flush=True)
     if args.report:
         report(s)
     if args.announce:

@@ -31,8 +31,11 @@ run() {
 	grep -v '^ ' "$tmp/$1" | sed "s/^/    $1: /"
 	check_eq "${1}_burst_byte_exact" "burst ok" \
 		"$(grep -m1 '^burst ' "$tmp/$1")"
+	# The 90th percentile: a guest whose vCPU the host stalls makes
+	# one call slow now and then; a connect that waited for its handshake
+	# makes them all slow.
 	check "${1}_connect_calls_return_at_once" awk \
-		'$1 == "longest_connect_ms" {exit !($2 < 50)}' "$tmp/$1"
+		'$1 == "p90_connect_ms" {exit !($2 < 50)}' "$tmp/$1"
 }
 field() { awk -v k="$2" '$1 == k {print $3 == "of" ? $2 " " $4 : $2}' "$tmp/$1"; }
 
