@@ -213,30 +213,30 @@ static void import_closes_a_region_of_another_size(void **state)
 	import_closes_a_region_it_cannot_use(4096, true);
 }
 
-static void import_closes_a_region_of_another_layout(void **state)
+/* The size of a real region, as its export shows it. */
+static off_t region_size(void)
 {
 	char *var = share_export(false);
 	struct stat st;
 
-	(void)state;
 	assert_int_equal(fstat(exported_fd(var), &st), 0);
 	share_export_close();
 	free(var);
+	return st.st_size;
+}
+
+static void import_closes_a_region_of_another_layout(void **state)
+{
+	(void)state;
 	/* The right size, but not this layout's header. */
-	import_closes_a_region_it_cannot_use(st.st_size, true);
+	import_closes_a_region_it_cannot_use(region_size(), true);
 }
 
 /* Its size could change under the mappings of everyone who holds it. */
 static void import_closes_a_region_that_is_not_sealed(void **state)
 {
-	char *var = share_export(false);
-	struct stat st;
-
 	(void)state;
-	assert_int_equal(fstat(exported_fd(var), &st), 0);
-	share_export_close();
-	free(var);
-	import_closes_a_region_it_cannot_use(st.st_size, false);
+	import_closes_a_region_it_cannot_use(region_size(), false);
 }
 
 /* The new image of new_image_*: claims the connection from source. */
