@@ -84,9 +84,12 @@ _Static_assert(offsetof(struct region, slots) % 64 == 0,
  */
 struct region_ref {
 	struct region *r;
-	int fd; /* its memfd here, hidden; -1: none, or not a memfd */
-	/* A process that holds the memfd, for a descendant that lost fd. */
-	int holder_pid, holder_fd;
+	/*
+	 * Its memfd, hidden; -1: not a memfd.  A fork child that closed its
+	 * copy finds the same number in the process that made it, holder.
+	 */
+	int fd;
+	int holder_pid;
 	uint64_t dev, ino;
 };
 
@@ -247,12 +250,11 @@ static int region_create(struct region_ref *ref)
 			return -ENOMEM;
 	}
 	r->magic = REGION_MAGIC;
-	*ref = (struct region_ref){ .r = r, .fd = fd, .holder_fd = -1 };
+	*ref = (struct region_ref){ .r = r, .fd = fd };
 	if (fd >= 0) {
 		r->dev = ref->dev = (uint64_t)st.st_dev;
 		r->ino = ref->ino = (uint64_t)st.st_ino;
 		ref->holder_pid = getpid();
-		ref->holder_fd = fd;
 	}
 	return 0;
 }
@@ -520,10 +522,10 @@ static int reopen_region(const struct region_ref *ref)
 	struct stat st;
 	int fd;
 
-	if (ref->holder_pid <= 0 || ref->holder_fd < 0)
+	if (ref->holder_pid <= 0)
 		return -ENOENT;
 	snprintf(path, sizeof(path), "/proc/%d/fd/%d", ref->holder_pid,
-		 ref->holder_fd);
+		 ref->fd);
 	if (stat(path, &st))
 		return -errno;
 	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_dev != ref->dev ||
@@ -548,7 +550,7 @@ static int export_copy(const struct region_ref *ref)
 {
 	int fd = ref->fd, opened = -1, copy;
 
-	if (!ref->r || ref->holder_fd < 0)
+	if (!ref->r || ref->fd < 0)
 		return -EOPNOTSUPP;
 	if (!is_region_fd(ref, fd)) {
 		opened = reopen_region(ref);
@@ -663,6 +665,7 @@ void share_import(void)
 {
 	const char *value = getenv(SHARE_ENV);
 	struct region_ref ref;
+	bool valid;
 	char *end;
 	long fd;
 
@@ -675,12 +678,11 @@ void share_import(void)
 	}
 	errno = 0;
 	fd = strtol(value, &end, 10);
-	if (errno || end == value || *end || fd <= STDERR_FILENO ||
-	    fd > INT32_MAX || !names_region((int)fd)) {
-		unsetenv(SHARE_ENV);
-		return;
-	}
+	valid = !errno && end != value && !*end && fd > STDERR_FILENO &&
+		fd <= INT32_MAX;
 	unsetenv(SHARE_ENV);
+	if (!valid || !names_region((int)fd))
+		return;
 	real_init();
 	if (!map_region((int)fd, &ref)) {
 		log_warn("exec: the RDMA connections handed over are of "
@@ -693,7 +695,6 @@ void share_import(void)
 	ref.fd = fd_room_keep((int)fd);
 	real.fcntl(ref.fd, F_SETFD, FD_CLOEXEC);
 	ref.holder_pid = getpid();
-	ref.holder_fd = ref.fd;
 	sh.imported = ref;
 }
 

@@ -719,13 +719,17 @@ static void list_kept_listener(int fd, struct sock *sock, void *arg)
 static void note_foreign_listener(int fd, struct sock *sock, void *arg)
 {
 	struct handover_walk *w = arg;
+	bool imported = __atomic_load_n(&sock->imported, __ATOMIC_ACQUIRE);
 
+	/* Listeners first: kept() asks the kernel. */
+	if (!imported && !__atomic_load_n(&sock->listen_id, __ATOMIC_ACQUIRE) &&
+	    !__atomic_load_n(&sock->orphans, __ATOMIC_ACQUIRE))
+		return;
 	if (!kept(fd, sock, &w->how))
 		return;
-	if (__atomic_load_n(&sock->imported, __ATOMIC_ACQUIRE))
+	if (imported)
 		w->share_imported = true;
-	else if (__atomic_load_n(&sock->listen_id, __ATOMIC_ACQUIRE) ||
-		 __atomic_load_n(&sock->orphans, __ATOMIC_ACQUIRE))
+	else
 		w->share_region = w->how.spawn_dups || !handshake_running();
 }
 
