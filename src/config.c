@@ -91,19 +91,20 @@ static void load_uint(const struct parser *p, const char *name,
 		      name, s, min, max, *value);
 }
 
-/* The ring is a power of two between 4 KiB and 512 MiB (ring.h). */
-static void load_ring_kb(const struct parser *p, unsigned int *value)
+/* A ring is a power of two between 4 KiB and 512 MiB (ring.h). */
+static void load_ring_kb(const struct parser *p, const char *name,
+			 unsigned int *value)
 {
-	const char *s = p->lookup("ROCESHIM_RING_KB");
+	const char *s = p->lookup(name);
 	unsigned int kb;
 
 	if (!s)
 		return;
 	if (parse_uint(s, 4, 524288, &kb) || (kb & (kb - 1))) {
 		warnf(p,
-		      "ROCESHIM_RING_KB='%s' is not a power of two in [4, "
-		      "524288]; using %u",
-		      s, *value);
+		      "%s='%s' is not a power of two in [4, 524288]; "
+		      "using %u",
+		      name, s, *value);
 		return;
 	}
 	*value = kb;
@@ -222,6 +223,7 @@ void config_defaults(struct config *cfg)
 	cfg->stats = true;
 	cfg->stats_rows = CONFIG_STATS_ROWS_DEFAULT;
 	cfg->ring_kb = CONFIG_RING_KB_DEFAULT;
+	cfg->ring_start_kb = CONFIG_RING_START_KB_DEFAULT;
 	cfg->connect_timeout_ms = CONFIG_CONNECT_TIMEOUT_MS_DEFAULT;
 	cfg->spin_us = CONFIG_SPIN_US_DEFAULT;
 	cfg->zerocopy_kb = CONFIG_ZEROCOPY_KB_DEFAULT;
@@ -249,7 +251,8 @@ void config_load(struct config *cfg, config_lookup_fn lookup,
 	load_bool(&p, "ROCESHIM_RDMA", &cfg->rdma);
 	load_uint(&p, "ROCESHIM_STATS_ROWS", CONFIG_STATS_ROWS_MIN,
 		  CONFIG_STATS_ROWS_MAX, &cfg->stats_rows);
-	load_ring_kb(&p, &cfg->ring_kb);
+	load_ring_kb(&p, "ROCESHIM_RING_KB", &cfg->ring_kb);
+	load_ring_kb(&p, "ROCESHIM_RING_START_KB", &cfg->ring_start_kb);
 	load_uint(&p, "ROCESHIM_CONNECT_TIMEOUT_MS", 10, 600000,
 		  &cfg->connect_timeout_ms);
 	load_uint(&p, "ROCESHIM_NEGATIVE_CACHE_S", 0, 86400,

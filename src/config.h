@@ -20,6 +20,7 @@
 #define CONFIG_STATS_ROWS_MAX		  65536
 #define CONFIG_STATS_ROWS_DEFAULT	  1024
 #define CONFIG_RING_KB_DEFAULT		  256
+#define CONFIG_RING_START_KB_DEFAULT	  16
 #define CONFIG_CONNECT_TIMEOUT_MS_DEFAULT 2000
 #define CONFIG_NEGATIVE_CACHE_S_DEFAULT	  60
 #define CONFIG_SPIN_US_DEFAULT		  200
@@ -38,6 +39,7 @@ struct config {
 	bool rdma; /* ROCESHIM_RDMA: upgrade eligible connections */
 	unsigned int stats_rows;	 /* ROCESHIM_STATS_ROWS */
 	unsigned int ring_kb;		 /* ROCESHIM_RING_KB, a power of two */
+	unsigned int ring_start_kb;	 /* ROCESHIM_RING_START_KB, the same */
 	unsigned int connect_timeout_ms; /* ROCESHIM_CONNECT_TIMEOUT_MS */
 	unsigned int negative_cache_s;	 /* ROCESHIM_NEGATIVE_CACHE_S */
 	unsigned int spin_us;		 /* ROCESHIM_SPIN_US */

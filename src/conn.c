@@ -184,6 +184,33 @@ static void health_watch(void)
 static void reset_if_unread(struct conn *c, int fd);
 static void on_kernel_event(struct progress_watcher *w, uint32_t events);
 
+/*
+ * The transport's rings changed (under its lock): the row shows them,
+ * and the process's gauge moves by what it has not been told yet (the
+ * segment may appear only after the first connection's rings).
+ */
+static void rings_changed(void *ctx, enum transport_ring_event ev,
+			  const struct transport_rings *now)
+{
+	static const enum stats_ring_event events[] = {
+		[TRANSPORT_RINGS_CHANGED] = STATS_RING_CHANGED,
+		[TRANSPORT_RING_GREW] = STATS_RING_GREW,
+		[TRANSPORT_RING_SHRANK] = STATS_RING_SHRANK,
+		[TRANSPORT_RING_REFUSED] = STATS_RING_REFUSED,
+	};
+	const struct stats_ring_sizes sizes = {
+		.rx_bytes = now->rx_bytes,
+		.tx_bytes = now->tx_bytes,
+		.pinned_bytes = now->pinned_bytes,
+	};
+	struct conn *c = ctx;
+	int64_t delta = (int64_t)(now->pinned_bytes - c->pinned_told);
+
+	if (stats_rings(__atomic_load_n(&c->row, __ATOMIC_ACQUIRE), events[ev],
+			delta, &sizes))
+		c->pinned_told = now->pinned_bytes;
+}
+
 int conn_create(struct rdma_cm_id *id, struct transport *t,
 		const struct conn_options *opt, struct conn **out)
 {
@@ -215,6 +242,7 @@ int conn_create(struct rdma_cm_id *id, struct transport *t,
 	c->row = -1;
 	c->kfd = -1;
 	c->kwatch.fn = on_kernel_event;
+	transport_on_rings(t, rings_changed, c);
 	live_add(c);
 	*out = c;
 	return 0;
@@ -275,7 +303,16 @@ void conn_attach(struct conn *c, int fd, int row, int sndbuf)
 	/* The peer's close, reset or move shows there first. */
 	conn_watch_kernel_locked(c, EPOLLIN | EPOLLRDHUP);
 	pthread_mutex_unlock(&c->lock);
+	transport_report_rings(c->t);
 	conn_limit_send(c, sndbuf);
+}
+
+void conn_detach_row(struct conn *c)
+{
+	__atomic_store_n(&c->row, -1, __ATOMIC_RELEASE);
+	/* A report that read the old row is over once this returns. */
+	if (conn_alive(c))
+		transport_report_rings(c->t);
 }
 
 /*

@@ -41,6 +41,7 @@ struct conn {
 	unsigned int fork_epoch;    /* conn_fork_epoch when created */
 	struct share_slot *slot;    /* its state for fork children */
 	int row;		    /* atomic: its stats row, -1 for none */
+	uint64_t pinned_told;	    /* under t's lock: in the process's gauge */
 	int timeout_ms;		    /* the longest a move may take */
 
 	int path;	  /* atomic: enum conn_path */

@@ -41,9 +41,14 @@ static struct {
 
 struct transport_config handshake_transport_config(const struct config *cfg)
 {
+	unsigned int start_kb = cfg->ring_start_kb < cfg->ring_kb
+					? cfg->ring_start_kb
+					: cfg->ring_kb;
 	struct transport_config tc = {
-		.ring_bytes = cfg->ring_kb << 10,
-		.queue_depth = HANDSHAKE_QUEUE_DEPTH,
+		.ring_bytes = start_kb << 10,
+		.ring_max = cfg->ring_kb << 10,
+		.send_depth = HANDSHAKE_SEND_DEPTH,
+		.recv_depth = HANDSHAKE_RECV_DEPTH,
 		.max_inline = HANDSHAKE_MAX_INLINE,
 	};
 
@@ -205,6 +210,7 @@ struct rdma_event_channel *handshake_channel(const struct config *cfg)
 	progress_on_tick(conn_reap_tick);
 	progress_on_tick(handshake_pending_tick);
 	progress_on_tick(handshake_dial_tick);
+	progress_on_tick(transport_idle_tick);
 	hs.watch.w.fn = serve_channel;
 	hs.watch.cfg = cfg;
 	hs.watch.ch = handshake_open_channel(false);

@@ -12,8 +12,18 @@
 #include "handshake.h"
 #include "transport.h"
 
-#define HANDSHAKE_QUEUE_DEPTH 128
-#define HANDSHAKE_MAX_INLINE  64
+/*
+ * Work requests per queue.  Writes in flight are few (corking, credit),
+ * and each send queue entry costs the most memory, so the send queue is
+ * short.  Every write from the peer takes a receive until this end reaps
+ * its completion: a short receive queue makes a reader that falls behind
+ * a stream of small writes cost the writer receiver-not-ready retries.
+ * Together they fill a completion queue of 127, which providers round up
+ * to 128 entries, not 256.
+ */
+#define HANDSHAKE_SEND_DEPTH 15
+#define HANDSHAKE_RECV_DEPTH 112
+#define HANDSHAKE_MAX_INLINE 64
 /*
  * Transport retries before a queue pair fails, and the connection moves
  * to TCP.  Not 7: Soft-RoCE takes 7 to mean "retry for ever" (as the

@@ -239,6 +239,15 @@ bool handshake_on_connect_request(const struct config *cfg,
 			 "another host");
 		goto reject;
 	}
+	/* The rings start at the client's size; each end caps their growth. */
+	if (hello.ring.size > tc.ring_max) {
+		log_info(
+			"cm: connect request refused: the client's ring starts "
+			"at %u KiB, above this end's ROCESHIM_RING_KB (%u)",
+			hello.ring.size >> 10, tc.ring_max >> 10);
+		goto reject;
+	}
+	tc.ring_bytes = hello.ring.size;
 	err = transport_create(id, &tc, &t);
 	if (err) {
 		handshake_log_no_transport("connect request refused", err);
@@ -246,12 +255,8 @@ bool handshake_on_connect_request(const struct config *cfg,
 		goto reject;
 	}
 	err = transport_connect(t, &hello.ring);
-	if (err) {
-		log_info("cm: connect request refused: the client's ring is "
-			 "%u KiB, this end's %u KiB (ROCESHIM_RING_KB)",
-			 hello.ring.size >> 10, tc.ring_bytes >> 10);
+	if (err)
 		goto reject;
-	}
 	p = calloc(1, sizeof(*p));
 	opt = handshake_conn_options(cfg);
 	err = p ? conn_create(id, t, &opt, &c) : -ENOMEM;

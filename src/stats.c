@@ -291,6 +291,7 @@ int stats_row_open(int fd, enum roceshim_role role,
 	row->local = *local;
 	row->peer = *peer;
 	memset(&row->counters, 0, sizeof(row->counters));
+	memset(&row->rings, 0, sizeof(row->rings));
 	__atomic_store_n(&row->state, state, __ATOMIC_RELAXED);
 	row_end_update(row);
 out:
@@ -481,6 +482,36 @@ void stats_mem_registered(int64_t delta)
 	if (seg)
 		counter_add(&seg->global.memory.registered_bytes,
 			    (uint64_t)delta);
+}
+
+bool stats_rings(int index, enum stats_ring_event ev, int64_t pinned_delta,
+		 const struct stats_ring_sizes *now)
+{
+	struct roceshim_stats_header *seg = stats_segment();
+	struct roceshim_stats_rings *g;
+	struct roceshim_stats_row_rings *r;
+
+	if (!seg)
+		return false;
+	g = &seg->global.rings;
+	counter_add(&g->pinned_bytes, (uint64_t)pinned_delta);
+	if (ev == STATS_RING_GREW)
+		counter_add(&g->grows, 1);
+	else if (ev == STATS_RING_SHRANK)
+		counter_add(&g->shrinks, 1);
+	else if (ev == STATS_RING_REFUSED)
+		counter_add(&g->refused, 1);
+	if (index < 0)
+		return true;
+	r = &row_at(seg, index)->rings;
+	__atomic_store_n(&r->pinned_bytes, now->pinned_bytes, __ATOMIC_RELAXED);
+	__atomic_store_n(&r->rx_ring_bytes, now->rx_bytes, __ATOMIC_RELAXED);
+	__atomic_store_n(&r->tx_ring_bytes, now->tx_bytes, __ATOMIC_RELAXED);
+	if (ev == STATS_RING_GREW)
+		counter_add(&r->grows, 1);
+	else if (ev == STATS_RING_SHRANK)
+		counter_add(&r->shrinks, 1);
+	return true;
 }
 
 void stats_malformed_input(void)

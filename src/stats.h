@@ -73,6 +73,25 @@ void stats_mem_event(enum stats_mem_event ev, uint64_t n);
 /* Registered bytes of pinned memory grew (or shrank, delta < 0). */
 void stats_mem_registered(int64_t delta);
 
+/*
+ * An RDMA connection's rings changed (transport.h): the process's pinned
+ * bytes change by pinned_delta, the row (may be -1) shows the sizes now,
+ * and a resize is counted.  false: no segment took it (none yet).
+ */
+enum stats_ring_event {
+	STATS_RING_CHANGED,
+	STATS_RING_GREW,
+	STATS_RING_SHRANK,
+	STATS_RING_REFUSED
+};
+struct stats_ring_sizes {
+	uint32_t rx_bytes;
+	uint32_t tx_bytes;
+	uint64_t pinned_bytes;
+};
+bool stats_rings(int row, enum stats_ring_event ev, int64_t pinned_delta,
+		 const struct stats_ring_sizes *now);
+
 /* The segment, or NULL; for tests and the fork handlers. */
 struct roceshim_stats_header *stats_segment(void);
 

@@ -10,80 +10,17 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "fd_room.h"
 #include "log.h"
 #include "rdma_stack.h"
 #include "real.h"
 #include "ring.h"
 #include "stream.h"
-#include "transport.h"
+#include "transport_impl.h"
 #include "wire.h"
 
 #define POLL_BATCH 16
-/*
- * The largest RDMA WRITE: a large send goes out in pieces, so that the
- * peer copies one piece out while the next is still on the wire.
- */
-#define WRITE_MAX (64u << 10)
-/*
- * Zero-copy writes not yet retired, each a run of stream positions and
- * the program's bytes that hold them.  When they are full, a send stages
- * its bytes instead.
- */
-#define DIRECT_RUNS 16
-
-struct direct_run {
-	uint64_t pos;
-	uint32_t len;
-	const uint8_t *src;
-};
-
-struct transport {
-	pthread_mutex_t lock;
-	struct rdma_cm_id *id;
-	struct ibv_pd *pd;
-	struct ibv_comp_channel *channel;
-	struct ibv_cq *cq;
-	struct ibv_mr *rx_mr;
-	struct ibv_mr *tx_mr;
-	uint8_t *rx_ring;
-	uint8_t *tx_ring; /* staging: mirrors the peer's ring offsets */
-	uint32_t ring_size;
-	uint32_t depth;
-	uint32_t max_inline;
-	uint32_t write_max; /* WRITE_MAX, or a quarter of a smaller ring */
-	struct transport_ring_info peer;
-	bool connected;
-
-	struct stream s;
-	uint32_t sq_outstanding;
-	uint64_t send_completions;
-	uint64_t direct_end; /* where the last zero-copy write ends */
-	bool tx_shut;
-	bool rx_shut;	  /* the program shut down reading: empty reads end */
-	bool fin_pending; /* shut, and the FIN waits for staged bytes */
-	bool peer_gone;
-	bool armed;	 /* an event will come: no arm since the last taken */
-	bool notify_all; /* armed for every completion, not only the peer's */
-	bool frozen; /* the connection moves to TCP: see transport_freeze() */
-	bool peer_closed; /* the peer's kernel socket is closed */
-	bool hostile;	  /* the peer broke the protocol: never move it */
-	unsigned int direct_count;
-	struct direct_run direct[DIRECT_RUNS];
-
-	int error; /* sticky negative errno */
-	struct transport_counters counters;
-};
-
-static void *ring_alloc(size_t size)
-{
-	void *p;
-
-	if (posix_memalign(&p, 4096, size))
-		return NULL;
-	memset(p, 0, size);
-	return p;
-}
 
 static int post_recv(struct transport *t)
 {
@@ -99,8 +36,8 @@ static int create_queues(struct transport *t)
 		.qp_type = IBV_QPT_RC,
 		.sq_sig_all = 1,
 		.cap = {
-			.max_send_wr = t->depth,
-			.max_recv_wr = t->depth,
+			.max_send_wr = t->send_depth,
+			.max_recv_wr = t->recv_depth,
 			.max_send_sge = 1,
 			.max_recv_sge = 1,
 			.max_inline_data = t->max_inline,
@@ -122,7 +59,8 @@ static int create_queues(struct transport *t)
 	if (real.fcntl(t->channel->fd, F_SETFL,
 		       real.fcntl(t->channel->fd, F_GETFL) | O_NONBLOCK))
 		return -errno;
-	t->cq = ibv.create_cq(t->id->verbs, 2 * t->depth + 1, t, t->channel, 0);
+	t->cq = ibv.create_cq(t->id->verbs, t->send_depth + t->recv_depth, t,
+			      t->channel, 0);
 	if (!t->cq)
 		return -errno;
 	attr.send_cq = t->cq;
@@ -131,28 +69,11 @@ static int create_queues(struct transport *t)
 		return -errno;
 	/* The provider may grant less inline room than asked for. */
 	t->max_inline = attr.cap.max_inline_data;
-	for (i = 0; i < t->depth; i++) {
+	for (i = 0; i < t->recv_depth; i++) {
 		ret = post_recv(t);
 		if (ret)
 			return ret;
 	}
-	return 0;
-}
-
-static int register_rings(struct transport *t)
-{
-	t->rx_ring = ring_alloc(t->ring_size);
-	t->tx_ring = ring_alloc(t->ring_size);
-	if (!t->rx_ring || !t->tx_ring)
-		return -ENOMEM;
-	t->rx_mr = ibv.reg_mr(t->pd, t->rx_ring, t->ring_size,
-			      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-	if (!t->rx_mr)
-		return -errno;
-	t->tx_mr = ibv.reg_mr(t->pd, t->tx_ring, t->ring_size,
-			      IBV_ACCESS_LOCAL_WRITE);
-	if (!t->tx_mr)
-		return -errno;
 	return 0;
 }
 
@@ -162,26 +83,33 @@ int transport_create(struct rdma_cm_id *id, const struct transport_config *cfg,
 	struct transport *t;
 	int ret;
 
-	if (!ring_size_valid(cfg->ring_bytes) || !cfg->queue_depth)
+	if (!ring_size_valid(cfg->ring_bytes) ||
+	    !ring_size_valid(cfg->ring_max) ||
+	    cfg->ring_max < cfg->ring_bytes || !cfg->send_depth ||
+	    !cfg->recv_depth)
 		return -EINVAL;
 	t = calloc(1, sizeof(*t));
 	if (!t)
 		return -ENOMEM;
 	pthread_mutex_init(&t->lock, NULL);
 	t->id = id;
-	t->ring_size = cfg->ring_bytes;
-	t->write_max = cfg->ring_bytes / 4;
-	if (t->write_max > WRITE_MAX)
-		t->write_max = WRITE_MAX;
+	t->ring_start = cfg->ring_bytes;
+	t->ring_max = cfg->ring_max;
 	stream_init(&t->s, cfg->ring_bytes);
-	t->depth = cfg->queue_depth;
+	transport_set_write_max(t);
+	t->busy_mark_ms = clock_ms();
+	t->send_depth = cfg->send_depth;
+	t->recv_depth = cfg->recv_depth;
 	t->max_inline = cfg->max_inline;
 	t->pd = ibv.alloc_pd(id->verbs);
 	if (!t->pd) {
 		ret = -errno;
 		goto fail;
 	}
-	ret = register_rings(t);
+	ret = ring_mem_alloc(t, &t->rx, cfg->ring_bytes, RING_RX_ACCESS);
+	if (ret)
+		goto fail;
+	ret = ring_mem_alloc(t, &t->tx, cfg->ring_bytes, RING_TX_ACCESS);
 	if (ret)
 		goto fail;
 	ret = create_queues(t);
@@ -197,15 +125,15 @@ fail:
 void transport_local_ring(const struct transport *t,
 			  struct transport_ring_info *info)
 {
-	info->addr = (uintptr_t)t->rx_ring;
-	info->rkey = t->rx_mr->rkey;
-	info->size = t->ring_size;
+	info->addr = (uintptr_t)t->rx.buf;
+	info->rkey = t->rx.mr->rkey;
+	info->size = t->rx.size;
 }
 
 int transport_connect(struct transport *t,
 		      const struct transport_ring_info *peer)
 {
-	if (!ring_size_valid(peer->size) || peer->size != t->ring_size)
+	if (peer->size != t->tx.size)
 		return -EINVAL;
 	pthread_mutex_lock(&t->lock);
 	t->peer = *peer;
@@ -219,7 +147,7 @@ int transport_connect(struct transport *t,
  * (transport_peer_gone()), the queue pair failed, and the connection may
  * go on over TCP (transport_qp_failed()).
  */
-static void fail_locked(struct transport *t, int err)
+void transport_fail_locked(struct transport *t, int err)
 {
 	if (!t->error)
 		t->error = err;
@@ -233,7 +161,7 @@ static void fail_locked(struct transport *t, int err)
 static int post_write_sge(struct transport *t, uint64_t pos, uint32_t len,
 			  uint32_t imm, struct ibv_sge *sge)
 {
-	uint32_t off = ring_offset(pos, t->ring_size);
+	uint32_t off = ring_offset(pos, t->tx.size);
 	struct ibv_send_wr wr = {
 		.wr_id = pos + len,
 		.sg_list = len ? sge : NULL,
@@ -264,13 +192,17 @@ static int post_write(struct transport *t, uint64_t pos, uint32_t len,
 		      uint32_t imm)
 {
 	struct ibv_sge sge = {
-		.addr = (uintptr_t)(t->tx_ring +
-				    ring_offset(pos, t->ring_size)),
+		.addr = (uintptr_t)(t->tx.buf + ring_offset(pos, t->tx.size)),
 		.length = len,
-		.lkey = t->tx_mr->lkey,
+		.lkey = t->tx.mr->lkey,
 	};
 
 	return post_write_sge(t, pos, len, imm, &sge);
+}
+
+int transport_post_imm_locked(struct transport *t, uint32_t imm)
+{
+	return post_write(t, t->s.tx_tail, 0, imm);
 }
 
 /*
@@ -293,7 +225,7 @@ static bool awaits_own_completions(const struct transport *t)
 static void arm_locked(struct transport *t, bool all)
 {
 	if (ibv_req_notify_cq(t->cq, !all))
-		fail_locked(t, -ECONNRESET);
+		transport_fail_locked(t, -ECONNRESET);
 	t->armed = true;
 	t->notify_all = all;
 }
@@ -318,20 +250,22 @@ static void flush_locked(struct transport *t)
 	if (!t->connected || t->error || t->frozen ||
 	    (!stream_unsent(&t->s) && !t->fin_pending))
 		return;
-	while (t->sq_outstanding + 2 <= t->depth &&
+	while (t->sq_outstanding + 2 <= t->send_depth &&
 	       (n = stream_next_write(&t->s, t->sq_outstanding,
 				      t->write_max))) {
 		if (post_write(t, t->s.tx_tail, n, n)) {
-			fail_locked(t, -ECONNRESET);
+			transport_fail_locked(t, -ECONNRESET);
 			return;
 		}
 		stream_sent(&t->s, n);
 		t->counters.tx_msgs++;
 	}
+	if (rings_busy_traffic(t))
+		rings_traffic_locked(t);
 	if (t->fin_pending && !stream_unsent(&t->s) &&
-	    t->sq_outstanding < t->depth) {
+	    t->sq_outstanding < t->send_depth) {
 		if (post_write(t, t->s.tx_tail, 0, IMM_FIN))
-			fail_locked(t, -ECONNRESET);
+			transport_fail_locked(t, -ECONNRESET);
 		t->fin_pending = false;
 	}
 }
@@ -341,10 +275,10 @@ static void send_credit_locked(struct transport *t)
 	uint32_t imm = stream_credit_due(&t->s);
 
 	if (!imm || !t->connected || t->error || t->frozen ||
-	    t->sq_outstanding >= t->depth)
+	    t->sq_outstanding >= t->send_depth)
 		return;
 	if (post_write(t, t->s.tx_tail, 0, imm)) {
-		fail_locked(t, -ECONNRESET);
+		transport_fail_locked(t, -ECONNRESET);
 		return;
 	}
 	stream_credit_sent(&t->s);
@@ -361,19 +295,21 @@ static void handle_completion_locked(struct transport *t,
 			log_info(
 				"rdma: queue pair failed: %s (vendor error %u)",
 				ibv.wc_status_str(wc->status), wc->vendor_err);
-		fail_locked(t, -ECONNRESET);
+		transport_fail_locked(t, -ECONNRESET);
 		return;
 	}
 	if (wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
 		if (post_recv(t) || !(wc->wc_flags & IBV_WC_WITH_IMM)) {
-			fail_locked(t, -ECONNRESET);
+			transport_fail_locked(t, -ECONNRESET);
 			return;
 		}
 		imm = ntohl(wc->imm_data);
 		if (stream_apply_imm(&t->s, imm)) {
 			t->counters.protocol_errors++;
 			t->hostile = true;
-			fail_locked(t, -ECONNRESET);
+			transport_fail_locked(t, -ECONNRESET);
+		} else if (imm_is_control(imm)) {
+			rings_on_control_locked(t, imm_op(imm));
 		} else if (!(imm & (IMM_CREDIT | IMM_FIN))) {
 			t->counters.rx_msgs++;
 		}
@@ -397,7 +333,7 @@ static int progress_locked(struct transport *t)
 	do {
 		n = ibv_poll_cq(t->cq, POLL_BATCH, wc);
 		if (n < 0) {
-			fail_locked(t, -ECONNRESET);
+			transport_fail_locked(t, -ECONNRESET);
 			break;
 		}
 		for (i = 0; i < n; i++)
@@ -407,9 +343,16 @@ static int progress_locked(struct transport *t)
 	if (!total)
 		return 0;
 	send_credit_locked(t);
+	if (rings_pending(t))
+		rings_progress_locked(t);
 	flush_locked(t);
 	arm_for_own_completions_locked(t);
 	return total;
+}
+
+int transport_progress_locked(struct transport *t)
+{
+	return progress_locked(t);
 }
 
 int transport_progress(struct transport *t)
@@ -427,11 +370,11 @@ int transport_progress(struct transport *t)
 static void stage(struct transport *t, const uint8_t *buf, uint32_t len)
 {
 	uint64_t pos = t->s.tx_staged;
-	uint32_t first = ring_contiguous(pos, len, t->ring_size);
+	uint32_t first = ring_contiguous(pos, len, t->tx.size);
 
-	memcpy(t->tx_ring + ring_offset(pos, t->ring_size), buf, first);
+	memcpy(t->tx.buf + ring_offset(pos, t->tx.size), buf, first);
 	if (first < len)
-		memcpy(t->tx_ring, buf + first, len - first);
+		memcpy(t->tx.buf, buf + first, len - first);
 	stream_staged(&t->s, len);
 }
 
@@ -452,6 +395,7 @@ static int send_refused_locked(const struct transport *t)
 static int credit_stall_locked(struct transport *t)
 {
 	t->counters.credit_stalls++;
+	rings_stalled_locked(t);
 	arm_for_own_completions_locked(t);
 	return -EAGAIN;
 }
@@ -515,8 +459,8 @@ static void keep_unreleased_locked(struct transport *t, uint64_t pos,
 	uint32_t n;
 
 	for (; from < end; from += n) {
-		n = ring_contiguous(from, end - from, t->ring_size);
-		memcpy(t->tx_ring + ring_offset(from, t->ring_size),
+		n = ring_contiguous(from, end - from, t->tx.size);
+		memcpy(t->tx.buf + ring_offset(from, t->tx.size),
 		       src + (from - pos), n);
 	}
 }
@@ -563,6 +507,8 @@ void transport_direct_retire(struct transport *t, const void *buf, size_t len)
 {
 	pthread_mutex_lock(&t->lock);
 	direct_retire_locked(t, buf, len);
+	if (rings_pending(t))
+		rings_progress_locked(t);
 	pthread_mutex_unlock(&t->lock);
 }
 
@@ -576,8 +522,8 @@ static uint32_t post_direct_locked(struct transport *t, struct ibv_mr *mr,
 	struct ibv_sge sge = { .lkey = mr->lkey };
 	uint32_t posted = 0, n;
 
-	while (posted < len && t->sq_outstanding + 2 <= t->depth) {
-		n = ring_contiguous(t->s.tx_tail, len - posted, t->ring_size);
+	while (posted < len && t->sq_outstanding + 2 <= t->send_depth) {
+		n = ring_contiguous(t->s.tx_tail, len - posted, t->tx.size);
 		if (n > t->write_max)
 			n = t->write_max;
 		if (!direct_record_locked(t, t->s.tx_tail, n, buf + posted))
@@ -585,7 +531,7 @@ static uint32_t post_direct_locked(struct transport *t, struct ibv_mr *mr,
 		sge.addr = (uintptr_t)(buf + posted);
 		sge.length = n;
 		if (post_write_sge(t, t->s.tx_tail, n, n, &sge)) {
-			fail_locked(t, -ECONNRESET);
+			transport_fail_locked(t, -ECONNRESET);
 			break;
 		}
 		stream_staged(&t->s, n);
@@ -593,6 +539,8 @@ static uint32_t post_direct_locked(struct transport *t, struct ibv_mr *mr,
 		t->counters.tx_msgs++;
 		posted += n;
 	}
+	if (rings_busy_traffic(t))
+		rings_traffic_locked(t);
 	return posted;
 }
 
@@ -662,10 +610,33 @@ ssize_t transport_send(struct transport *t, const struct iovec *iov, int iovcnt,
 	return ret;
 }
 
+/*
+ * Copies the n bytes from stream position pos on out of this end's
+ * rings: those before the start of the current ring from the one before.
+ */
+static void copy_out_locked(struct transport *t, uint64_t pos, uint8_t *buf,
+			    uint64_t n)
+{
+	const struct ring_mem *rm;
+	uint64_t want;
+	uint32_t k;
+
+	while (n) {
+		rm = stream_rx_in_prev(&t->s, pos) ? &t->rx_prev : &t->rx;
+		want = rm == &t->rx_prev && t->s.rx_start - pos < n
+			       ? t->s.rx_start - pos
+			       : n;
+		k = ring_contiguous(pos, want, rm->size);
+		memcpy(buf, rm->buf + ring_offset(pos, rm->size), k);
+		buf += k;
+		pos += k;
+		n -= k;
+	}
+}
+
 ssize_t transport_recv(struct transport *t, void *buf, size_t len, bool peek)
 {
-	uint64_t avail, head;
-	uint32_t first, n;
+	uint64_t avail, n;
 	ssize_t ret;
 
 	pthread_mutex_lock(&t->lock);
@@ -682,18 +653,16 @@ ssize_t transport_recv(struct transport *t, void *buf, size_t len, bool peek)
 			ret = t->error ? t->error : -EAGAIN;
 		goto out;
 	}
-	head = t->s.rx_head;
 	n = len < avail ? len : avail;
-	first = ring_contiguous(head, n, t->ring_size);
-	memcpy(buf, t->rx_ring + ring_offset(head, t->ring_size), first);
-	if (first < n)
-		memcpy((uint8_t *)buf + first, t->rx_ring, n - first);
+	copy_out_locked(t, t->s.rx_head, buf, n);
 	if (!peek) {
-		stream_consumed(&t->s, n);
+		stream_consumed(&t->s, (uint32_t)n);
 		t->counters.rx_bytes += n;
 		send_credit_locked(t);
+		if (rings_pending(t))
+			rings_progress_locked(t);
 	}
-	ret = n;
+	ret = (ssize_t)n;
 out:
 	pthread_mutex_unlock(&t->lock);
 	return ret;
@@ -768,10 +737,10 @@ int transport_staged_iov(struct transport *t, uint64_t from, uint64_t to,
 	if (!t->frozen || from > to || from < t->s.tx_released ||
 	    to > t->s.tx_staged)
 		goto out;
-	iov[0].iov_base = t->tx_ring + ring_offset(from, t->ring_size);
-	first = ring_contiguous(from, to - from, t->ring_size);
+	iov[0].iov_base = t->tx.buf + ring_offset(from, t->tx.size);
+	first = ring_contiguous(from, to - from, t->tx.size);
 	iov[0].iov_len = first;
-	iov[1].iov_base = t->tx_ring;
+	iov[1].iov_base = t->tx.buf;
 	iov[1].iov_len = to - from - first;
 	ret = iov[1].iov_len ? 2 : 1;
 out:
@@ -832,7 +801,7 @@ void transport_peer_gone(struct transport *t)
 	progress_locked(t);
 	t->peer_gone = true;
 	if (!t->s.rx_eof)
-		fail_locked(t, -ECONNRESET);
+		transport_fail_locked(t, -ECONNRESET);
 	pthread_mutex_unlock(&t->lock);
 }
 
@@ -999,20 +968,16 @@ void transport_destroy(struct transport *t)
 {
 	if (!t)
 		return;
+	rings_forget(t);
 	if (t->id->qp)
 		rdmacm.destroy_qp(t->id);
 	if (t->cq)
 		ibv.destroy_cq(t->cq);
 	if (t->channel)
 		ibv.destroy_comp_channel(t->channel);
-	if (t->rx_mr)
-		ibv.dereg_mr(t->rx_mr);
-	if (t->tx_mr)
-		ibv.dereg_mr(t->tx_mr);
+	rings_destroy(t);
 	if (t->pd)
 		ibv.dealloc_pd(t->pd);
-	free(t->rx_ring);
-	free(t->tx_ring);
 	pthread_mutex_destroy(&t->lock);
 	free(t);
 }

@@ -14,6 +14,11 @@
  * consumed.  A zero-length write with the FIN flag ends the stream (the
  * peer reads EOF after the data before it).
  *
+ * Rings start small (ring_bytes) and change size with the traffic
+ * (stream.h): a sender short of credit asks for four times its ring, up
+ * to ring_max at either end, and a receiver whose ring has been idle and
+ * empty for TRANSPORT_RING_IDLE_MS offers the starting size again.
+ *
  * Contract: every function is thread safe (one lock per transport) and
  * never blocks, except transport_wait().  Errors are negative errno values:
  * -EAGAIN (no data, no credit), -EPIPE (sending after shutdown),
@@ -38,9 +43,11 @@ struct transport_ring_info {
 };
 
 struct transport_config {
-	uint32_t ring_bytes;  /* a power of two, RING_SIZE_MIN..RING_SIZE_MAX */
-	uint32_t queue_depth; /* work requests per queue */
-	uint32_t max_inline;  /* largest message sent inline */
+	uint32_t ring_bytes; /* at the start: a valid ring size (ring.h) */
+	uint32_t ring_max;   /* the most: a valid ring size, >= ring_bytes */
+	uint32_t send_depth; /* writes posted and not completed, at most */
+	uint32_t recv_depth; /* receives posted: the peer's writes not reaped */
+	uint32_t max_inline; /* largest message sent inline */
 };
 
 struct transport_counters {
@@ -59,9 +66,41 @@ int transport_create(struct rdma_cm_id *id, const struct transport_config *cfg,
 		     struct transport **out);
 void transport_local_ring(const struct transport *t,
 			  struct transport_ring_info *info);
-/* Accepts the peer's ring; -EINVAL if its size is not a valid ring size. */
+/* Accepts the peer's ring; -EINVAL if its size is not this end's start. */
 int transport_connect(struct transport *t,
 		      const struct transport_ring_info *peer);
+
+/*
+ * The rings' memory, told to fn (with ctx) under the transport's lock on
+ * every change, and once at once: sizes now, the bytes registered for
+ * them (old and offered rings included while a resize is under way), and
+ * what happened.  transport_report_rings() tells it again: after it
+ * returns, no call with an older view is under way.  fn must not call
+ * the transport.
+ */
+struct transport_rings {
+	uint32_t rx_bytes;     /* this end's ring now */
+	uint32_t tx_bytes;     /* the peer's ring, and the staging ring */
+	uint64_t pinned_bytes; /* every ring registered now */
+};
+enum transport_ring_event {
+	TRANSPORT_RINGS_CHANGED, /* memory came or went, no resize */
+	TRANSPORT_RING_GREW,	 /* this end's ring grew (SWITCH came) */
+	TRANSPORT_RING_SHRANK,	 /* this end's ring shrank */
+	TRANSPORT_RING_REFUSED	 /* a bigger ring could not be had */
+};
+typedef void (*transport_rings_fn)(void *ctx, enum transport_ring_event ev,
+				   const struct transport_rings *now);
+void transport_on_rings(struct transport *t, transport_rings_fn fn, void *ctx);
+void transport_report_rings(struct transport *t);
+
+/*
+ * A ring idle this long (nothing arrived, nothing unread) shrinks back to
+ * its start.  transport_idle_tick() is the progress thread's tick hook
+ * that looks for such rings (progress.h); true while some ring is grown.
+ */
+#define TRANSPORT_RING_IDLE_MS 5000
+bool transport_idle_tick(void);
 
 /* The bytes of iov. */
 static inline size_t iov_bytes(const struct iovec *iov, int iovcnt)

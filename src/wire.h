@@ -36,9 +36,11 @@
 #define WIRE_MARKER_MAGIC 0x52534447u /* "RSDG" */
 /*
  * 2: both ends can move the connection to TCP (markers).  3: a hello may
- * come after its TCP connection (the connected flag).
+ * come after its TCP connection (the connected flag).  4: rings start at
+ * the client's size and change size in use (stream.h's control
+ * messages); the server may start above its own starting size.
  */
-#define WIRE_VERSION	3
+#define WIRE_VERSION	4
 #define WIRE_HELLO_LEN	48 /* fits RDMA_PS_TCP's 56 bytes of REQ data */
 #define WIRE_ACCEPT_LEN 24
 #define WIRE_REJECT_LEN 8

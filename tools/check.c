@@ -550,7 +550,11 @@ static void check_addresses(struct check *c)
 
 static void check_memlock(struct check *c)
 {
-	unsigned long long per_conn = 2ull * c->cfg.ring_kb << 10;
+	unsigned int start_kb = c->cfg.ring_start_kb < c->cfg.ring_kb
+					? c->cfg.ring_start_kb
+					: c->cfg.ring_kb;
+	unsigned long long per_conn = 2ull * start_kb << 10;
+	unsigned long long grown = 2ull * c->cfg.ring_kb << 10;
 	struct rlimit rl;
 
 	printf("limits\n");
@@ -563,19 +567,22 @@ static void check_memlock(struct check *c)
 	if (rl.rlim_cur < per_conn) {
 		check_say(c, VERDICT_FAIL,
 			  "RLIMIT_MEMLOCK %llu KiB is less than one "
-			  "connection's rings (%llu KiB): every connection "
-			  "stays on TCP (memlock_limit). Raise it (ulimit -l, "
-			  "LimitMEMLOCK= in systemd) or lower "
-			  "ROCESHIM_RING_KB",
+			  "connection's rings at their start (%llu KiB): every "
+			  "connection stays on TCP (memlock_limit). Raise it "
+			  "(ulimit -l, LimitMEMLOCK= in systemd) or lower "
+			  "ROCESHIM_RING_START_KB",
 			  (unsigned long long)rl.rlim_cur >> 10,
 			  per_conn >> 10);
 		return;
 	}
 	check_say(c, VERDICT_OK,
 		  "RLIMIT_MEMLOCK %llu KiB: room for %llu connections' rings "
-		  "(%llu KiB each); more stay on TCP (memlock_limit)",
+		  "at their start (%llu KiB each; more stay on TCP, "
+		  "memlock_limit), or %llu grown to ROCESHIM_RING_KB (%llu "
+		  "KiB each; rings beyond keep their size)",
 		  (unsigned long long)rl.rlim_cur >> 10,
-		  (unsigned long long)rl.rlim_cur / per_conn, per_conn >> 10);
+		  (unsigned long long)rl.rlim_cur / per_conn, per_conn >> 10,
+		  (unsigned long long)rl.rlim_cur / grown, grown >> 10);
 }
 
 int check_run(const char *peer)

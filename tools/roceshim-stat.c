@@ -161,9 +161,21 @@ static void print_memory_table(const struct roceshim_stats_memory *m)
 	       m->zerocopy_tx_bytes);
 }
 
+/* A row's ring sizes in KiB, "rx/tx", or "-" for a connection with none. */
+static void ring_sizes(const struct roceshim_stats_row_rings *r, char *buf,
+		       size_t size)
+{
+	if (!r->rx_ring_bytes)
+		snprintf(buf, size, "-");
+	else
+		snprintf(buf, size, "%u/%u", r->rx_ring_bytes >> 10,
+			 r->tx_ring_bytes >> 10);
+}
+
 static void print_table(const struct options *opt, const struct snapshot *snap)
 {
 	const struct roceshim_stats_global *g = &snap->header.global;
+	char rings[32];
 	unsigned int i;
 
 	printf("pid %d (%s)%s: %" PRIu64 " connections (%" PRIu64
@@ -189,9 +201,14 @@ static void print_table(const struct options *opt, const struct snapshot *snap)
 			       g->downgrades[i]);
 	printf("\n");
 	print_memory_table(&g->memory);
-	printf("\n%-5s %-8s %-10s %-28s %-28s %-8s %-14s %12s %12s %7s\n", "FD",
-	       "ROLE", "STATE", "LOCAL", "PEER", "PATH", "REASON", "TX-BYTES",
-	       "RX-BYTES", "ERRORS");
+	printf("rings: %" PRIu64 " KiB pinned; %" PRIu64 " grown, %" PRIu64
+	       " shrunk when idle, %" PRIu64 " not grown\n",
+	       g->rings.pinned_bytes >> 10, g->rings.grows, g->rings.shrinks,
+	       g->rings.refused);
+	printf("\n%-5s %-8s %-10s %-28s %-28s %-8s %-14s %12s %12s %7s %11s "
+	       "%10s\n",
+	       "FD", "ROLE", "STATE", "LOCAL", "PEER", "PATH", "REASON",
+	       "TX-BYTES", "RX-BYTES", "ERRORS", "RING-RX/TX", "PINNED-KIB");
 	for (i = 0; i < snap->row_count; i++) {
 		const struct roceshim_stats_row *r = &snap->rows[i];
 		const struct roceshim_stats_counters *c = &r->counters;
@@ -201,8 +218,9 @@ static void print_table(const struct options *opt, const struct snapshot *snap)
 			continue;
 		endpoint_format(&r->local, local, sizeof(local));
 		endpoint_format(&r->peer, peer, sizeof(peer));
+		ring_sizes(&r->rings, rings, sizeof(rings));
 		printf("%-5d %-8s %-10s %-28s %-28s %-8s %-14s %12" PRIu64
-		       " %12" PRIu64 " %7" PRIu64 "\n",
+		       " %12" PRIu64 " %7" PRIu64 " %11s %10" PRIu64 "\n",
 		       r->fd, roceshim_role_name(r->role),
 		       roceshim_state_name(r->state), local,
 		       r->role == ROCESHIM_ROLE_LISTENER ? "-" : peer,
@@ -211,7 +229,8 @@ static void print_table(const struct options *opt, const struct snapshot *snap)
 		       r->downgrade ? roceshim_downgrade_name(r->downgrade)
 				    : roceshim_reason_name(r->reason),
 		       c->tcp_tx_bytes + c->rdma_tx_bytes,
-		       c->tcp_rx_bytes + c->rdma_rx_bytes, c->errors);
+		       c->tcp_rx_bytes + c->rdma_rx_bytes, c->errors, rings,
+		       r->rings.pinned_bytes >> 10);
 	}
 }
 
@@ -298,6 +317,10 @@ static void print_json(const struct options *opt, const struct snapshot *snap)
 	json_counters(&g->totals);
 	printf(",");
 	json_memory(&g->memory);
+	printf(",\"rings\":{\"pinned_bytes\":%" PRIu64 ",\"grows\":%" PRIu64
+	       ",\"shrinks\":%" PRIu64 ",\"refused\":%" PRIu64 "}",
+	       g->rings.pinned_bytes, g->rings.grows, g->rings.shrinks,
+	       g->rings.refused);
 	printf("},\"connections\":[");
 	first = true;
 	for (i = 0; i < snap->row_count; i++) {
@@ -320,7 +343,12 @@ static void print_json(const struct options *opt, const struct snapshot *snap)
 		       roceshim_downgrade_name(r->downgrade),
 		       r->opened_unix_ms);
 		json_counters(&r->counters);
-		putchar('}');
+		printf(",\"pinned_bytes\":%" PRIu64 ",\"rx_ring_bytes\":%u"
+		       ",\"tx_ring_bytes\":%u,\"ring_grows\":%" PRIu64
+		       ",\"ring_shrinks\":%" PRIu64 "}",
+		       r->rings.pinned_bytes, r->rings.rx_ring_bytes,
+		       r->rings.tx_ring_bytes, r->rings.grows,
+		       r->rings.shrinks);
 		first = false;
 	}
 	printf("]}");
@@ -491,6 +519,35 @@ static void print_prometheus(struct snapshot *snaps, int n)
 			printf(",transport=\"%s\",direction=\"%s\"} %" PRIu64
 			       "\n",
 			       b[r].transport, b[r].direction, b[r].value);
+		}
+	}
+	prom_metric("ring_pinned_bytes", "gauge",
+		    "Memory registered for the rings of RDMA connections now.");
+	for (i = 0; i < n; i++) {
+		printf("roceshim_ring_pinned_bytes{");
+		prom_labels(&snaps[i]);
+		printf("} %" PRIu64 "\n",
+		       snaps[i].header.global.rings.pinned_bytes);
+	}
+	prom_metric("ring_resizes_total", "counter",
+		    "Receive rings grown, shrunk when idle, or not grown.");
+	for (i = 0; i < n; i++) {
+		const struct roceshim_stats_rings *g =
+			&snaps[i].header.global.rings;
+		const struct {
+			const char *event;
+			uint64_t value;
+		} e[] = {
+			{ "grow", g->grows },
+			{ "shrink", g->shrinks },
+			{ "refused", g->refused },
+		};
+
+		for (r = 0; r < 3; r++) {
+			printf("roceshim_ring_resizes_total{");
+			prom_labels(&snaps[i]);
+			printf(",event=\"%s\"} %" PRIu64 "\n", e[r].event,
+			       e[r].value);
 		}
 	}
 	prom_metric("errors_total", "counter", "Socket calls that failed.");

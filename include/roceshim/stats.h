@@ -29,7 +29,7 @@
 #include <stdint.h>
 
 #define ROCESHIM_STATS_MAGIC	      0x4d485352u /* "RSHM" little endian */
-#define ROCESHIM_STATS_LAYOUT_VERSION 3u
+#define ROCESHIM_STATS_LAYOUT_VERSION 4u
 #define ROCESHIM_STATS_SHM_PREFIX     "/roceshim-"
 #define ROCESHIM_STATS_COMMAND_LEN    64
 
@@ -147,6 +147,19 @@ struct roceshim_stats_memory {
 					   device */
 };
 
+/*
+ * The rings of the process's RDMA connections (each direction's ring
+ * belongs to its receiver; the sender's staging ring mirrors it): the
+ * bytes registered for them now, and how often a receive ring grew, shrank
+ * back when idle, or could not grow (RLIMIT_MEMLOCK, the device).
+ */
+struct roceshim_stats_rings {
+	uint64_t pinned_bytes;
+	uint64_t grows;
+	uint64_t shrinks;
+	uint64_t refused;
+};
+
 struct roceshim_stats_global {
 	uint64_t connections_opened; /* connected or accepted */
 	uint64_t connections_tcp;
@@ -158,6 +171,21 @@ struct roceshim_stats_global {
 	uint64_t downgrades[ROCESHIM_DOWNGRADE_COUNT]; /* by cause */
 	struct roceshim_stats_counters totals;
 	struct roceshim_stats_memory memory;
+	struct roceshim_stats_rings rings;
+};
+
+/*
+ * One connection's rings, on a cache line of their own: sizes now (0 on
+ * TCP), registered bytes now (old and offered rings included while a
+ * resize is under way), and its receive ring's resizes.
+ */
+struct roceshim_stats_row_rings {
+	uint64_t pinned_bytes;
+	uint32_t rx_ring_bytes; /* its receive ring */
+	uint32_t tx_ring_bytes; /* the peer's ring, which it writes into */
+	uint64_t grows;
+	uint64_t shrinks;
+	uint64_t reserved[4];
 };
 
 struct roceshim_stats_row {
@@ -172,6 +200,7 @@ struct roceshim_stats_row {
 	struct roceshim_stats_endpoint local;
 	struct roceshim_stats_endpoint peer;
 	struct roceshim_stats_counters counters;
+	struct roceshim_stats_row_rings rings;
 };
 
 struct roceshim_stats_header {
@@ -187,7 +216,7 @@ struct roceshim_stats_header {
 	char command[ROCESHIM_STATS_COMMAND_LEN];
 	struct roceshim_stats_global global;
 	/* Rows start on a cache line: a row's counters fill exactly one. */
-	uint8_t pad_to_cache_line[40];
+	uint8_t pad_to_cache_line[8];
 };
 
 static inline const char *roceshim_reason_name(unsigned int reason)

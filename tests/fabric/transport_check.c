@@ -42,7 +42,9 @@ struct end {
 
 static const struct transport_config config = {
 	.ring_bytes = RING_BYTES,
-	.queue_depth = QUEUE_DEPTH,
+	.ring_max = RING_BYTES,
+	.send_depth = QUEUE_DEPTH,
+	.recv_depth = QUEUE_DEPTH,
 	.max_inline = MAX_INLINE,
 };
 

@@ -67,6 +67,8 @@ static void defaults_apply_when_nothing_is_set(void **state)
 	assert_int_equal(cfg.exclude.count, 0);
 	assert_int_equal(cfg.stats_rows, CONFIG_STATS_ROWS_DEFAULT);
 	assert_int_equal(cfg.zerocopy_kb, CONFIG_ZEROCOPY_KB_DEFAULT);
+	assert_int_equal(cfg.ring_kb, 256);
+	assert_int_equal(cfg.ring_start_kb, 16);
 }
 
 static void enable_accepts_every_boolean_spelling(void **state)
@@ -323,6 +325,17 @@ static void ring_kb_takes_powers_of_two_only(void **state)
 	}
 }
 
+static void ring_start_kb_takes_powers_of_two_only(void **state)
+{
+	struct config cfg;
+
+	load_with(&cfg, "ROCESHIM_RING_START_KB", "256");
+	assert_int_equal(cfg.ring_start_kb, 256);
+	load_with(&cfg, "ROCESHIM_RING_START_KB", "24");
+	assert_int_equal(cfg.ring_start_kb, CONFIG_RING_START_KB_DEFAULT);
+	assert_warned_once_about("ROCESHIM_RING_START_KB", "24");
+}
+
 static void handshake_timers_are_range_checked(void **state)
 {
 	struct config cfg;
@@ -439,6 +452,7 @@ int main(void)
 		cmocka_unit_test(rdma_path_is_on_unless_switched_off),
 		cmocka_unit_test(rdma_path_keeps_default_for_malformed_value),
 		cmocka_unit_test(ring_kb_takes_powers_of_two_only),
+		cmocka_unit_test(ring_start_kb_takes_powers_of_two_only),
 		cmocka_unit_test(handshake_timers_are_range_checked),
 		cmocka_unit_test(spin_time_is_range_checked),
 		cmocka_unit_test(zerocopy_threshold_is_range_checked),

@@ -44,18 +44,70 @@ static int open_conn(int fd)
 
 /* Readers of other builds depend on these: change them only together
  * with ROCESHIM_STATS_LAYOUT_VERSION. */
-static void layout_is_pinned_for_version_3(void **state)
+static void layout_is_pinned_for_version_4(void **state)
 {
-	assert_int_equal(ROCESHIM_STATS_LAYOUT_VERSION, 3);
+	assert_int_equal(ROCESHIM_STATS_LAYOUT_VERSION, 4);
 	assert_int_equal(sizeof(struct roceshim_stats_memory), 128);
 	assert_int_equal(sizeof(struct roceshim_stats_endpoint), 20);
 	assert_int_equal(sizeof(struct roceshim_stats_counters), 64);
-	assert_int_equal(sizeof(struct roceshim_stats_row), 128);
+	assert_int_equal(sizeof(struct roceshim_stats_rings), 32);
+	assert_int_equal(sizeof(struct roceshim_stats_row_rings), 64);
+	assert_int_equal(sizeof(struct roceshim_stats_row), 192);
 	assert_int_equal(offsetof(struct roceshim_stats_row, local), 24);
 	assert_int_equal(offsetof(struct roceshim_stats_row, counters), 64);
+	assert_int_equal(offsetof(struct roceshim_stats_row, rings), 128);
 	assert_int_equal(offsetof(struct roceshim_stats_header, command), 40);
 	assert_int_equal(offsetof(struct roceshim_stats_header, global), 104);
 	assert_int_equal(sizeof(struct roceshim_stats_header), 640);
+}
+
+static const struct stats_ring_sizes grown = {
+	.rx_bytes = 256u << 10,
+	.tx_bytes = 16u << 10,
+	.pinned_bytes = (256u + 16u) << 10,
+};
+
+static void ring_changes_are_refused_before_the_segment(void **state)
+{
+	assert_false(stats_rings(-1, STATS_RING_CHANGED, 4096, &grown));
+}
+
+static void ring_changes_show_in_the_row_and_the_process(void **state)
+{
+	struct roceshim_stats_rings *g = &stats_segment()->global.rings;
+	struct roceshim_stats_rings before = *g;
+	int r = open_conn(44);
+
+	assert_true(stats_rings(r, STATS_RING_GREW, 240 << 10, &grown));
+	assert_int_equal(row(r)->rings.rx_ring_bytes, 256u << 10);
+	assert_int_equal(row(r)->rings.tx_ring_bytes, 16u << 10);
+	assert_int_equal(row(r)->rings.pinned_bytes, (256u + 16u) << 10);
+	assert_int_equal(row(r)->rings.grows, 1);
+	assert_int_equal(g->pinned_bytes - before.pinned_bytes, 240 << 10);
+	assert_int_equal(g->grows - before.grows, 1);
+	assert_true(stats_rings(r, STATS_RING_SHRANK, -(240 << 10), &grown));
+	assert_true(stats_rings(-1, STATS_RING_REFUSED, 0, &grown));
+	assert_int_equal(row(r)->rings.shrinks, 1);
+	assert_int_equal(g->pinned_bytes, before.pinned_bytes);
+	assert_int_equal(g->shrinks - before.shrinks, 1);
+	assert_int_equal(g->refused - before.refused, 1);
+	stats_row_close(r);
+}
+
+static void a_reused_row_starts_without_rings(void **state)
+{
+	int r, i;
+
+	for (i = 0; i < ROWS; i++) {
+		r = open_conn(100 + i);
+		stats_rings(r, STATS_RING_GREW, 0, &grown);
+		stats_row_close(r);
+	}
+	r = open_conn(200);
+	assert_int_equal(row(r)->rings.pinned_bytes, 0);
+	assert_int_equal(row(r)->rings.rx_ring_bytes, 0);
+	assert_int_equal(row(r)->rings.grows, 0);
+	stats_row_close(r);
 }
 
 static void reason_names_are_stable(void **state)
@@ -470,10 +522,13 @@ static void shutdown_removes_the_name(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(layout_is_pinned_for_version_3),
+		cmocka_unit_test(layout_is_pinned_for_version_4),
 		cmocka_unit_test(reason_names_are_stable),
+		cmocka_unit_test(ring_changes_are_refused_before_the_segment),
 		cmocka_unit_test(segment_appears_on_first_row_only),
 		cmocka_unit_test(row_holds_identity_and_counters),
+		cmocka_unit_test(ring_changes_show_in_the_row_and_the_process),
+		cmocka_unit_test(a_reused_row_starts_without_rings),
 		cmocka_unit_test(rowless_traffic_still_counts_in_totals),
 		cmocka_unit_test(open_rows_are_never_reused),
 		cmocka_unit_test(connections_are_counted_by_reason),

@@ -309,6 +309,371 @@ static void random_immediates_never_break_the_invariants(void **state)
 	assert_true(refused > 0 && refused < i);
 }
 
+/* ---- rings that change size ------------------------------------------- */
+
+#define ADDR 0x00007f123456a000ull
+#define RKEY 0x12345678u
+
+/* The five pieces and OFFER of a ring of size bytes at ADDR, key RKEY. */
+static void offer(struct stream *s, uint32_t size)
+{
+	assert_int_equal(
+		stream_apply_imm(s, imm_control(STREAM_OP_ADDR_HI, ADDR >> 40)),
+		0);
+	assert_int_equal(
+		stream_apply_imm(s, imm_control(STREAM_OP_ADDR_MID,
+						(ADDR >> 16) & 0xffffff)),
+		0);
+	assert_int_equal(stream_apply_imm(s, imm_control(STREAM_OP_ADDR_LO,
+							 ADDR & 0xffff)),
+			 0);
+	assert_int_equal(
+		stream_apply_imm(s, imm_control(STREAM_OP_RKEY_HI, RKEY >> 16)),
+		0);
+	assert_int_equal(stream_apply_imm(s, imm_control(STREAM_OP_RKEY_LO,
+							 RKEY & 0xffff)),
+			 0);
+	assert_int_equal(stream_apply_imm(s, imm_control(STREAM_OP_OFFER,
+							 stream_log2(size))),
+			 0);
+}
+
+static void a_stalled_sender_asks_for_four_times_its_ring(void **state)
+{
+	struct stream s = fresh();
+
+	assert_int_equal(stream_tx_grow_size(&s, 1u << 20), 4 * RING);
+	assert_int_equal(stream_tx_grow_size(&s, 2 * RING), 2 * RING);
+	assert_int_equal(stream_tx_grow_size(&s, RING), 0);
+	stream_tx_asked(&s, 4 * RING);
+	assert_int_equal(stream_tx_grow_size(&s, 1u << 20), 0);
+	assert_int_equal(
+		stream_apply_imm(&s, imm_control(STREAM_OP_NO_GROW, 0)), 0);
+	assert_int_equal(stream_tx_grow_size(&s, 1u << 20), 4 * RING);
+}
+
+static void a_send_buffer_within_the_ring_asks_for_nothing(void **state)
+{
+	struct stream s = fresh();
+
+	stream_limit_send(&s, RING);
+	assert_int_equal(stream_tx_grow_size(&s, 1u << 20), 0);
+	stream_limit_send(&s, RING + 1);
+	assert_int_equal(stream_tx_grow_size(&s, 1u << 20), 4 * RING);
+}
+
+static void an_offer_assembles_its_address_and_key(void **state)
+{
+	struct stream s = fresh();
+
+	stream_tx_asked(&s, 4 * RING);
+	offer(&s, 4 * RING);
+	assert_int_equal(s.tx_offer.size, 4 * RING);
+	assert_true(s.tx_offer.addr == ADDR);
+	assert_int_equal(s.tx_offer.rkey, RKEY);
+	assert_int_equal(s.tx_asked, 0);
+}
+
+static void an_offer_without_all_its_pieces_is_refused(void **state)
+{
+	struct stream s = fresh();
+
+	expect_refused(&s, imm_control(STREAM_OP_OFFER, stream_log2(RING)));
+	assert_int_equal(
+		stream_apply_imm(&s, imm_control(STREAM_OP_ADDR_HI, 1)), 0);
+	expect_refused(&s, imm_control(STREAM_OP_OFFER, stream_log2(RING)));
+}
+
+static void a_second_offer_before_the_answer_is_refused(void **state)
+{
+	struct stream s = fresh();
+
+	offer(&s, 4 * RING);
+	expect_refused(&s, imm_control(STREAM_OP_ADDR_HI, 1));
+	expect_refused(&s, imm_control(STREAM_OP_OFFER, stream_log2(RING)));
+}
+
+static void pieces_out_of_range_and_invalid_sizes_are_refused(void **state)
+{
+	struct stream s = fresh();
+
+	expect_refused(&s, imm_control(STREAM_OP_ADDR_LO, 0x10000));
+	expect_refused(&s, imm_control(STREAM_OP_RKEY_HI, 0x10000));
+	expect_refused(&s, imm_control(STREAM_OP_RKEY_LO, 0x10000));
+	expect_refused(&s, imm_control(STREAM_OP_GROW, 11)); /* 2 KiB */
+	expect_refused(&s, imm_control(STREAM_OP_GROW, 30)); /* 1 GiB */
+	expect_refused(&s, imm_control(STREAM_OP_GROW, 0xffffff));
+	expect_refused(&s, imm_control(STREAM_OP_NO_GROW, 1));
+	expect_refused(&s, imm_control(0, 0));
+	expect_refused(&s, imm_control(IMM_OP_MASK, 0));
+}
+
+static void a_grow_request_is_remembered_until_offered(void **state)
+{
+	struct stream s = fresh();
+
+	assert_int_equal(stream_apply_imm(&s, imm_control(STREAM_OP_GROW,
+							  stream_log2(RING))),
+			 0);
+	assert_int_equal(s.rx_wanted, 0); /* no bigger than the ring */
+	assert_int_equal(
+		stream_apply_imm(
+			&s, imm_control(STREAM_OP_GROW, stream_log2(4 * RING))),
+		0);
+	assert_int_equal(s.rx_wanted, 4 * RING);
+	assert_true(stream_rx_may_offer(&s));
+	stream_rx_offered(&s, 4 * RING);
+	assert_int_equal(s.rx_wanted, 0);
+	assert_false(stream_rx_may_offer(&s));
+}
+
+static void switch_moves_later_arrivals_to_the_new_ring(void **state)
+{
+	struct stream s = fresh();
+
+	assert_int_equal(stream_apply_imm(&s, RING - 10), 0);
+	stream_rx_offered(&s, 4 * RING);
+	assert_int_equal(
+		stream_apply_imm(&s, imm_control(STREAM_OP_SWITCH,
+						 stream_log2(4 * RING))),
+		0);
+	assert_int_equal(s.rx_size, 4 * RING);
+	assert_int_equal(s.rx_start, RING - 10);
+	assert_true(stream_rx_in_prev(&s, 0));
+	assert_true(stream_rx_in_prev(&s, RING - 11));
+	assert_false(stream_rx_in_prev(&s, RING - 10));
+	/* The old ring's bytes do not count against the new one. */
+	assert_int_equal(stream_apply_imm(&s, 4 * RING), 0);
+	expect_refused(&s, 1);
+	assert_false(stream_rx_may_offer(&s));
+	stream_consumed(&s, RING - 11);
+	assert_false(stream_rx_prev_done(&s));
+	stream_consumed(&s, 1);
+	assert_true(stream_rx_prev_done(&s));
+	assert_false(stream_rx_in_prev(&s, 0));
+	assert_true(stream_rx_may_offer(&s));
+}
+
+static void credit_follows_the_new_ring_size(void **state)
+{
+	struct stream s = fresh();
+
+	stream_rx_offered(&s, 4 * RING);
+	assert_int_equal(
+		stream_apply_imm(&s, imm_control(STREAM_OP_SWITCH,
+						 stream_log2(4 * RING))),
+		0);
+	assert_int_equal(stream_apply_imm(&s, 2 * RING), 0);
+	stream_consumed(&s, RING / 4);
+	assert_int_equal(stream_credit_due(&s), 0);
+	stream_consumed(&s, 3 * RING / 4);
+	assert_int_equal(stream_credit_due(&s), IMM_CREDIT | RING);
+}
+
+static void switch_or_decline_of_no_offer_is_refused(void **state)
+{
+	struct stream s = fresh();
+
+	expect_refused(&s, imm_control(STREAM_OP_SWITCH, stream_log2(RING)));
+	expect_refused(&s, imm_control(STREAM_OP_DECLINE, stream_log2(RING)));
+	stream_rx_offered(&s, 4 * RING);
+	expect_refused(&s, imm_control(STREAM_OP_SWITCH, stream_log2(RING)));
+	expect_refused(&s,
+		       imm_control(STREAM_OP_DECLINE, stream_log2(2 * RING)));
+	assert_int_equal(
+		stream_apply_imm(&s, imm_control(STREAM_OP_DECLINE,
+						 stream_log2(4 * RING))),
+		0);
+	assert_int_equal(s.rx_size, RING);
+	assert_true(stream_rx_may_offer(&s));
+}
+
+static void a_sender_may_not_resize_after_its_fin(void **state)
+{
+	struct stream s = fresh();
+
+	stream_rx_offered(&s, 4 * RING);
+	assert_int_equal(stream_apply_imm(&s, IMM_FIN), 0);
+	expect_refused(&s,
+		       imm_control(STREAM_OP_SWITCH, stream_log2(4 * RING)));
+	expect_refused(&s, imm_control(STREAM_OP_GROW, stream_log2(4 * RING)));
+	assert_false(stream_rx_may_offer(&s));
+}
+
+static void a_receiver_may_offer_after_its_fin(void **state)
+{
+	struct stream s = fresh();
+
+	assert_int_equal(stream_apply_imm(&s, IMM_FIN), 0);
+	offer(&s, 4 * RING);
+	assert_int_equal(
+		stream_apply_imm(&s, imm_control(STREAM_OP_NO_GROW, 0)), 0);
+}
+
+static void the_sender_switch_takes_the_offered_size(void **state)
+{
+	struct stream s = fresh();
+
+	stream_limit_send(&s, 2 * RING);
+	assert_int_equal(s.tx_limit, RING);
+	send_now(&s, RING);
+	offer(&s, 4 * RING);
+	assert_true(stream_tx_fits(&s, 4 * RING));
+	stream_tx_switched(&s);
+	assert_int_equal(s.tx_size, 4 * RING);
+	assert_int_equal(s.tx_limit, 2 * RING);
+	assert_int_equal(s.tx_offer.size, 0);
+	stream_write_completed(&s, RING);
+	assert_int_equal(stream_send_window(&s, 1u << 30), RING);
+	assert_int_equal(stream_next_write(&s, 0, 1u << 20), 0);
+}
+
+static void a_smaller_ring_fits_only_the_bytes_to_keep(void **state)
+{
+	struct stream s = fresh();
+
+	send_now(&s, RING / 2);
+	assert_false(stream_tx_fits(&s, RING / 4));
+	assert_true(stream_tx_fits(&s, RING / 2));
+	stream_write_completed(&s, RING / 2);
+	assert_int_equal(stream_apply_imm(&s, IMM_CREDIT | (RING / 2 - 100)),
+			 0);
+	assert_true(stream_tx_fits(&s, RING / 4));
+	stream_staged(&s, RING / 4);
+	assert_false(stream_tx_fits(&s, RING / 4));
+}
+
+/*
+ * Both ends of one direction as the transport drives them, with the
+ * immediates in flight in order, random traffic and random resizes
+ * (offers, declines, idle shrinks): no immediate of a correct end is ever
+ * refused, and neither ring ever holds more than its size.
+ */
+struct wire_model {
+	uint32_t imms[4096];
+	unsigned int head, tail;
+};
+
+static void model_post(struct wire_model *w, uint32_t imm)
+{
+	w->imms[w->tail++ % 4096] = imm;
+}
+
+static void model_deliver(struct wire_model *w, struct stream *to,
+			  unsigned int n)
+{
+	while (n-- && w->head != w->tail)
+		assert_int_equal(
+			stream_apply_imm(to, w->imms[w->head++ % 4096]), 0);
+}
+
+static void post_offer_model(struct wire_model *w, struct stream *r,
+			     uint32_t size)
+{
+	stream_rx_offered(r, size);
+	model_post(w, imm_control(STREAM_OP_ADDR_HI, 0));
+	model_post(w, imm_control(STREAM_OP_ADDR_MID, 0));
+	model_post(w, imm_control(STREAM_OP_ADDR_LO, 0));
+	model_post(w, imm_control(STREAM_OP_RKEY_HI, 0));
+	model_post(w, imm_control(STREAM_OP_RKEY_LO, 0));
+	model_post(w, imm_control(STREAM_OP_OFFER, stream_log2(size)));
+}
+
+static void resizing_under_random_traffic_keeps_both_ends_agreed(void **state)
+{
+	struct stream t, r;
+	struct wire_model to_r = { 0 }, to_t = { 0 };
+	unsigned int seed = 4242, i, switches = 0;
+	const uint32_t start = 4u << 10, max = 256u << 10;
+
+	stream_init(&t, start);
+	stream_init(&r, start);
+	for (i = 0; i < 300000; i++) {
+		uint32_t x = rand_r(&seed), n, size;
+
+		switch (x % 9) {
+		case 0: /* the program sends */
+			stream_staged(&t, stream_send_window(&t, x % 20000));
+			break;
+		case 1: /* a write goes out */
+			n = stream_next_write(&t, 0, t.tx_size / 4);
+			if (n) {
+				stream_sent(&t, n);
+				model_post(&to_r, n);
+			}
+			stream_write_completed(&t, t.tx_tail);
+			break;
+		case 2: /* the program reads; credit goes back */
+			stream_consumed(&r, stream_available(&r) * (x % 3) / 2);
+			if (stream_rx_prev_done(&r))
+				assert_true(r.rx_prev_size == 0);
+			if (stream_credit_due(&r)) {
+				model_post(&to_t, stream_credit_due(&r));
+				stream_credit_sent(&r);
+			}
+			break;
+		case 3: /* a stalled sender asks */
+			size = stream_tx_grow_size(&t, max);
+			if (size && !stream_send_window(&t, 1)) {
+				stream_tx_asked(&t, size);
+				model_post(&to_r,
+					   imm_control(STREAM_OP_GROW,
+						       stream_log2(size)));
+			}
+			break;
+		case 4: /* the receiver answers, or shrinks when idle */
+			if (!stream_rx_may_offer(&r))
+				break;
+			if (r.rx_wanted) {
+				size = r.rx_wanted < max ? r.rx_wanted : max;
+				post_offer_model(&to_t, &r, size);
+			} else if (x % 7 == 0 && r.rx_size > start &&
+				   !stream_available(&r)) {
+				post_offer_model(&to_t, &r, start);
+			}
+			break;
+		case 5: /* the sender switches or declines */
+			if (!t.tx_offer.size)
+				break;
+			size = t.tx_offer.size;
+			if (stream_tx_fits(&t, size) && x % 4) {
+				model_post(&to_r,
+					   imm_control(STREAM_OP_SWITCH,
+						       stream_log2(size)));
+				stream_tx_switched(&t);
+				switches++;
+			} else {
+				model_post(&to_r,
+					   imm_control(STREAM_OP_DECLINE,
+						       stream_log2(size)));
+				stream_tx_declined(&t);
+			}
+			break;
+		case 6:
+			model_deliver(&to_r, &r, x % 5);
+			break;
+		case 7:
+			model_deliver(&to_t, &t, x % 5);
+			break;
+		default:
+			if (r.rx_wanted > r.rx_size && !stream_rx_may_offer(&r))
+				break;
+			if (r.rx_wanted && r.rx_wanted <= r.rx_size) {
+				r.rx_wanted = 0;
+				model_post(&to_t,
+					   imm_control(STREAM_OP_NO_GROW, 0));
+			}
+			break;
+		}
+		assert_true(t.tx_staged - t.tx_released <= t.tx_size);
+		assert_true(r.rx_tail - (r.rx_head > r.rx_start ? r.rx_head
+								: r.rx_start) <=
+			    r.rx_size);
+		assert_true(r.rx_head <= r.rx_tail);
+	}
+	assert_true(switches > 100);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -337,6 +702,24 @@ int main(void)
 		cmocka_unit_test(
 			next_write_waits_while_cork_depth_writes_are_in_flight),
 		cmocka_unit_test(random_immediates_never_break_the_invariants),
+		cmocka_unit_test(a_stalled_sender_asks_for_four_times_its_ring),
+		cmocka_unit_test(
+			a_send_buffer_within_the_ring_asks_for_nothing),
+		cmocka_unit_test(an_offer_assembles_its_address_and_key),
+		cmocka_unit_test(an_offer_without_all_its_pieces_is_refused),
+		cmocka_unit_test(a_second_offer_before_the_answer_is_refused),
+		cmocka_unit_test(
+			pieces_out_of_range_and_invalid_sizes_are_refused),
+		cmocka_unit_test(a_grow_request_is_remembered_until_offered),
+		cmocka_unit_test(switch_moves_later_arrivals_to_the_new_ring),
+		cmocka_unit_test(credit_follows_the_new_ring_size),
+		cmocka_unit_test(switch_or_decline_of_no_offer_is_refused),
+		cmocka_unit_test(a_sender_may_not_resize_after_its_fin),
+		cmocka_unit_test(a_receiver_may_offer_after_its_fin),
+		cmocka_unit_test(the_sender_switch_takes_the_offered_size),
+		cmocka_unit_test(a_smaller_ring_fits_only_the_bytes_to_keep),
+		cmocka_unit_test(
+			resizing_under_random_traffic_keeps_both_ends_agreed),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
