@@ -14,13 +14,17 @@
 #   client without roceshim                     -> server: peer_tcp
 #   peer on the route without RDMA (vethC/D)    -> client: no_route
 #   client that cannot pin its rings (as nobody,
-#   RLIMIT_MEMLOCK 64 KiB)                      -> client: memlock_limit, and
+#   RLIMIT_MEMLOCK 16 KiB)                      -> client: memlock_limit, and
 #                                                  its log names the limit;
 #                                                  server: peer_tcp
 #   client within 32 descriptors of its
 #   RLIMIT_NOFILE (ulimit -n 24)                -> client: fd_limit, logged
 #                                                  once; server: peer_tcp
-#   client ring 512 KiB, server ring 256 KiB    -> client: peer_rejected;
+#   client rings up to 512 KiB, server's up to
+#   256 KiB                                     -> rdma on both ends: each
+#                                                  end caps its own rings
+#   client rings starting at 64 KiB, server's
+#   up to 16 KiB                                -> client: peer_rejected;
 #                                                  the server's log names
 #                                                  both sizes
 set -u
@@ -110,10 +114,10 @@ check_eq no_rdma_route_echo ok "$(echo_of "$tmp/noroute.cli")"
 check_eq no_rdma_route_reason "tcp no_route" "$(conn_of "$tmp/noroute.cli")"
 
 # Root may pin past RLIMIT_MEMLOCK (CAP_IPC_LOCK): the client runs as
-# nobody, with 64 KiB where its two rings need 512.
+# nobody, with 16 KiB where its two rings need 32 at their start.
 start_server memlock 1 "$B"
 (
-	ulimit -l 64
+	ulimit -l 16
 	export ROCESHIM_LOG_LEVEL=info
 	as_user=(setpriv --reuid=65534 --regid=65534 --clear-groups
 		--inh-caps=-all)
@@ -141,12 +145,21 @@ check_eq near_fd_limit_logged_once 1 \
 check_eq near_fd_limit_server_reason "tcp peer_tcp" \
 	"$(conn_of "$tmp/fdlimit.srv")"
 
-ROCESHIM_LOG_LEVEL=info start_server rings 1 "$B"
-ROCESHIM_RING_KB=512 client rings 1 "$B" "$port" "$A"
-check_eq different_rings_echo ok "$(echo_of "$tmp/rings.cli")"
-check_eq different_rings_client_reason "tcp peer_rejected" \
+start_server maxima 1 "$B"
+ROCESHIM_RING_KB=512 client maxima 1 "$B" "$port" "$A"
+check_eq different_ring_maxima_echo ok "$(echo_of "$tmp/maxima.cli")"
+check_eq different_ring_maxima_client_reason "rdma none" \
+	"$(conn_of "$tmp/maxima.cli")"
+check_eq different_ring_maxima_server_reason "rdma none" \
+	"$(conn_of "$tmp/maxima.srv")"
+
+ROCESHIM_RING_KB=16 ROCESHIM_LOG_LEVEL=info start_server rings 1 "$B"
+ROCESHIM_RING_START_KB=64 client rings 1 "$B" "$port" "$A"
+check_eq start_above_peer_maximum_echo ok "$(echo_of "$tmp/rings.cli")"
+check_eq start_above_peer_maximum_client_reason "tcp peer_rejected" \
 	"$(conn_of "$tmp/rings.cli")"
-check different_rings_server_log_names_both_sizes \
-	grep -q "client's ring is 512 KiB, this end's 256 KiB" "$tmp/rings.srv"
+check start_above_peer_maximum_server_log_names_both_sizes \
+	grep -q "client's ring starts at 64 KiB, above this end's ROCESHIM_RING_KB (16)" \
+	"$tmp/rings.srv"
 
 finish
