@@ -307,14 +307,6 @@ void conn_attach(struct conn *c, int fd, int row, int sndbuf)
 	conn_limit_send(c, sndbuf);
 }
 
-void conn_detach_row(struct conn *c)
-{
-	__atomic_store_n(&c->row, -1, __ATOMIC_RELEASE);
-	/* A report that read the old row is over once this returns. */
-	if (conn_alive(c))
-		transport_report_rings(c->t);
-}
-
 /*
  * A connection closed with unread bytes resets, as TCP does: its kernel
  * socket lingers 0, so that the close sends a reset, and no RDMA FIN goes

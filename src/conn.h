@@ -67,8 +67,6 @@ void conn_start(struct conn *c);
  */
 void conn_attach(struct conn *c, int fd, int row, int sndbuf);
 void conn_fd_closing(struct conn *c, int fd, int other_fd);
-/* Its stats row closes: nothing writes to it from now on. */
-void conn_detach_row(struct conn *c);
 
 /*
  * Socket-like calls with send/recv flags: bytes, or a negative errno;

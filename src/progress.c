@@ -21,6 +21,7 @@ static struct {
 	int wake_fd; /* eventfd: ends the thread's untimed wait */
 	unsigned int hook_count;
 	progress_tick_fn hooks[PROGRESS_TICK_HOOKS];
+	int later_ms; /* the thread only: progress_tick_later()'s, or -1 */
 } pg FORK_DATA = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
 	.epfd = -1,
@@ -40,21 +41,33 @@ static void drain_wake(struct progress_watcher *w, uint32_t events)
 
 static struct progress_watcher wake_watcher = { .fn = drain_wake };
 
-/* Runs every hook; true if any has a deadline. */
-static bool run_hooks(void)
+/*
+ * Runs every hook; returns how long the next wait may be: a tick if any
+ * hook has a deadline, else the soonest progress_tick_later(), else -1.
+ */
+static int run_hooks(void)
 {
 	bool tick = false;
 	unsigned int i;
 
+	pg.later_ms = -1;
 	for (i = 0; i < pg.hook_count; i++)
 		tick |= pg.hooks[i]();
-	return tick;
+	return tick ? PROGRESS_TICK_MS : pg.later_ms;
+}
+
+void progress_tick_later(int ms)
+{
+	if (ms < 0)
+		ms = 0;
+	if (pg.later_ms < 0 || ms < pg.later_ms)
+		pg.later_ms = ms;
 }
 
 static void *progress_main(void *arg)
 {
 	struct epoll_event evs[EVENTS_PER_WAIT];
-	bool tick = false;
+	int wait_ms = -1;
 	sigset_t all;
 
 	(void)arg;
@@ -62,8 +75,7 @@ static void *progress_main(void *arg)
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
 	for (;;) {
-		int n = real.epoll_wait(pg.epfd, evs, EVENTS_PER_WAIT,
-					tick ? PROGRESS_TICK_MS : -1);
+		int n = real.epoll_wait(pg.epfd, evs, EVENTS_PER_WAIT, wait_ms);
 		int i;
 
 		for (i = 0; i < n; i++) {
@@ -71,7 +83,7 @@ static void *progress_main(void *arg)
 
 			w->fn(w, evs[i].events);
 		}
-		tick = run_hooks();
+		wait_ms = run_hooks();
 	}
 	return NULL;
 }

@@ -9,8 +9,8 @@
  * descriptors in that set with a watcher, whose function the thread calls
  * with the events that fired.  It ticks (every PROGRESS_TICK_MS) only
  * while some tick hook says that it has a deadline; otherwise it waits
- * for events alone, so that a process whose connections idle never
- * wakes.
+ * for events, or as long as a hook asked (progress_tick_later()), so that
+ * a process whose connections idle wakes seldom, if ever.
  *
  * Contract: progress_start() starts the thread on first use and is
  * idempotent; false means it cannot run (RDMA stays off in this process).
@@ -33,6 +33,11 @@ struct progress_watcher {
 
 /* A function the thread calls on each wake-up; true: tick again. */
 typedef bool (*progress_tick_fn)(void);
+/*
+ * From a tick hook that said false: call it again within ms, though
+ * nothing else happens (the thread waits for the soonest such time).
+ */
+void progress_tick_later(int ms);
 
 bool progress_start(void);
 bool progress_running(void);

@@ -26,6 +26,7 @@
 #include "spin.h"
 #include "stats.h"
 #include "track.h"
+#include "transport.h"
 
 struct config shim_config;
 bool shim_ready;
@@ -89,6 +90,7 @@ static void FORK_CODE fork_child(void)
 	share_fork_child();
 	spin_fork_child();
 	readiness_fork_child();
+	transport_fork_child();
 	sock_pool_unlock();
 	stats_fork_child();
 	cuda_mem_fork_child();

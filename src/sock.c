@@ -89,8 +89,6 @@ void sock_put(struct sock *sock)
 	if (__atomic_sub_fetch(&sock->refs, 1, __ATOMIC_ACQ_REL))
 		return;
 	row = __atomic_load_n(&sock->row, __ATOMIC_RELAXED);
-	if (row >= 0 && sock->conn)
-		conn_detach_row(sock->conn);
 	if (row >= 0)
 		stats_row_close(row);
 	if (sock->connector)

@@ -84,14 +84,6 @@ static uint32_t size_of_log2(uint32_t arg)
 	return 1u << arg;
 }
 
-/* Bytes in the current ring (not counting those in the previous one). */
-static uint64_t rx_in_ring(const struct stream *s)
-{
-	uint64_t from = s->rx_head > s->rx_start ? s->rx_head : s->rx_start;
-
-	return s->rx_tail - from;
-}
-
 /* A piece of an offered ring's address or key. */
 static int apply_piece(struct stream *s, enum stream_op op, uint32_t arg)
 {
@@ -146,10 +138,10 @@ static int apply_control(struct stream *s, uint32_t imm)
 			s->rx_wanted = size;
 		return 0;
 	case STREAM_OP_SWITCH:
-		if (s->rx_eof || !s->rx_offered || size != s->rx_offered)
+		/* The bytes not yet read move to the new ring: they fit. */
+		if (s->rx_eof || !s->rx_offered || size != s->rx_offered ||
+		    stream_available(s) > size)
 			return -EPROTO;
-		s->rx_prev_size = s->rx_size;
-		s->rx_start = s->rx_tail;
 		s->rx_size = s->rx_offered;
 		s->rx_offered = 0;
 		return 0;
@@ -202,7 +194,7 @@ int stream_apply_imm(struct stream *s, uint32_t imm)
 		s->rx_eof = true;
 		return 0;
 	}
-	if (!arg || rx_in_ring(s) + arg > s->rx_size)
+	if (!arg || stream_available(s) + arg > s->rx_size)
 		return -EPROTO;
 	s->rx_tail += arg;
 	return 0;
@@ -220,27 +212,32 @@ uint32_t stream_credit_due(const struct stream *s)
 	return delta >= s->rx_size / 4 ? IMM_CREDIT | (uint32_t)delta : 0;
 }
 
+uint32_t stream_credit_rest(const struct stream *s)
+{
+	uint64_t delta = s->rx_head - s->rx_credited;
+
+	return delta ? IMM_CREDIT | (uint32_t)delta : 0;
+}
+
 void stream_credit_sent(struct stream *s)
 {
 	s->rx_credited = s->rx_head;
 }
 
-bool stream_rx_prev_done(struct stream *s)
-{
-	if (!s->rx_prev_size || s->rx_head < s->rx_start)
-		return false;
-	s->rx_prev_size = 0;
-	return true;
-}
-
 bool stream_rx_may_offer(const struct stream *s)
 {
-	return !s->rx_offered && !s->rx_prev_size && !s->rx_eof;
+	return !s->rx_offered && !s->rx_eof;
 }
 
 void stream_rx_offered(struct stream *s, uint32_t size)
 {
 	s->rx_offered = size;
+	s->rx_wanted = 0;
+}
+
+void stream_rx_forget_offer(struct stream *s)
+{
+	s->rx_offered = 0;
 	s->rx_wanted = 0;
 }
 

@@ -22,11 +22,13 @@
  *   - the sender moves its staging to the offered size and says SWITCH:
  *     its writes after that immediate go to the new ring, at offsets
  *     taken modulo the new size; or it says DECLINE.
- * The connection is ordered, so the receiver knows the position where
- * the new ring starts: what had arrived when SWITCH came.  Bytes before
- * it are read from the old ring, which goes once they are consumed.  One
- * offer at a time per direction, and none while an old ring still holds
- * bytes.
+ * The connection is ordered, so every write before SWITCH has landed in
+ * the old ring when SWITCH comes, and every write after it lands in the
+ * new one.  The receiver then copies the bytes it has not read yet to
+ * their offsets in the new ring and frees the old one: the sender writes
+ * no further than one ring past what the reader released, so those
+ * offsets are free, and a SWITCH to a ring that the unread bytes would
+ * not fit is refused.  One offer at a time per direction.
  */
 #ifndef ROCESHIM_STREAM_H
 #define ROCESHIM_STREAM_H
@@ -95,14 +97,12 @@ struct stream {
 	uint64_t tx_completed;	 /* local staging free up to here */
 	struct stream_offer tx_offer;
 
-	uint32_t rx_size;      /* this end's ring the peer writes into now */
-	uint32_t rx_prev_size; /* the ring before, for bytes before rx_start */
-	uint32_t rx_offered;   /* a ring offered, unanswered: its size */
-	uint32_t rx_wanted;    /* the peer asked for this size, not offered */
-	uint64_t rx_start;     /* the position where the rx_size ring starts */
-	uint64_t rx_head;      /* consumed from our ring */
-	uint64_t rx_tail;      /* arrived in our ring */
-	uint64_t rx_credited;  /* rx_head last reported to the peer */
+	uint32_t rx_size;     /* this end's ring the peer writes into now */
+	uint32_t rx_offered;  /* a ring offered, unanswered: its size */
+	uint32_t rx_wanted;   /* the peer asked for this size, not offered */
+	uint64_t rx_head;     /* consumed from our ring */
+	uint64_t rx_tail;     /* arrived in our ring */
+	uint64_t rx_credited; /* rx_head last reported to the peer */
 	bool rx_eof;
 };
 
@@ -161,25 +161,21 @@ static inline uint64_t stream_available(const struct stream *s)
 void stream_consumed(struct stream *s, uint32_t n);
 /* The credit immediate due now (a quarter of the ring released), or 0. */
 uint32_t stream_credit_due(const struct stream *s);
+/* The credit immediate for every byte released and not yet credited, or 0. */
+uint32_t stream_credit_rest(const struct stream *s);
 void stream_credit_sent(struct stream *s);
 
 /* ---- resizing: the receiver's side ----------------------------------- */
 
-/* Whether the byte at pos lies in the previous ring (rx_prev_size). */
-static inline bool stream_rx_in_prev(const struct stream *s, uint64_t pos)
-{
-	return s->rx_prev_size && pos < s->rx_start;
-}
-
-/*
- * The previous ring holds nothing any more: forgets it; true if there
- * was one (the caller frees it).
- */
-bool stream_rx_prev_done(struct stream *s);
-/* Whether a ring may be offered now: none is, and no old one holds bytes. */
+/* Whether a ring may be offered now: none is, and the peer's FIN is not in. */
 bool stream_rx_may_offer(const struct stream *s);
 /* A ring of size bytes was offered (its pieces and OFFER posted). */
 void stream_rx_offered(struct stream *s, uint32_t size);
+/*
+ * The peer's FIN came: nothing can answer an offer or use a bigger ring
+ * any more, so the offer and any request are forgotten.
+ */
+void stream_rx_forget_offer(struct stream *s);
 
 /* ---- resizing: the sender's side ------------------------------------- */
 

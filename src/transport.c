@@ -139,6 +139,7 @@ int transport_connect(struct transport *t,
 	t->peer = *peer;
 	t->connected = true;
 	pthread_mutex_unlock(&t->lock);
+	rings_list(t);
 	return 0;
 }
 
@@ -207,14 +208,16 @@ int transport_post_imm_locked(struct transport *t, uint32_t imm)
 
 /*
  * Whether this end waits for its own writes to complete: corked bytes or a
- * FIN to post, staging room that the peer has already released, or a
- * zero-copy send that returns only once its writes are done.
+ * FIN to post, staging room that the peer has already released, a
+ * zero-copy send that returns only once its writes are done, or a credit
+ * or control message that found the send queue full.
  */
 static bool awaits_own_completions(const struct transport *t)
 {
 	return stream_unsent(&t->s) || t->fin_pending ||
 	       t->s.tx_completed < t->s.tx_released ||
-	       t->s.tx_completed < t->direct_end;
+	       t->s.tx_completed < t->direct_end || stream_credit_due(&t->s) ||
+	       t->offer_unposted || t->grow_unposted || t->no_grow_unposted;
 }
 
 /*
@@ -610,28 +613,15 @@ ssize_t transport_send(struct transport *t, const struct iovec *iov, int iovcnt,
 	return ret;
 }
 
-/*
- * Copies the n bytes from stream position pos on out of this end's
- * rings: those before the start of the current ring from the one before.
- */
+/* Copies the n bytes from stream position pos on out of this end's ring. */
 static void copy_out_locked(struct transport *t, uint64_t pos, uint8_t *buf,
 			    uint64_t n)
 {
-	const struct ring_mem *rm;
-	uint64_t want;
-	uint32_t k;
+	uint32_t first = ring_contiguous(pos, n, t->rx.size);
 
-	while (n) {
-		rm = stream_rx_in_prev(&t->s, pos) ? &t->rx_prev : &t->rx;
-		want = rm == &t->rx_prev && t->s.rx_start - pos < n
-			       ? t->s.rx_start - pos
-			       : n;
-		k = ring_contiguous(pos, want, rm->size);
-		memcpy(buf, rm->buf + ring_offset(pos, rm->size), k);
-		buf += k;
-		pos += k;
-		n -= k;
-	}
+	memcpy(buf, t->rx.buf + ring_offset(pos, t->rx.size), first);
+	if (first < n)
+		memcpy(buf + first, t->rx.buf, n - first);
 }
 
 ssize_t transport_recv(struct transport *t, void *buf, size_t len, bool peek)

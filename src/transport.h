@@ -97,10 +97,14 @@ void transport_report_rings(struct transport *t);
 /*
  * A ring idle this long (nothing arrived, nothing unread) shrinks back to
  * its start.  transport_idle_tick() is the progress thread's tick hook
- * that looks for such rings (progress.h); true while some ring is grown.
+ * that looks for such rings and reaps every connection now and then, so
+ * that a request for a bigger ring is answered where nothing else reaps
+ * (progress.h); true while a connection is listed.
  */
 #define TRANSPORT_RING_IDLE_MS 5000
 bool transport_idle_tick(void);
+/* In a fork child, which has no progress thread: the list is not its. */
+void transport_fork_child(void);
 
 /* The bytes of iov. */
 static inline size_t iov_bytes(const struct iovec *iov, int iovcnt)

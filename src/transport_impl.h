@@ -46,7 +46,6 @@ struct transport {
 	struct ibv_comp_channel *channel;
 	struct ibv_cq *cq;
 	struct ring_mem rx;	  /* this end's ring: where the peer writes */
-	struct ring_mem rx_prev;  /* the one before, while it holds bytes */
 	struct ring_mem rx_offer; /* offered to the peer, unanswered */
 	struct ring_mem tx;	  /* staging: mirrors the peer's ring offsets */
 	struct ring_mem tx_prev;  /* the staging before, for its writes */
@@ -77,18 +76,22 @@ struct transport {
 	struct direct_run direct[DIRECT_RUNS];
 
 	/* Resizing (transport_rings.c). */
-	bool offer_unposted;	/* rx_offer's pieces wait for send room */
-	uint32_t grow_unposted; /* a GROW for this size waits for room */
-	bool no_grow_unposted;	/* a NO_GROW waits for room */
-	int64_t grow_retry_ms;	/* after a NO_GROW, no GROW before then */
-	uint64_t busy_mark;	/* tx_tail when the traffic was last timed */
-	int64_t busy_mark_ms;	/* and when */
-	uint64_t idle_mark;	/* rx_tail when last looked at */
-	int64_t idle_since_ms;	/* since when it has not moved */
-	bool grown;		/* in the list the progress thread scans */
-	bool forgotten;		/* being destroyed: never in that list again */
-	bool scanned;		/* the scan holds that list's lock */
-	struct transport *grown_prev, *grown_next;
+	bool offer_unposted;	  /* rx_offer's pieces wait for send room */
+	uint32_t grow_unposted;	  /* a GROW for this size waits for room */
+	bool no_grow_unposted;	  /* a NO_GROW waits for room */
+	int64_t grow_retry_ms;	  /* after a NO_GROW, no GROW before then */
+	uint32_t grow_backoff_ms; /* and how long it waited the last time */
+	uint64_t busy_mark;	  /* tx_tail when the traffic was last timed */
+	int64_t busy_mark_ms;	  /* and when */
+	uint64_t idle_mark;	  /* rx_tail when last looked at */
+	int64_t idle_since_ms;	  /* since when it has not moved */
+	/* The list of connected transports the progress thread looks at. */
+	bool listed;	/* in it */
+	bool resizing;	/* has a ring above its start, or a resize */
+	bool asking;	/* asked for a bigger ring, not yet answered */
+	bool forgotten; /* being destroyed: never in that list again */
+	bool scanned;	/* the scan holds that list's lock */
+	struct transport *list_prev, *list_next;
 	transport_rings_fn rings_fn;
 	void *rings_ctx;
 
@@ -142,6 +145,8 @@ static inline bool rings_busy_traffic(const struct transport *t)
 	return t->s.tx_tail - t->busy_mark >=
 	       (uint64_t)RINGS_BUSY_LAPS * t->tx.size;
 }
+/* transport_connect(): the progress thread looks at t from now on. */
+void rings_list(struct transport *t);
 /*
  * transport_destroy(): first the progress thread stops looking at t
  * (before its queues go), then every ring goes.
@@ -152,9 +157,8 @@ void rings_destroy(struct transport *t);
 /* Whether resizing has anything waiting (cheap: on every read). */
 static inline bool rings_pending(const struct transport *t)
 {
-	return t->s.rx_wanted || t->s.tx_offer.size || t->rx_prev.size ||
-	       t->tx_prev.size || t->offer_unposted || t->grow_unposted ||
-	       t->no_grow_unposted;
+	return t->s.rx_wanted || t->s.tx_offer.size || t->tx_prev.size ||
+	       t->offer_unposted || t->grow_unposted || t->no_grow_unposted;
 }
 
 #endif /* ROCESHIM_TRANSPORT_IMPL_H */

@@ -14,17 +14,21 @@ Steps: start (nothing sent); stream (16 MiB one way in 64 KiB sends);
 idle (9 s of nothing); bursts (both ways at once: bursts of random sizes
 with pauses, one of them longer than an idle ring waits to shrink);
 zerocopy (8 MiB one way in blocking 1 MiB sends, which go out of the
-program's memory); end.
+program's memory); unread (one thread sends 200 KB with a blocking
+sendall, with nobody reading at the other end until it returns, then
+reads them: prints "elapsed unread SECONDS"); end.
 """
 import argparse
 import hashlib
 import random
+import signal
 import socket
 import sys
 import threading
 import time
 
 STEPS = ["start", "stream", "idle", "bursts", "zerocopy", "end"]
+UNREAD = 200000
 
 
 def pattern(seed, n):
@@ -105,7 +109,30 @@ def bursts(a, b):
                             [total[k] for k in (1, 2)])
 
 
+def unread(a, b):
+    """A blocking sendall that only buffering can finish, then the reads."""
+    payload = pattern(3, UNREAD)
+    start = time.monotonic()
+    signal.alarm(60)  # a hang fails the step, not the whole test
+    try:
+        a.sendall(payload)
+    except InterruptedError:
+        return False, "sendall still blocked after 60 s"
+    finally:
+        signal.alarm(0)
+    print("elapsed unread %.3f" % (time.monotonic() - start), flush=True)
+    got = b""
+    while len(got) < len(payload):
+        got += b.recv(65536)
+    return got == payload, "%d of %d" % (len(got), len(payload))
+
+
+def on_alarm(signum, frame):
+    raise InterruptedError
+
+
 def main():
+    signal.signal(signal.SIGALRM, on_alarm)
     ap = argparse.ArgumentParser()
     ap.add_argument("server")
     ap.add_argument("client")
@@ -130,6 +157,8 @@ def main():
             moved = bursts(a, b)
         elif step == "zerocopy":
             moved = one_way(a, b, 8 << 20, 1 << 20, 2)
+        elif step == "unread":
+            moved = unread(a, b)
         if moved is not None:
             print("bytes", step, "ok" if moved[0] else "MISMATCH " + moved[1],
                   flush=True)

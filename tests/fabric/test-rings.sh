@@ -14,6 +14,8 @@
 #                ring waits): byte-exact, the rings grown again
 #   zerocopy  -> blocking 1 MiB sends, which go out of the program's
 #                memory while the ring may still change size: byte-exact
+# Then one thread sends 200 KB before it reads any: sendall returns in
+# time, the unread end's ring grown with nobody reading it.
 # Then as nobody with RLIMIT_MEMLOCK 128 KiB: the rings cannot grow past
 # it, the stream is byte-exact all the same, the connection stays on RDMA
 # and the refusals are counted.
@@ -96,6 +98,15 @@ check bursts_grow_rings_again test "$(field grow.bursts 'g["grows"]')" -gt 2
 check_eq zerocopy_byte_exact ok "$(bytes_of grow zerocopy)"
 check_eq zerocopy_on_rdma "rdma rdma" \
 	"$(field grow.zerocopy 'a["transport"] + " " + p["transport"]')"
+
+# One thread sends 200 KB and reads them only once sendall returned, as
+# over kernel TCP's buffers: the receiving end answers the requests for
+# a bigger ring with nobody reading it.
+run unread -- --only unread,end
+check_eq unread_byte_exact ok "$(bytes_of unread unread)"
+check unread_sendall_returns_within_2s awk '$1 == "elapsed" {
+	seen = 1; fast = $3 < 2 } END { exit !(seen && fast) }' "$tmp/unread.out"
+check_eq unread_grows_the_receivers_ring "256/16 272" "$(ring unread.unread p)"
 
 # Root may pin past RLIMIT_MEMLOCK (CAP_IPC_LOCK): this runs as nobody.
 run memlock prlimit --memlock=131072:131072 setpriv --reuid=65534 \
