@@ -374,6 +374,24 @@ static void prom_labels(const struct snapshot *snap)
 	putchar('"');
 }
 
+struct prom_event {
+	const char *name;
+	uint64_t value;
+};
+
+/* One process's series of a counter by event: NAME{...,event="E"}. */
+static void prom_events(const struct snapshot *snap, const char *name,
+			const struct prom_event *e, size_t count)
+{
+	size_t k;
+
+	for (k = 0; k < count; k++) {
+		printf("roceshim_%s{", name);
+		prom_labels(snap);
+		printf(",event=\"%s\"} %" PRIu64 "\n", e[k].name, e[k].value);
+	}
+}
+
 /* One series per process: the memory counter at offset. */
 static void prom_memory_field(struct snapshot *snaps, int n, const char *name,
 			      const char *type, const char *help, size_t offset)
@@ -430,10 +448,7 @@ static void print_prometheus_memory(struct snapshot *snaps, int n)
 	for (i = 0; i < n; i++) {
 		const struct roceshim_stats_memory *m =
 			&snaps[i].header.global.memory;
-		const struct {
-			const char *event;
-			uint64_t value;
-		} e[] = {
+		const struct prom_event e[] = {
 			{ "registered", m->registrations },
 			{ "hit", m->registration_hits },
 			{ "stale", m->registrations_stale },
@@ -441,12 +456,8 @@ static void print_prometheus_memory(struct snapshot *snaps, int n)
 			{ "failed", m->registration_failures },
 		};
 
-		for (c = 0; c < sizeof(e) / sizeof(e[0]); c++) {
-			printf("roceshim_registrations_total{");
-			prom_labels(&snaps[i]);
-			printf(",event=\"%s\"} %" PRIu64 "\n", e[c].event,
-			       e[c].value);
-		}
+		prom_events(&snaps[i], "registrations_total", e,
+			    sizeof(e) / sizeof(e[0]));
 	}
 	prom_memory_field(
 		snaps, n, "registered_bytes", "gauge",
@@ -534,21 +545,14 @@ static void print_prometheus(struct snapshot *snaps, int n)
 	for (i = 0; i < n; i++) {
 		const struct roceshim_stats_rings *g =
 			&snaps[i].header.global.rings;
-		const struct {
-			const char *event;
-			uint64_t value;
-		} e[] = {
+		const struct prom_event e[] = {
 			{ "grow", g->grows },
 			{ "shrink", g->shrinks },
 			{ "refused", g->refused },
 		};
 
-		for (r = 0; r < 3; r++) {
-			printf("roceshim_ring_resizes_total{");
-			prom_labels(&snaps[i]);
-			printf(",event=\"%s\"} %" PRIu64 "\n", e[r].event,
-			       e[r].value);
-		}
+		prom_events(&snaps[i], "ring_resizes_total", e,
+			    sizeof(e) / sizeof(e[0]));
 	}
 	prom_metric("errors_total", "counter", "Socket calls that failed.");
 	for (i = 0; i < n; i++) {
