@@ -5,17 +5,19 @@ bench/fabric-scale, under kernel TCP, roceshim or rsocket's preload.
     scale.py ADDR --ends N --label L
 
 Opens N/2 connected pairs to its own listener on ADDR, a byte each way on
-each as it is made, then sends one byte round trip on every pair in turn.
-Prints one line:
+each as it is made, then sends one byte round trip on every pair in turn,
+then lets them idle for IDLE_S seconds.  Prints one line:
 
     scale label=L ends=N fds=F pinned_kib=P rss_kib=R qps=Q
-          setup_ms=S rtt_us=T ok=1
+          setup_ms=S rtt_us=T idle_pinned_kib=IP idle_rss_kib=IR ok=1
 
 fds, pinned_kib and rss_kib are per connection end, beyond what the
 process held before its first connection (/proc/self/fd; VmPin and VmRSS
 of /proc/self/status); qps is the queue pairs the process holds (rdma
-resource show); setup_ms is per connection (pair), rtt_us per round trip.
-On failure: ok=0 and the error.
+resource show); setup_ms is per connection (pair), rtt_us per round trip;
+idle_pinned_kib and idle_rss_kib are pinned_kib and rss_kib again once
+every connection has idled IDLE_S seconds (roceshim shrinks a ring idle
+for 5 s).  On failure: ok=0 and the error.
 """
 import argparse
 import os
@@ -24,6 +26,8 @@ import socket
 import subprocess
 import sys
 import time
+
+IDLE_S = 8
 
 
 def status_kib(field):
@@ -84,10 +88,14 @@ def main():
             srv.sendall(b"y")
             cli.recv(1)
         rtt = time.monotonic() - start
+        time.sleep(IDLE_S)
+        idle_rss = (status_kib("VmRSS") - rss0) / ends
+        idle_pin = (status_kib("VmPin") - pin0) / ends
         line += (" fds=%.2f pinned_kib=%.1f rss_kib=%.1f qps=%d"
-                 " setup_ms=%.2f rtt_us=%.1f ok=1" %
+                 " setup_ms=%.2f rtt_us=%.1f idle_pinned_kib=%.1f"
+                 " idle_rss_kib=%.1f ok=1" %
                  (fds, pin, rss, qps, 1000 * setup / npairs,
-                  1e6 * rtt / npairs))
+                  1e6 * rtt / npairs, idle_pin, idle_rss))
     except (OSError, RuntimeError) as err:
         line += " pairs=%d ok=0 error=%s" % (len(pairs),
                                              str(err).replace(" ", "_"))

@@ -93,7 +93,9 @@ int transport_create(struct rdma_cm_id *id, const struct transport_config *cfg,
 		return -ENOMEM;
 	pthread_mutex_init(&t->lock, NULL);
 	t->id = id;
-	t->ring_start = cfg->ring_bytes;
+	t->ring_idle = cfg->ring_bytes < TRANSPORT_RING_IDLE_BYTES
+			       ? cfg->ring_bytes
+			       : TRANSPORT_RING_IDLE_BYTES;
 	t->ring_max = cfg->ring_max;
 	stream_init(&t->s, cfg->ring_bytes);
 	transport_set_write_max(t);

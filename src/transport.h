@@ -17,7 +17,8 @@
  * Rings start small (ring_bytes) and change size with the traffic
  * (stream.h): a sender short of credit asks for four times its ring, up
  * to ring_max at either end, and a receiver whose ring has been idle and
- * empty for TRANSPORT_RING_IDLE_MS offers the starting size again.
+ * empty for TRANSPORT_RING_IDLE_MS offers a ring of
+ * TRANSPORT_RING_IDLE_BYTES (or the start, if smaller).
  *
  * Contract: every function is thread safe (one lock per transport) and
  * never blocks, except transport_wait().  Errors are negative errno values:
@@ -95,13 +96,15 @@ void transport_on_rings(struct transport *t, transport_rings_fn fn, void *ctx);
 void transport_report_rings(struct transport *t);
 
 /*
- * A ring idle this long (nothing arrived, nothing unread) shrinks back to
- * its start.  transport_idle_tick() is the progress thread's tick hook
- * that looks for such rings and reaps every connection now and then, so
- * that a request for a bigger ring is answered where nothing else reaps
- * (progress.h); true while a connection is listed.
+ * A ring idle this long (nothing arrived, nothing unread) shrinks to
+ * TRANSPORT_RING_IDLE_BYTES: a connection starts with room for its first
+ * burst, and an idle one holds little.  transport_idle_tick() is the progress
+ * thread's tick hook that looks for such rings and reaps every connection now
+ * and then, so that a request for a bigger ring is answered where nothing else
+ * reaps (progress.h); true while a connection is listed.
  */
-#define TRANSPORT_RING_IDLE_MS 5000
+#define TRANSPORT_RING_IDLE_MS	  5000
+#define TRANSPORT_RING_IDLE_BYTES (16u << 10)
 bool transport_idle_tick(void);
 /* In a fork child, which has no progress thread: the list is not its. */
 void transport_fork_child(void);

@@ -50,7 +50,7 @@ struct transport {
 	struct ring_mem tx;	  /* staging: mirrors the peer's ring offsets */
 	struct ring_mem tx_prev;  /* the staging before, for its writes */
 	uint64_t tx_prev_until;	  /* writes before here went out of tx_prev */
-	uint32_t ring_start;	  /* the size rings start at and shrink to */
+	uint32_t ring_idle;	  /* the size an idle ring shrinks to */
 	uint32_t ring_max;	  /* the size they may grow to */
 	uint32_t send_depth;
 	uint32_t recv_depth;
@@ -87,7 +87,7 @@ struct transport {
 	int64_t idle_since_ms;	  /* since when it has not moved */
 	/* The list of connected transports the progress thread looks at. */
 	bool listed;	/* in it */
-	bool resizing;	/* has a ring above its start, or a resize */
+	bool resizing;	/* has a ring above the idle size, or a resize */
 	bool asking;	/* asked for a bigger ring, not yet answered */
 	bool forgotten; /* being destroyed: never in that list again */
 	bool scanned;	/* the scan holds that list's lock */

@@ -167,7 +167,7 @@ static bool may_resize_locked(const struct transport *t)
 static bool resizing_locked(const struct transport *t)
 {
 	return may_resize_locked(t) &&
-	       (t->rx.size > t->ring_start || t->tx.size > t->ring_start ||
+	       (t->rx.size > t->ring_idle || t->tx.size > t->ring_idle ||
 		t->s.tx_asked || rings_pending(t));
 }
 
@@ -514,9 +514,9 @@ void rings_traffic_locked(struct transport *t)
 }
 
 /*
- * An idle ring above its start (nothing arrived since the last look,
- * nothing unread, for TRANSPORT_RING_IDLE_MS) is offered back at its
- * start size.
+ * An idle ring above the idle size (nothing arrived since the last look,
+ * nothing unread, for TRANSPORT_RING_IDLE_MS) is offered back at that
+ * size.
  */
 static void idle_check_locked(struct transport *t, int64_t now)
 {
@@ -530,7 +530,7 @@ static void idle_check_locked(struct transport *t, int64_t now)
 		return;
 	}
 	if (now - t->idle_since_ms < TRANSPORT_RING_IDLE_MS ||
-	    t->rx.size <= t->ring_start || !may_resize_locked(t) ||
+	    t->rx.size <= t->ring_idle || !may_resize_locked(t) ||
 	    !may_offer_locked(t))
 		return;
 	/*
@@ -549,7 +549,7 @@ static void idle_check_locked(struct transport *t, int64_t now)
 		stream_credit_sent(&t->s);
 	}
 	t->idle_since_ms = now;
-	ret = offer_locked(t, t->ring_start);
+	ret = offer_locked(t, t->ring_idle);
 	if (ret)
 		log_debug("rdma: idle ring not shrunk: %s", strerror(-ret));
 }

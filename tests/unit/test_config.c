@@ -68,7 +68,7 @@ static void defaults_apply_when_nothing_is_set(void **state)
 	assert_int_equal(cfg.stats_rows, CONFIG_STATS_ROWS_DEFAULT);
 	assert_int_equal(cfg.zerocopy_kb, CONFIG_ZEROCOPY_KB_DEFAULT);
 	assert_int_equal(cfg.ring_kb, 256);
-	assert_int_equal(cfg.ring_start_kb, 16);
+	assert_int_equal(cfg.ring_start_kb, 64);
 }
 
 static void enable_accepts_every_boolean_spelling(void **state)
