@@ -1,0 +1,172 @@
+# SPDX-License-Identifier: MIT
+"""What a Gloo job's full mesh costs each rank: run inside the fabric by
+bench/fabric-scale, under kernel TCP or roceshim.
+
+    gloo_scale.py launch --world W --groups G --label L [-- WRAPPER...]
+
+Starts W rank processes on this host, ranks alternating between the
+fabric's two RDMA addresses (--addrs), each (under WRAPPER, e.g. roceshim-run) in
+one Gloo process group of all ranks plus G-1 more made with new_group(),
+so that every rank holds G connections to every other.  An all_reduce of
+1024 ones on every group checks each result.  Prints one line:
+
+    gloo label=L world=W groups=G sockets=S fds=F qps=Q pinned_kib=P
+         rss_kib=R setup_s=T ok=1
+
+per rank, the median over ranks of what it held beyond its state after
+importing torch: sockets and descriptors (/proc/self/fd), the queue
+pairs (rdma resource show), pinned and resident KiB (VmPin, VmRSS);
+setup_s is the slowest rank's time from init_process_group() to the
+last group's checked all_reduce.  On failure: ok=0 and the error.
+"""
+import argparse
+import json
+import os
+import re
+import socket
+import statistics
+import subprocess
+import sys
+import time
+
+MARK = "@@gloo_scale "
+ADDRS = "10.99.0.1:vethA,10.99.0.2:vethB"
+
+
+def status_kib(field):
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def descriptors():
+    """(all descriptors, sockets) the process holds."""
+    fds = sockets = 0
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink("/proc/self/fd/" + name)
+        except OSError:
+            continue
+        fds += 1
+        sockets += target.startswith("socket:")
+    return fds, sockets
+
+
+def queue_pairs():
+    try:
+        out = subprocess.run(["rdma", "resource", "show", "qp"],
+                             capture_output=True, text=True,
+                             timeout=120).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return -1
+    return len(re.findall(r"\bpid %d\b" % os.getpid(), out))
+
+
+def rank_main(args):
+    import datetime
+    import torch
+    import torch.distributed as dist
+
+    fds0, sockets0 = descriptors()
+    rss0, pin0 = status_kib("VmRSS"), status_kib("VmPin")
+    start = time.monotonic()
+    dist.init_process_group("gloo", rank=args.rank, world_size=args.world,
+                            timeout=datetime.timedelta(seconds=900))
+    groups = [dist.group.WORLD]
+    for _ in range(args.groups - 1):
+        groups.append(dist.new_group(list(range(args.world))))
+    for g in groups:
+        t = torch.ones(1024, dtype=torch.int64)
+        dist.all_reduce(t, group=g)
+        if not bool((t == args.world).all()):
+            raise RuntimeError("wrong all_reduce result")
+    setup = time.monotonic() - start
+    fds, sockets = descriptors()
+    rec = dict(fds=fds - fds0, sockets=sockets - sockets0,
+               qps=queue_pairs(), pinned_kib=status_kib("VmPin") - pin0,
+               rss_kib=status_kib("VmRSS") - rss0, setup_s=setup)
+    # Everyone measured before anyone tears a connection down.
+    for g in groups:
+        dist.barrier(group=g)
+    print(MARK + json.dumps(rec), flush=True)
+    dist.destroy_process_group()
+    return 0
+
+
+def free_port(addr):
+    s = socket.socket()
+    s.bind((addr, 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def launch_main(args):
+    line = "gloo label=%s world=%d groups=%d" % (args.label, args.world,
+                                                 args.groups)
+    addrs = [a.split(":") for a in args.addrs.split(",")]
+    port = free_port(addrs[0][0])
+    procs = []
+    for r in range(args.world):
+        ifname = addrs[r % len(addrs)][1]
+        env = dict(os.environ, MASTER_ADDR=addrs[0][0],
+                   MASTER_PORT=str(port), GLOO_SOCKET_IFNAME=ifname)
+        cmd = args.wrapper + [sys.executable, os.path.abspath(__file__),
+                              "rank", "--world", str(args.world),
+                              "--rank", str(r), "--groups",
+                              str(args.groups)]
+        procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
+                                      text=True))
+    recs, failed = [], []
+    deadline = time.monotonic() + args.timeout
+    for r, p in enumerate(procs):
+        try:
+            out, _ = p.communicate(
+                timeout=max(1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            failed.append("rank_%d_timeout" % r)
+            continue
+        got = [ln[len(MARK):] for ln in out.splitlines()
+               if ln.startswith(MARK)]
+        if p.returncode or not got:
+            failed.append("rank_%d_exit_%d" % (r, p.returncode))
+            continue
+        recs.append(json.loads(got[-1]))
+    if failed:
+        print(line + " ok=0 error=" + ",".join(failed[:3]), flush=True)
+        return 1
+    med = {k: statistics.median(rec[k] for rec in recs)
+           for k in ("sockets", "fds", "qps", "pinned_kib", "rss_kib")}
+    line += (" sockets=%g fds=%g qps=%g pinned_kib=%g rss_kib=%g"
+             " setup_s=%.1f ok=1" %
+             (med["sockets"], med["fds"], med["qps"], med["pinned_kib"],
+              med["rss_kib"], max(rec["setup_s"] for rec in recs)))
+    print(line, flush=True)
+    return 0
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    sub = ap.add_subparsers(dest="mode", required=True)
+    la = sub.add_parser("launch")
+    la.add_argument("--world", type=int, required=True)
+    la.add_argument("--groups", type=int, default=1)
+    la.add_argument("--label", required=True)
+    la.add_argument("--timeout", type=float, default=1800)
+    la.add_argument("--addrs", default=ADDRS,
+                    help="ADDR:IFNAME,... the ranks take in turn")
+    la.add_argument("wrapper", nargs="*")
+    ra = sub.add_parser("rank")
+    ra.add_argument("--world", type=int, required=True)
+    ra.add_argument("--rank", type=int, required=True)
+    ra.add_argument("--groups", type=int, default=1)
+    args = ap.parse_args()
+    return launch_main(args) if args.mode == "launch" else rank_main(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
