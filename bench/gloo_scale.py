@@ -11,13 +11,14 @@ so that every rank holds G connections to every other.  An all_reduce of
 1024 ones on every group checks each result.  Prints one line:
 
     gloo label=L world=W groups=G sockets=S fds=F qps=Q pinned_kib=P
-         rss_kib=R setup_s=T ok=1
+         rss_kib=R setup_s=T fd_kinds=KIND:N,... ok=1
 
 per rank, the median over ranks of what it held beyond its state after
 importing torch: sockets and descriptors (/proc/self/fd), the queue
 pairs (rdma resource show), pinned and resident KiB (VmPin, VmRSS);
 setup_s is the slowest rank's time from init_process_group() to the
-last group's checked all_reduce.  On failure: ok=0 and the error.
+last group's checked all_reduce; fd_kinds splits fds by what they are.
+On failure: ok=0 and the error.
 """
 import argparse
 import json
@@ -42,16 +43,22 @@ def status_kib(field):
 
 
 def descriptors():
-    """(all descriptors, sockets) the process holds."""
-    fds = sockets = 0
+    """{kind: count} of the descriptors the process holds: socket,
+    eventfd, pipe, a /dev path, or another anonymous inode by name."""
+    kinds = {}
     for name in os.listdir("/proc/self/fd"):
         try:
             target = os.readlink("/proc/self/fd/" + name)
         except OSError:
             continue
-        fds += 1
-        sockets += target.startswith("socket:")
-    return fds, sockets
+        if target.startswith("anon_inode:"):
+            kind = target[len("anon_inode:"):].strip("[]")
+        elif target.startswith("/dev/"):
+            kind = target
+        else:
+            kind = target.split(":")[0] if ":" in target else "file"
+        kinds[kind] = kinds.get(kind, 0) + 1
+    return kinds
 
 
 def queue_pairs():
@@ -61,7 +68,9 @@ def queue_pairs():
                              timeout=120).stdout
     except (OSError, subprocess.TimeoutExpired):
         return -1
-    return len(re.findall(r"\bpid %d\b" % os.getpid(), out))
+    # The kernel names the thread that made a queue pair.
+    tids = set(os.listdir("/proc/self/task"))
+    return sum(pid in tids for pid in re.findall(r"\bpid (\d+)\b", out))
 
 
 def rank_main(args):
@@ -69,7 +78,7 @@ def rank_main(args):
     import torch
     import torch.distributed as dist
 
-    fds0, sockets0 = descriptors()
+    kinds0 = descriptors()
     rss0, pin0 = status_kib("VmRSS"), status_kib("VmPin")
     start = time.monotonic()
     dist.init_process_group("gloo", rank=args.rank, world_size=args.world,
@@ -83,8 +92,11 @@ def rank_main(args):
         if not bool((t == args.world).all()):
             raise RuntimeError("wrong all_reduce result")
     setup = time.monotonic() - start
-    fds, sockets = descriptors()
-    rec = dict(fds=fds - fds0, sockets=sockets - sockets0,
+    kinds = descriptors()
+    added = {k: kinds.get(k, 0) - kinds0.get(k, 0)
+             for k in set(kinds) | set(kinds0)}
+    rec = dict(fds=sum(added.values()), sockets=added.get("socket", 0),
+               kinds={k: v for k, v in added.items() if v},
                qps=queue_pairs(), pinned_kib=status_kib("VmPin") - pin0,
                rss_kib=status_kib("VmRSS") - rss0, setup_s=setup)
     # Everyone measured before anyone tears a connection down.
@@ -141,10 +153,13 @@ def launch_main(args):
         return 1
     med = {k: statistics.median(rec[k] for rec in recs)
            for k in ("sockets", "fds", "qps", "pinned_kib", "rss_kib")}
+    names = sorted({k for rec in recs for k in rec["kinds"]})
+    kinds = ",".join("%s:%g" % (k.replace(" ", "_"), statistics.median(
+        rec["kinds"].get(k, 0) for rec in recs)) for k in names)
     line += (" sockets=%g fds=%g qps=%g pinned_kib=%g rss_kib=%g"
-             " setup_s=%.1f ok=1" %
+             " setup_s=%.1f fd_kinds=%s ok=1" %
              (med["sockets"], med["fds"], med["qps"], med["pinned_kib"],
-              med["rss_kib"], max(rec["setup_s"] for rec in recs)))
+              med["rss_kib"], max(rec["setup_s"] for rec in recs), kinds))
     print(line, flush=True)
     return 0
 
