@@ -23,23 +23,16 @@ On failure: ok=0 and the error.
 import argparse
 import json
 import os
-import re
 import socket
 import statistics
 import subprocess
 import sys
 import time
 
+from scale import queue_pairs, status_kib
+
 MARK = "@@gloo_scale "
 ADDRS = "10.99.0.1:vethA,10.99.0.2:vethB"
-
-
-def status_kib(field):
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    return 0
 
 
 def descriptors():
@@ -59,18 +52,6 @@ def descriptors():
             kind = target.split(":")[0] if ":" in target else "file"
         kinds[kind] = kinds.get(kind, 0) + 1
     return kinds
-
-
-def queue_pairs():
-    try:
-        out = subprocess.run(["rdma", "resource", "show", "qp"],
-                             capture_output=True, text=True,
-                             timeout=120).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return -1
-    # The kernel names the thread that made a queue pair.
-    tids = set(os.listdir("/proc/self/task"))
-    return sum(pid in tids for pid in re.findall(r"\bpid (\d+)\b", out))
 
 
 def rank_main(args):

@@ -49,7 +49,9 @@ def queue_pairs():
                              timeout=60).stdout
     except (OSError, subprocess.TimeoutExpired):
         return -1
-    return len(re.findall(r"\bpid %d\b" % os.getpid(), out))
+    # The kernel names the thread that made a queue pair.
+    tids = set(os.listdir("/proc/self/task"))
+    return sum(pid in tids for pid in re.findall(r"\bpid (\d+)\b", out))
 
 
 def main():
