@@ -5,8 +5,9 @@ bench/fabric-scale, under kernel TCP or roceshim.
     gloo_scale.py launch --world W --groups G --label L [-- WRAPPER...]
 
 Starts W rank processes on this host, ranks alternating between the
-fabric's two RDMA addresses (--addrs), each (under WRAPPER, e.g. roceshim-run) in
-one Gloo process group of all ranks plus G-1 more made with new_group(),
+fabric's two RDMA addresses (--addrs), each (under WRAPPER, e.g.
+roceshim-run) in one Gloo process group of all ranks plus G-1 more made
+with new_group(),
 so that every rank holds G connections to every other.  An all_reduce of
 1024 ones on every group checks each result.  Prints one line:
 
@@ -23,7 +24,6 @@ On failure: ok=0 and the error.
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -31,8 +31,12 @@ import time
 
 from scale import queue_pairs, status_kib
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "tests", "integration"))
+from gloo_job import free_port, iface_for_addr  # noqa: E402
+
 MARK = "@@gloo_scale "
-ADDRS = "10.99.0.1:vethA,10.99.0.2:vethB"
+ADDRS = "10.99.0.1,10.99.0.2"
 
 
 def descriptors():
@@ -88,24 +92,20 @@ def rank_main(args):
     return 0
 
 
-def free_port(addr):
-    s = socket.socket()
-    s.bind((addr, 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 def launch_main(args):
     line = "gloo label=%s world=%d groups=%d" % (args.label, args.world,
                                                  args.groups)
-    addrs = [a.split(":") for a in args.addrs.split(",")]
-    port = free_port(addrs[0][0])
+    addrs = args.addrs.split(",")
+    ifnames = [iface_for_addr(a) for a in addrs]
+    if None in ifnames:
+        print(line + " ok=0 error=no_interface_for_" +
+              addrs[ifnames.index(None)], flush=True)
+        return 1
+    port = free_port(addrs[0])
     procs = []
     for r in range(args.world):
-        ifname = addrs[r % len(addrs)][1]
-        env = dict(os.environ, MASTER_ADDR=addrs[0][0],
-                   MASTER_PORT=str(port), GLOO_SOCKET_IFNAME=ifname)
+        env = dict(os.environ, MASTER_ADDR=addrs[0], MASTER_PORT=str(port),
+                   GLOO_SOCKET_IFNAME=ifnames[r % len(ifnames)])
         cmd = args.wrapper + [sys.executable, os.path.abspath(__file__),
                               "rank", "--world", str(args.world),
                               "--rank", str(r), "--groups",
@@ -154,7 +154,7 @@ def main():
     la.add_argument("--label", required=True)
     la.add_argument("--timeout", type=float, default=1800)
     la.add_argument("--addrs", default=ADDRS,
-                    help="ADDR:IFNAME,... the ranks take in turn")
+                    help="ADDR,... the ranks take in turn")
     la.add_argument("wrapper", nargs="*")
     ra = sub.add_parser("rank")
     ra.add_argument("--world", type=int, required=True)
