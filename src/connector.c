@@ -34,7 +34,9 @@ struct connector {
 	struct sock *sock; /* its owner: no reference (it frees us) */
 	int fd;		   /* the program's fd */
 	int dup;	   /* ours, for the background work; -1 once done */
-	int wait_fd;	   /* eventfd, readable once it is over */
+	int wait_fd;	   /* eventfd, readable once it is over; -1 once
+			      it is over and nobody waits on it */
+	unsigned int wait_holders; /* those who may wait on wait_fd */
 	struct sockaddr_storage addr;
 	socklen_t len;
 	struct roceshim_stats_endpoint local; /* once TCP connects */
@@ -129,11 +131,54 @@ int connector_take_error(struct sock *sock)
 	return err;
 }
 
-int connector_wait_fd(const struct sock *sock)
+/*
+ * Under c->lock: once the connect is over, wait_fd goes with the last
+ * who may wait on it.
+ */
+static void wait_fd_close_locked(struct connector *c)
 {
-	const struct connector *c = sock->connector;
+	if (c->state != CONNECTOR_DONE || c->wait_holders || c->wait_fd < 0)
+		return;
+	real.close(c->wait_fd);
+	c->wait_fd = -1;
+}
 
-	return c && !foreign(c) ? c->wait_fd : -1;
+static int wait_fd_hold(struct connector *c)
+{
+	int fd = -1;
+
+	pthread_mutex_lock(&c->lock);
+	if (c->state != CONNECTOR_DONE && c->wait_fd >= 0) {
+		c->wait_holders++;
+		fd = c->wait_fd;
+	}
+	pthread_mutex_unlock(&c->lock);
+	return fd;
+}
+
+static void wait_fd_release(struct connector *c)
+{
+	pthread_mutex_lock(&c->lock);
+	c->wait_holders--;
+	wait_fd_close_locked(c);
+	pthread_mutex_unlock(&c->lock);
+}
+
+int connector_wait_hold(struct sock *sock)
+{
+	struct connector *c =
+		__atomic_load_n(&sock->connector, __ATOMIC_ACQUIRE);
+
+	return c && !foreign(c) ? wait_fd_hold(c) : -1;
+}
+
+void connector_wait_release(struct sock *sock)
+{
+	struct connector *c =
+		__atomic_load_n(&sock->connector, __ATOMIC_ACQUIRE);
+
+	if (c && !foreign(c))
+		wait_fd_release(c);
 }
 
 bool connector_start(const struct config *cfg, struct sock *sock, int fd,
@@ -210,7 +255,8 @@ static void log_decision(const struct connector *c, enum roceshim_reason why)
 
 static void destroy(struct connector *c)
 {
-	real.close(c->wait_fd);
+	if (c->wait_fd >= 0)
+		real.close(c->wait_fd);
 	pthread_mutex_destroy(&c->lock);
 	free(c);
 }
@@ -298,8 +344,10 @@ static bool finish_locked(struct connector *c)
 	if (!c->cancelled)
 		readiness_resolve_pending(c->sock,
 					  conn ? conn_readiness(conn) : NULL);
-	/* Wakes the poll()s that wait for it. */
-	(void)!real.write(c->wait_fd, &(uint64_t){ 1 }, 8);
+	/* Wakes the poll()s that wait for it; nobody new will. */
+	if (c->wait_holders)
+		(void)!real.write(c->wait_fd, &(uint64_t){ 1 }, 8);
+	wait_fd_close_locked(c);
 	return c->orphaned;
 }
 
@@ -470,14 +518,17 @@ static bool tcp_connect_over(int dup)
 }
 
 /* Until the connect ends, at most ms, whatever signals come. */
-static void wait_connect_end(int wait_fd, int ms)
+static void wait_connect_end(struct connector *c, int ms)
 {
-	struct pollfd pfd = { .fd = wait_fd, .events = POLLIN };
+	struct pollfd pfd = { .fd = wait_fd_hold(c), .events = POLLIN };
 	int64_t end = clock_ms() + ms, left;
 
+	if (pfd.fd < 0)
+		return;
 	while ((left = end - clock_ms()) > 0)
 		if (real.poll(&pfd, 1, (int)left) >= 0 || errno != EINTR)
-			return;
+			break;
+	wait_fd_release(c);
 }
 
 /*
@@ -523,7 +574,7 @@ bool connector_abort(struct sock *sock, int how)
 	}
 	pthread_mutex_unlock(&c->lock);
 	/* The progress thread ends it at once; a call after sees the end. */
-	wait_connect_end(c->wait_fd, ABORT_WAIT_MS);
+	wait_connect_end(c, ABORT_WAIT_MS);
 	return abort;
 }
 
@@ -556,7 +607,7 @@ void connector_share(struct sock *sock)
 	 * ends, a child shares the result like any inherited connection.
 	 */
 	if (wait)
-		wait_connect_end(c->wait_fd, SHARE_WAIT_MS);
+		wait_connect_end(c, SHARE_WAIT_MS);
 }
 
 void connector_fork_child_release(struct sock *sock)
@@ -569,7 +620,8 @@ void connector_fork_child_release(struct sock *sock)
 		return;
 	if (c->dup >= 0)
 		real.close(c->dup);
-	real.close(c->wait_fd);
+	if (c->wait_fd >= 0)
+		real.close(c->wait_fd);
 	c->dup = -1;
 	c->wait_fd = -1;
 }

@@ -55,8 +55,14 @@ bool connector_started(const struct sock *sock);
  */
 int connector_take_error(struct sock *sock);
 
-/* The fd a poll() waits on for it: readable once it is over. */
-int connector_wait_fd(const struct sock *sock);
+/*
+ * The fd a poll() waits on for sock's connect: readable once it is over.
+ * It stays open until connector_wait_release(); -1 if the connect is over
+ * (or not this process's), when there is nothing to wait for.  The
+ * descriptor goes when the connect is over and nobody holds it.
+ */
+int connector_wait_hold(struct sock *sock);
+void connector_wait_release(struct sock *sock);
 
 /*
  * shutdown(how) while sock's connect is in the background.  If its kernel

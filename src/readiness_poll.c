@@ -212,6 +212,8 @@ static int poll_substituted(struct pollfd *fds, nfds_t nfds,
 	struct pollfd *tmp = calloc(POLL_ENTRIES * nfds + 1, sizeof(*tmp));
 	/* The readiness of each upgraded one, counted as polled. */
 	struct readiness **began = calloc(nfds + 1, sizeof(*began));
+	/* Each background connect whose wait_fd is held. */
+	bool *held = calloc(nfds + 1, sizeof(*held));
 	const struct timespec *tmo = ts;
 	struct timespec left;
 	int64_t deadline = -1;
@@ -219,7 +221,7 @@ static int poll_substituted(struct pollfd *fds, nfds_t nfds,
 	int ret, ready = 0;
 	bool moved;
 
-	if (!tmp || !began) {
+	if (!tmp || !began || !held) {
 		ret = -ENOMEM;
 		goto out;
 	}
@@ -235,8 +237,14 @@ static int poll_substituted(struct pollfd *fds, nfds_t nfds,
 			/* A background connect: nothing until it ends. */
 			for (k = 0; k < POLL_ENTRIES; k++)
 				tmp[j + k].fd = -1;
-			tmp[j].fd = connector_wait_fd(socks[i]);
+			tmp[j].fd = connector_wait_hold(socks[i]);
 			tmp[j].events = POLLIN;
+			held[i] = tmp[j].fd >= 0;
+			/* It ended since it was looked up: look again. */
+			if (!held[i]) {
+				ret = -EXDEV;
+				goto out;
+			}
 		}
 		j += POLL_ENTRIES;
 	}
@@ -316,6 +324,10 @@ out:
 	for (i = 0; began && i < nfds; i++)
 		if (began[i])
 			readiness_poll_end(began[i]);
+	for (i = 0; held && i < nfds; i++)
+		if (held[i])
+			connector_wait_release(socks[i]);
+	free(held);
 	free(began);
 	free(tmp);
 	return ret;

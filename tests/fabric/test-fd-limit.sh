@@ -14,10 +14,14 @@
 #                                      with fd_limit, nothing else
 #   RLIMIT_MEMLOCK 128 KiB (nobody) -> some on RDMA, the surplus on TCP
 #                                      with memlock_limit
+# And roceshim's own descriptors per upgraded connection end
+# (tests/fabric/fdcount.py), by the way the program connects: a
+# non-blocking connect keeps none beyond those of a blocking one.
 # Rings of 16 KiB: about a thousand connection ends in one guest process.
 set -u
 PYTHON=${PYTHON:-/usr/bin/python3}
 fdfill="$top_srcdir/tests/fabric/fdfill.py"
+fdcount="$top_srcdir/tests/fabric/fdcount.py"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/test-fd-limit.XXXXXX") || exit 1
 chmod 755 "$tmp"
 trap 'rm -rf "$tmp"' EXIT
@@ -77,6 +81,23 @@ fill memlock 1 --max 20
 check memlock_some_on_rdma test "$(ends memlock rdma)" -gt 0
 check memlock_surplus_memlock_limit \
 	test "$(ends memlock tcp memlock_limit)" -gt 0
+for way in blocking timeout epoll; do
+	timeout 120 "$ROCESHIM_RUN" "$PYTHON" "$fdcount" \
+		"$ROCESHIM_FABRIC_ADDR_B" "$way" --pairs 20 >"$tmp/fds-$way" 2>&1
+	sed "s/^/    fds-$way: /" "$tmp/fds-$way"
+done
+per_end() { awk '$1 == "fds" {print $3}' "$tmp/fds-$1"; }
+# Those a connection holds (a connect in the background uses a CM
+# channel of its own, one per process).
+per_conn() { grep -o '\[eventfd\]=[0-9]* \|\[infinibandevent\]=[0-9]*' \
+	"$tmp/fds-$1" | tr -d '\n'; }
+# Three per end (two eventfds and a completion channel), and a dozen per
+# process spread over the 40 ends.
+check three_descriptors_per_upgraded_end awk -v n="$(per_end blocking)" \
+	'BEGIN {exit !(n >= 3 && n <= 3.3)}'
+check_eq nonblocking_connects_keep_no_more_descriptors \
+	"$(per_conn blocking) $(per_conn blocking)" \
+	"$(per_conn timeout) $(per_conn epoll)"
 echo "# pairs until EMFILE at ulimit -n 1024: tcp $tcp, roceshim $rdma" \
 	"($(ends rdma1024 rdma) ends on RDMA)"
 finish
