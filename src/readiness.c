@@ -368,8 +368,6 @@ void readiness_poll_end(struct readiness *r)
  */
 static void watch_channel(struct readiness *r, bool on)
 {
-	if (!r->started)
-		return;
 	if (on)
 		progress_add(transport_event_fd(r->t), EPOLLIN, &r->watcher);
 	else
@@ -386,7 +384,8 @@ static void update_watch_locked(struct readiness *r)
 {
 	bool want = r->progress_wanted && !r->waiters;
 
-	if (want == r->watching)
+	/* Until the start, a watch asked for waits for it. */
+	if (!r->started || want == r->watching)
 		return;
 	watch_channel(r, want);
 	r->watching = want;

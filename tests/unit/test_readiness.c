@@ -1,0 +1,583 @@
+// SPDX-License-Identifier: MIT
+/* Specification of one connection's readiness (src/readiness.c): what its
+ * two eventfds say for each state of the transport, the lag that an
+ * epoll_wait() reporting an arrival itself may leave, who watches the
+ * completion channel, how blocking calls sleep, and the end (release,
+ * close, a fork child).  The transport and the progress thread are test
+ * doubles (-Wl,--wrap): the transport's state is set by hand and its
+ * completion channel is an eventfd, so no verbs are needed. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "clock.h"
+#include "progress.h"
+#include "readiness_impl.h"
+#include "real.h"
+
+/* A transport double: the state readiness reads, and a channel. */
+struct transport {
+	struct transport_readiness state;
+	int channel;		 /* eventfd: readable while an event waits */
+	unsigned int arms;	 /* transport_arm() and _arm_for_read() */
+	unsigned int handled;	 /* transport_handle_event() */
+	unsigned int taken;	 /* transport_take_event() */
+	bool readable_after_arm; /* what transport_arm_for_read() finds */
+};
+
+/* The progress thread double: whether it watches the channel. */
+static struct {
+	int fd;
+	unsigned int adds;
+	unsigned int dels;
+} progress;
+
+int __wrap_transport_event_fd(const struct transport *t);
+void __wrap_transport_readiness(struct transport *t,
+				struct transport_readiness *out);
+int __wrap_transport_arm(struct transport *t);
+bool __wrap_transport_arm_for_read(struct transport *t);
+int __wrap_transport_handle_event(struct transport *t);
+void __wrap_transport_take_event(struct transport *t);
+int __wrap_progress_add(int fd, uint32_t events, struct progress_watcher *w);
+void __wrap_progress_del(int fd);
+
+int __wrap_transport_event_fd(const struct transport *t)
+{
+	return t->channel;
+}
+
+void __wrap_transport_readiness(struct transport *t,
+				struct transport_readiness *out)
+{
+	*out = t->state;
+}
+
+int __wrap_transport_arm(struct transport *t)
+{
+	t->arms++;
+	return 0;
+}
+
+bool __wrap_transport_arm_for_read(struct transport *t)
+{
+	t->arms++;
+	return t->readable_after_arm;
+}
+
+static void take_channel_event(struct transport *t)
+{
+	uint64_t v;
+
+	(void)!read(t->channel, &v, sizeof(v));
+}
+
+int __wrap_transport_handle_event(struct transport *t)
+{
+	take_channel_event(t);
+	t->handled++;
+	return 0;
+}
+
+void __wrap_transport_take_event(struct transport *t)
+{
+	take_channel_event(t);
+	t->taken++;
+}
+
+int __wrap_progress_add(int fd, uint32_t events, struct progress_watcher *w)
+{
+	(void)events;
+	(void)w;
+	progress.fd = fd;
+	progress.adds++;
+	return 0;
+}
+
+void __wrap_progress_del(int fd)
+{
+	if (progress.fd == fd)
+		progress.fd = -1;
+	progress.dels++;
+}
+
+struct fixture {
+	struct transport t;
+	struct readiness *r;
+};
+
+static int setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+
+	if (!f)
+		return -1;
+	f->t.channel = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	f->t.state.writable = true;
+	progress.fd = -1;
+	progress.adds = progress.dels = 0;
+	if (f->t.channel < 0 || readiness_create(&f->t, &f->r))
+		return -1;
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+
+	readiness_close(f->r);
+	readiness_destroy(f->r);
+	close(f->t.channel);
+	free(f);
+	return 0;
+}
+
+/* What poll() says of fd now, of POLLIN and POLLOUT. */
+static short ready(int fd)
+{
+	struct pollfd pfd = { .fd = fd, .events = POLLIN | POLLOUT };
+
+	assert_true(poll(&pfd, 1, 0) >= 0);
+	return pfd.revents & (POLLIN | POLLOUT);
+}
+
+static bool in_ready(struct fixture *f)
+{
+	return ready(readiness_in_fd(f->r)) & POLLIN;
+}
+
+static bool out_ready(struct fixture *f)
+{
+	return ready(readiness_out_fd(f->r)) & POLLOUT;
+}
+
+static void arrive(struct fixture *f)
+{
+	f->t.state.readable = true;
+	f->t.state.arrivals++;
+}
+
+static void fire_channel(struct fixture *f)
+{
+	assert_int_equal(write(f->t.channel, &(uint64_t){ 1 }, 8), 8);
+}
+
+/* ---- the eventfds --------------------------------------------------- */
+
+static void new_connection_with_credit_is_writable_not_readable(void **state)
+{
+	struct fixture *f = *state;
+
+	assert_false(in_ready(f));
+	assert_true(out_ready(f));
+}
+
+static void new_connection_without_credit_is_not_writable(void **state)
+{
+	struct transport t = { .channel = -1 };
+	struct readiness *r;
+
+	assert_int_equal(readiness_create(&t, &r), 0);
+	assert_false(ready(readiness_out_fd(r)) & POLLOUT);
+	readiness_close(r);
+	readiness_destroy(r);
+}
+
+static void arrival_makes_in_fd_readable(void **state)
+{
+	struct fixture *f = *state;
+
+	arrive(f);
+	readiness_sync(f->r);
+	assert_true(in_ready(f));
+}
+
+static void read_of_everything_makes_in_fd_unreadable(void **state)
+{
+	struct fixture *f = *state;
+
+	arrive(f);
+	readiness_sync(f->r);
+	f->t.state.readable = false;
+	readiness_sync(f->r);
+	assert_false(in_ready(f));
+}
+
+static void credit_running_out_and_coming_back_toggles_out_fd(void **state)
+{
+	struct fixture *f = *state;
+
+	f->t.state.writable = false;
+	readiness_sync(f->r);
+	assert_false(out_ready(f));
+	f->t.state.writable = true;
+	readiness_sync(f->r);
+	assert_true(out_ready(f));
+}
+
+static void every_arrival_is_a_new_edge_on_a_readable_fd(void **state)
+{
+	struct fixture *f = *state;
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLET };
+	int ep = epoll_create1(EPOLL_CLOEXEC);
+
+	assert_int_equal(
+		epoll_ctl(ep, EPOLL_CTL_ADD, readiness_in_fd(f->r), &ev), 0);
+	arrive(f);
+	readiness_sync(f->r);
+	assert_int_equal(epoll_wait(ep, &ev, 1, 0), 1);
+	assert_int_equal(epoll_wait(ep, &ev, 1, 0), 0);
+	arrive(f);
+	readiness_sync(f->r);
+	assert_int_equal(epoll_wait(ep, &ev, 1, 0), 1);
+	close(ep);
+}
+
+static void sync_without_change_raises_no_edge(void **state)
+{
+	struct fixture *f = *state;
+
+	arrive(f);
+	readiness_sync(f->r);
+	assert_int_equal(readiness_poll_raised(f->r, false, NULL), 0);
+	assert_false(readiness_has_news(f->r, EPOLLIN | EPOLLOUT));
+}
+
+static void poll_raised_names_what_changed(void **state)
+{
+	struct fixture *f = *state;
+	struct transport_readiness now;
+
+	f->t.state.writable = false;
+	readiness_sync(f->r);
+	arrive(f);
+	f->t.state.writable = true;
+	assert_true(readiness_has_news(f->r, EPOLLIN));
+	assert_int_equal(readiness_poll_raised(f->r, false, &now),
+			 EPOLLIN | EPOLLOUT);
+	assert_true(now.readable && now.writable);
+}
+
+/* ---- the lag -------------------------------------------------------- */
+
+static void told_arrival_lags_while_nothing_else_watches(void **state)
+{
+	struct fixture *f = *state;
+
+	readiness_epoll_wait_begin();
+	arrive(f);
+	fire_channel(f);
+	readiness_serve(f->r, true, NULL);
+	readiness_epoll_wait_end();
+	assert_false(in_ready(f));
+	assert_int_equal(f->t.handled, 1);
+	/* The next epoll_wait() is told to settle it first. */
+	assert_true(readiness_epoll_wait_begin());
+	readiness_settle(f->r);
+	readiness_epoll_wait_end();
+	assert_true(in_ready(f));
+	assert_false(readiness_epoll_wait_begin());
+	readiness_epoll_wait_end();
+}
+
+static void
+told_arrival_sets_in_fd_while_another_epoll_wait_sleeps(void **state)
+{
+	struct fixture *f = *state;
+
+	readiness_epoll_wait_begin();
+	readiness_epoll_wait_begin();
+	arrive(f);
+	readiness_serve(f->r, true, NULL);
+	readiness_epoll_wait_end();
+	readiness_epoll_wait_end();
+	assert_true(in_ready(f));
+}
+
+static void told_arrival_sets_in_fd_while_a_poll_watches(void **state)
+{
+	struct fixture *f = *state;
+
+	readiness_poll_begin(f->r);
+	arrive(f);
+	readiness_serve(f->r, true, NULL);
+	assert_true(in_ready(f));
+	readiness_poll_end(f->r);
+}
+
+static void poll_begin_settles_a_lagging_connection(void **state)
+{
+	struct fixture *f = *state;
+
+	arrive(f);
+	readiness_serve(f->r, true, NULL);
+	assert_false(in_ready(f));
+	readiness_poll_begin(f->r);
+	assert_true(in_ready(f));
+	readiness_poll_end(f->r);
+}
+
+/* ---- who watches the channel ---------------------------------------- */
+
+static void watch_before_start_leaves_the_channel_alone(void **state)
+{
+	struct fixture *f = *state;
+
+	readiness_watch(f->r);
+	assert_int_equal(progress.adds, 0);
+	readiness_start(f->r);
+	assert_int_equal(progress.fd, f->t.channel);
+}
+
+static void want_arms_the_channel_without_the_progress_thread(void **state)
+{
+	struct fixture *f = *state;
+	unsigned int arms;
+
+	readiness_start(f->r);
+	arms = f->t.arms;
+	readiness_want(f->r);
+	assert_true(f->t.arms > arms);
+	assert_int_equal(progress.adds, 0);
+}
+
+static void corked_send_has_the_progress_thread_watch(void **state)
+{
+	struct fixture *f = *state;
+
+	readiness_start(f->r);
+	readiness_after_send(f->r, true);
+	assert_int_equal(progress.fd, f->t.channel);
+}
+
+static void send_without_want_keeps_the_eventfds_stale(void **state)
+{
+	struct fixture *f = *state;
+
+	f->t.state.writable = false;
+	readiness_after_send(f->r, false);
+	assert_true(out_ready(f));
+	readiness_want(f->r);
+	assert_false(out_ready(f));
+	f->t.state.writable = true;
+	readiness_after_send(f->r, false);
+	assert_true(out_ready(f));
+}
+
+/* ---- blocking calls ------------------------------------------------- */
+
+static void read_wait_times_out_with_eagain(void **state)
+{
+	struct fixture *f = *state;
+
+	readiness_start(f->r);
+	assert_int_equal(readiness_wait_readable(f->r, clock_ms() + 20),
+			 -EAGAIN);
+}
+
+static void read_wait_ends_at_once_when_the_arm_finds_data(void **state)
+{
+	struct fixture *f = *state;
+
+	readiness_start(f->r);
+	f->t.readable_after_arm = true;
+	assert_int_equal(readiness_wait_readable(f->r, clock_ms() + 5000), 0);
+}
+
+static void *fire_later(void *arg)
+{
+	struct timespec pause = { .tv_nsec = 20 * 1000000 };
+
+	nanosleep(&pause, NULL);
+	fire_channel(arg);
+	return NULL;
+}
+
+static void read_wait_wakes_on_the_channel(void **state)
+{
+	struct fixture *f = *state;
+	pthread_t th;
+
+	readiness_start(f->r);
+	assert_int_equal(pthread_create(&th, NULL, fire_later, f), 0);
+	assert_int_equal(readiness_wait_readable(f->r, clock_ms() + 5000), 0);
+	pthread_join(th, NULL);
+	/* Nobody relies on the eventfds: the event waits for the next sleep. */
+	assert_int_equal(f->t.handled + f->t.taken, 0);
+	assert_int_equal(readiness_wait_readable(f->r, clock_ms() + 10),
+			 -EAGAIN);
+	assert_int_equal(f->t.taken, 1);
+}
+
+static void read_wait_takes_its_event_when_readiness_is_wanted(void **state)
+{
+	struct fixture *f = *state;
+	pthread_t th;
+
+	readiness_start(f->r);
+	readiness_want(f->r);
+	assert_int_equal(pthread_create(&th, NULL, fire_later, f), 0);
+	assert_int_equal(readiness_wait_readable(f->r, clock_ms() + 5000), 0);
+	pthread_join(th, NULL);
+	assert_int_equal(f->t.handled, 1);
+}
+
+static void
+sleeping_read_keeps_the_progress_thread_off_the_channel(void **state)
+{
+	struct fixture *f = *state;
+
+	readiness_start(f->r);
+	readiness_watch(f->r);
+	assert_int_equal(progress.fd, f->t.channel);
+	assert_int_equal(readiness_wait_readable(f->r, clock_ms() + 10),
+			 -EAGAIN);
+	/* Taken out for the sleep, put back after it. */
+	assert_int_equal(progress.dels, 1);
+	assert_int_equal(progress.fd, f->t.channel);
+}
+
+static void *credit_later(void *arg)
+{
+	struct fixture *f = arg;
+	struct timespec pause = { .tv_nsec = 20 * 1000000 };
+
+	nanosleep(&pause, NULL);
+	f->t.state.writable = true;
+	readiness_sync(f->r);
+	return NULL;
+}
+
+static void send_wait_wakes_when_credit_comes(void **state)
+{
+	struct fixture *f = *state;
+	pthread_t th;
+
+	f->t.state.writable = false;
+	readiness_sync(f->r);
+	assert_int_equal(pthread_create(&th, NULL, credit_later, f), 0);
+	assert_int_equal(readiness_wait_writable(f->r, clock_ms() + 5000), 0);
+	pthread_join(th, NULL);
+}
+
+static void send_wait_without_credit_times_out(void **state)
+{
+	struct fixture *f = *state;
+
+	f->t.state.writable = false;
+	assert_int_equal(readiness_wait_writable(f->r, clock_ms() + 20),
+			 -EAGAIN);
+}
+
+/* ---- the end -------------------------------------------------------- */
+
+static void release_makes_both_eventfds_ready_for_good(void **state)
+{
+	struct fixture *f = *state;
+
+	f->t.state.writable = false;
+	readiness_sync(f->r);
+	readiness_release_fds(f->r);
+	assert_true(readiness_released(f->r));
+	assert_true(in_ready(f));
+	assert_true(out_ready(f));
+	f->t.state.readable = false;
+	readiness_sync(f->r);
+	assert_true(in_ready(f));
+	assert_true(out_ready(f));
+}
+
+static void close_closes_the_eventfds_and_no_sync_writes_after(void **state)
+{
+	struct fixture *f = *state;
+	int in_fd = readiness_in_fd(f->r);
+	struct rlimit lim;
+	int reused;
+
+	readiness_close(f->r);
+	assert_int_equal(fcntl(in_fd, F_GETFD), -1);
+	/*
+	 * Another file takes the number (which may lie above the soft
+	 * limit): a sync must leave it alone.
+	 */
+	assert_int_equal(getrlimit(RLIMIT_NOFILE, &lim), 0);
+	lim.rlim_cur = lim.rlim_max;
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &lim), 0);
+	reused = eventfd(0, EFD_NONBLOCK);
+	if (reused != in_fd) {
+		assert_int_equal(dup2(reused, in_fd), in_fd);
+		close(reused);
+		reused = in_fd;
+	}
+	arrive(f);
+	readiness_sync(f->r);
+	assert_int_equal(ready(reused), POLLOUT);
+	close(reused);
+}
+
+static void fork_child_sees_inherited_readiness_dead(void **state)
+{
+	struct fixture *f = *state;
+	unsigned int adds = progress.adds;
+
+	readiness_start(f->r);
+	readiness_core_fork_child();
+	assert_false(readiness_alive(f->r));
+	arrive(f);
+	readiness_sync(f->r);
+	readiness_watch(f->r);
+	assert_false(in_ready(f));
+	assert_int_equal(progress.adds, adds);
+}
+
+#define CASE(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		CASE(new_connection_with_credit_is_writable_not_readable),
+		CASE(new_connection_without_credit_is_not_writable),
+		CASE(arrival_makes_in_fd_readable),
+		CASE(read_of_everything_makes_in_fd_unreadable),
+		CASE(credit_running_out_and_coming_back_toggles_out_fd),
+		CASE(every_arrival_is_a_new_edge_on_a_readable_fd),
+		CASE(sync_without_change_raises_no_edge),
+		CASE(poll_raised_names_what_changed),
+		CASE(told_arrival_lags_while_nothing_else_watches),
+		CASE(told_arrival_sets_in_fd_while_another_epoll_wait_sleeps),
+		CASE(told_arrival_sets_in_fd_while_a_poll_watches),
+		CASE(poll_begin_settles_a_lagging_connection),
+		CASE(watch_before_start_leaves_the_channel_alone),
+		CASE(want_arms_the_channel_without_the_progress_thread),
+		CASE(corked_send_has_the_progress_thread_watch),
+		CASE(send_without_want_keeps_the_eventfds_stale),
+		CASE(read_wait_times_out_with_eagain),
+		CASE(read_wait_ends_at_once_when_the_arm_finds_data),
+		CASE(read_wait_wakes_on_the_channel),
+		CASE(read_wait_takes_its_event_when_readiness_is_wanted),
+		CASE(sleeping_read_keeps_the_progress_thread_off_the_channel),
+		CASE(send_wait_wakes_when_credit_comes),
+		CASE(send_wait_without_credit_times_out),
+		CASE(release_makes_both_eventfds_ready_for_good),
+		CASE(close_closes_the_eventfds_and_no_sync_writes_after),
+		/* Last: the process's readiness is a fork child's after it. */
+		CASE(fork_child_sees_inherited_readiness_dead),
+	};
+
+	real_init();
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
