@@ -280,12 +280,12 @@ bool handshake_running(void)
  * their handshakes, where a copy kept open would leave them taking
  * handshakes that nobody serves (each client waiting for its timeout).
  */
-void FORK_CODE handshake_fork_child(void)
+void FORK_CODE handshake_fork_child(bool fds_shared)
 {
 	pthread_mutex_init(&hs.lock, NULL);
-	if (hs.started && !hs.disabled && hs.watch.ch)
+	if (!fds_shared && hs.started && !hs.disabled && hs.watch.ch)
 		real.close(hs.watch.ch->fd);
 	hs.disabled = true;
 	handshake_server_fork_child();
-	handshake_client_fork_child();
+	handshake_client_fork_child(fds_shared);
 }

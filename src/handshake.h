@@ -138,7 +138,11 @@ bool handshake_running(void);
  */
 void handshake_quiesce(int timeout_ms);
 
-/* Fork child: RDMA is off from now on. */
-void handshake_fork_child(void);
+/*
+ * Fork child: RDMA is off from now on, and the child's copies of the CM
+ * channels are closed, unless it shares the parent's descriptor table
+ * (fds_shared: a clone with CLONE_FILES), where they are the parent's.
+ */
+void handshake_fork_child(bool fds_shared);
 
 #endif /* ROCESHIM_HANDSHAKE_H */

@@ -688,11 +688,12 @@ bool handshake_dial_tick(void)
 }
 
 /* A fork child dials nothing: its copy of the channel goes (handshake.c). */
-void FORK_CODE handshake_client_fork_child(void)
+void FORK_CODE handshake_client_fork_child(bool fds_shared)
 {
 	if (!bg.ch)
 		return;
-	real.close(bg.ch->fd);
+	if (!fds_shared)
+		real.close(bg.ch->fd);
 	bg.ch = NULL;
 	bg.failed = true;
 }

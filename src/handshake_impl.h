@@ -93,7 +93,7 @@ bool handshake_dial_tick(void);
 /* share_start()'s callback: a descendant asks about a conn. */
 void handshake_on_share_request(void *ctx);
 void handshake_server_fork_child(void);
-void handshake_client_fork_child(void);
+void handshake_client_fork_child(bool fds_shared);
 /*
  * A listener id's context starts with a pointer to handshake_listener_tag
  * (struct listener), and so does a connect request's id until it is

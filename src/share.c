@@ -703,7 +703,7 @@ bool share_imported(void)
 	return sh.imported.r;
 }
 
-void FORK_CODE share_fork_child(void)
+void FORK_CODE share_fork_child(bool fds_shared)
 {
 	/*
 	 * The region stays mapped: this process's inherited connections, and
@@ -719,7 +719,7 @@ void FORK_CODE share_fork_child(void)
 	 * first, while that allocator's locks are still held.
 	 */
 	sh.ctx = NULL;
-	if (sh.sock >= 0)
+	if (sh.sock >= 0 && !fds_shared)
 		real.close(sh.sock);
 	sh.sock = -1;
 }

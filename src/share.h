@@ -137,7 +137,11 @@ bool share_exported(void);
 void share_import(void);
 bool share_imported(void);
 
-/* In a fork child: the slots it inherited are its owner's, not its own. */
-void share_fork_child(void);
+/*
+ * In a fork child: the slots it inherited are its owner's, not its own.
+ * fds_shared: the child shares the parent's descriptor table (a clone
+ * with CLONE_FILES): the owner's request socket stays open.
+ */
+void share_fork_child(bool fds_shared);
 
 #endif /* ROCESHIM_SHARE_H */

@@ -77,17 +77,21 @@ static void FORK_CODE fork_parent(void)
 	stats_fork_parent();
 }
 
-static void FORK_CODE fork_child(void)
+/*
+ * fds_shared: the child shares the parent's descriptor table (a clone with
+ * CLONE_FILES): it must close none of the parent's descriptors.
+ */
+static void FORK_CODE fork_child(bool fds_shared)
 {
 	/* A vfork child of the parent's is none of this child's. */
 	shim_vfork_parent = 0;
-	track_fork_child();
+	track_fork_child(fds_shared);
 	conn_fork_child();
 	fd_room_fork_child();
 	progress_fork_child();
 	connector_fork_child();
-	handshake_fork_child();
-	share_fork_child();
+	handshake_fork_child(fds_shared);
+	share_fork_child(fds_shared);
 	spin_fork_child();
 	readiness_fork_child();
 	transport_fork_child();
@@ -97,6 +101,11 @@ static void FORK_CODE fork_child(void)
 	/* A log file's name may hold the pid: the child's is its own. */
 	if (shim_config.log_file[0])
 		log_open(shim_config.log_level, shim_config.log_file);
+}
+
+static void FORK_CODE fork_child_handler(void)
+{
+	fork_child(false);
 }
 
 static void at_exit(void)
@@ -123,7 +132,7 @@ static void init_once_fn(void)
 		if (share_imported())
 			track_inherited_listeners();
 	}
-	pthread_atfork(fork_prepare, fork_parent, fork_child);
+	pthread_atfork(fork_prepare, fork_parent, fork_child_handler);
 	atexit(at_exit);
 	log_info("enabled=%d stats=%d include=%u exclude=%u rules",
 		 shim_config.enabled, shim_config.stats,
@@ -265,6 +274,18 @@ static bool copies_memory(uint64_t flags)
 	return !(flags & (CLONE_VM | CLONE_THREAD));
 }
 
+/* The flags of a clone made through syscall(); 0 for a fork. */
+static uint64_t clone_flags(long number, const long *arg)
+{
+	const struct clone_args *ca = (const struct clone_args *)arg[0];
+
+	if (number == SYS_clone)
+		return (uint64_t)arg[0];
+	if (number == SYS_clone3)
+		return ca->flags;
+	return 0;
+}
+
 static bool forks(long number, const long *arg)
 {
 	const struct clone_args *ca = (const struct clone_args *)arg[0];
@@ -285,6 +306,7 @@ SHIM_EXPORT long syscall(long number, ...)
 {
 	va_list ap;
 	long arg[6], ret;
+	bool fds_shared;
 	int i;
 
 	/* As libc's own: six argument registers, whatever the call uses. */
@@ -298,11 +320,12 @@ SHIM_EXPORT long syscall(long number, ...)
 	if (!shim_config.enabled || !forks(number, arg))
 		return real.syscall(number, arg[0], arg[1], arg[2], arg[3],
 				    arg[4], arg[5]);
+	fds_shared = clone_flags(number, arg) & CLONE_FILES;
 	fork_prepare();
 	ret = real.syscall(number, arg[0], arg[1], arg[2], arg[3], arg[4],
 			   arg[5]);
 	if (ret == 0)
-		fork_child();
+		fork_child(fds_shared);
 	else
 		fork_parent();
 	return ret;
@@ -311,6 +334,7 @@ SHIM_EXPORT long syscall(long number, ...)
 struct clone_start {
 	int (*fn)(void *);
 	void *arg;
+	bool fds_shared;
 };
 
 /* The child's copy of the parent's clone_start: its memory is a copy. */
@@ -318,13 +342,15 @@ static int clone_child_start(void *start)
 {
 	struct clone_start *cs = start;
 
-	fork_child();
+	fork_child(cs->fds_shared);
 	return cs->fn(cs->arg);
 }
 
 SHIM_EXPORT int clone(int (*fn)(void *), void *stack, int flags, void *arg, ...)
 {
-	struct clone_start cs = { .fn = fn, .arg = arg };
+	struct clone_start cs = { .fn = fn,
+				  .arg = arg,
+				  .fds_shared = flags & CLONE_FILES };
 	pid_t *parent_tid, *child_tid;
 	va_list ap;
 	void *tls;

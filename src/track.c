@@ -920,9 +920,9 @@ static void connect_in_child(int fd, struct sock *sock, void *arg)
 		connector_fork_child_release(sock);
 }
 
-void FORK_CODE track_fork_child(void)
+void FORK_CODE track_fork_child(bool fds_shared)
 {
-	if (shim_tracking() && connector_any_pending())
+	if (!fds_shared && shim_tracking() && connector_any_pending())
 		fd_table_for_each(connect_in_child, NULL);
 }
 

@@ -116,10 +116,12 @@ void track_rx(struct sock *sock, ssize_t ret, int err);
  * track_fork_prepare(): the connects in the background settle first
  * (connector_share()), those whose fd survives an exec only if the child
  * is to exec at once (for_exec); a process with none pays one load.
- * track_fork_child(): the child lets go of the parent's copies for them.
+ * track_fork_child(): the child lets go of the parent's copies for them,
+ * unless it shares the parent's descriptor table (fds_shared: a clone
+ * with CLONE_FILES), where they are the parent's own.
  */
 void track_fork_prepare(bool for_exec);
-void track_fork_child(void);
+void track_fork_child(bool fds_shared);
 /*
  * track_exec() also stops the CM listeners of the listeners the new image
  * keeps, and hands it the connections they took that accept() has not

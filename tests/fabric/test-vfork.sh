@@ -58,4 +58,47 @@ check_eq connections_the_subprocess_does_not_keep_are_intact "kept ok" \
 	"$(grep '^kept' <<<"$out")"
 check_eq connections_the_subprocess_does_not_keep_stay_on_rdma \
 	"transports rdma/none rdma/none" "$(grep '^transports' <<<"$out")"
+
+# A child made by clone(CLONE_FILES) without CLONE_VM has a copy of the
+# memory but shares the descriptor table: its fork handlers must close
+# none of the parent's descriptors (the CM channels), or the parent's next
+# connection could not make its handshake.
+cat >"$tmp/clone_files.py" <<'PY'
+import ctypes, json, os, socket, sys
+CLONE_FILES, SIGCHLD, SYS_clone = 0x400, 17, 56
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+lst = socket.socket()
+lst.bind((os.environ["PROBE_ADDR"], 0))
+lst.listen()
+
+
+def pair():
+    cli = socket.create_connection(lst.getsockname())
+    srv, _ = lst.accept()
+    payload = os.urandom(100000)
+    cli.sendall(payload)
+    got = b""
+    while len(got) < len(payload):
+        got += srv.recv(1 << 16)
+    return cli, srv, got == payload
+
+
+first = pair()
+pid = libc.syscall(SYS_clone, CLONE_FILES | SIGCHLD, 0, 0, 0, 0)
+if pid == 0:
+    os._exit(0)
+os.waitpid(pid, 0)
+second = pair()
+print("bytes", "ok" if first[2] and second[2] else "differs")
+stat = json.loads(os.popen("%s --json %d" % (sys.argv[1], os.getpid())).read())
+ends = [c for c in stat["connections"] if c["role"] != "listener"]
+print("after", " ".join(c["transport"] + "/" + c["downgrade"]
+                        for c in ends[2:]))
+PY
+out=$(PROBE_ADDR=$ROCESHIM_FABRIC_ADDR_B timeout 60 "$ROCESHIM_RUN" \
+	"$PYTHON" "$tmp/clone_files.py" "$ROCESHIM_STAT" 2>&1)
+check_eq clone_files_child_bytes_exact "bytes ok" "$(grep '^bytes' <<<"$out")"
+check_eq clone_files_child_leaves_the_parent_its_rdma \
+	"after rdma/none rdma/none" "$(grep '^after' <<<"$out")"
 finish
