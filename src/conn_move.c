@@ -185,6 +185,22 @@ static void peer_gone_locked(struct conn *c, bool reset)
 	readiness_sync(c->r);
 }
 
+/*
+ * How long the move waits for the peer's marker.  A peer whose program
+ * has consumed nothing of this end's stream, while this end's has read
+ * nothing of the peer's, may not have accepted the connection yet (a
+ * socket-activated server still starting after the activator's exec
+ * ended the queue pair): over TCP its client would wait for that
+ * accept(), so the move waits as long as a move may.
+ */
+static int move_timeout(const struct conn *c)
+{
+	if (c->pos.consumed || c->pos.released)
+		return c->timeout_ms;
+	return c->timeout_ms > MOVE_WAIT_MAX_MS ? c->timeout_ms
+						: MOVE_WAIT_MAX_MS;
+}
+
 void conn_move_begin_locked(struct conn *c, enum roceshim_downgrade cause)
 {
 	struct wire_marker m = { .cause = cause };
@@ -207,7 +223,7 @@ void conn_move_begin_locked(struct conn *c, enum roceshim_downgrade cause)
 	m.resume = c->pos.consumed;
 	m.sent = c->pos.staged;
 	wire_encode_marker(&m, buf);
-	move_wait_start(&c->wait, c->timeout_ms, clock_ms());
+	move_wait_start(&c->wait, move_timeout(c), clock_ms());
 	moving_add(c);
 	/* The socket has carried nothing: 32 bytes always fit. */
 	n = real.send(c->kfd, buf, sizeof(buf), MSG_DONTWAIT | MSG_NOSIGNAL);

@@ -337,12 +337,15 @@ def activate(args):
             pass
     os.execv(sys.executable, [sys.executable, __file__, "activated",
                               "--fd", str(ls.fileno()),
-                              "--count", str(args.count)])
+                              "--count", str(args.count),
+                              "--start", str(args.start)])
 
 
 def activated(args):
     """The server an activator execs: echoes count connections on the
-    listener it inherited as fd, at once, reporting each."""
+    listener it inherited as fd, after start seconds (a program slow to
+    start), reporting each."""
+    time.sleep(args.start)
     ls = socket.socket(fileno=args.fd)
     threads = []
     for _ in range(args.count):
@@ -380,7 +383,7 @@ def take_listener(args):
     u.listen(1)
     c, _ = u.accept()
     _, fds, _, _ = socket.recv_fds(c, 1, 1)
-    activated(argparse.Namespace(fd=fds[0], count=args.count))
+    activated(argparse.Namespace(fd=fds[0], count=args.count, start=0.0))
 
 
 def handoff(args):
@@ -722,9 +725,12 @@ def main():
     ac.add_argument("--delay", type=float, default=0.0)
     ac.add_argument("--fail-first", action="store_true",
                     help="an exec that fails comes first")
+    ac.add_argument("--start", type=float, default=0.0,
+                    help="the server's start-up time before it accepts")
     ad = sub.add_parser("activated")
     ad.add_argument("--fd", type=int, required=True)
     ad.add_argument("--count", type=int, default=1)
+    ad.add_argument("--start", type=float, default=0.0)
     pl = sub.add_parser("pass-listener")
     pl.add_argument("addr")
     pl.add_argument("--dir", required=True)

@@ -58,6 +58,22 @@ wait $srv
 sed 's/^/    server: /' "$tmp/srv"
 check_eq pending_moved_by_exec 2 "$(grep -o 'conn tcp none moved:exec' "$tmp/srv" | wc -l)"
 
+# --- a server slower to start than the move timeout ----------------------
+# Over TCP the client waits for the accept() of a server still starting.
+# Its peer having consumed and sent nothing, the client's move waits as
+# long as a move may, not the move timeout (10 s here), and a server that
+# takes 14 s to start gets the connection.
+"$ROCESHIM_RUN" "$PYTHON" "$peer" activate "$ROCESHIM_FABRIC_ADDR_B" \
+	--count 1 --start 14 >"$tmp/slow" 2>&1 &
+srv=$!
+port=$(peer_port "$tmp/slow")
+client slow_client "$port"
+check_client slow_client
+wait $srv
+sed 's/^/    slow server: /' "$tmp/slow"
+check_eq slow_pending_moved_by_exec 1 \
+	"$(grep -o 'conn tcp none moved:exec' "$tmp/slow" | wc -l)"
+
 # --- systemd-socket-activate ----------------------------------------------
 if command -v systemd-socket-activate >/dev/null; then
 	port=$("$PYTHON" -c 'import socket, sys; s = socket.socket()

@@ -610,6 +610,24 @@ static void unanswered_marker_fails_the_move_after_its_timeout(void **state)
 	assert_int_equal(published, SHARE_FAILED);
 }
 
+static void peer_that_took_and_sent_nothing_gets_the_longest_wait(void **state)
+{
+	struct end *ends = *state;
+	struct timespec pause = { .tv_nsec = 20 * 1000000 };
+	int i;
+
+	ends[0].t.pos = (struct wire_positions){ .staged = 1000 };
+	ends[0].c.timeout_ms = 30;
+	begin(&ends[0], ROCESHIM_DOWNGRADE_QP_ERROR);
+	assert_int_equal(ends[0].c.wait.deadline_ms - ends[0].c.wait.started_ms,
+			 MOVE_WAIT_MAX_MS);
+	for (i = 0; i < 5; i++) {
+		conn_move_tick();
+		nanosleep(&pause, NULL);
+	}
+	assert_int_equal(path(&ends[0]), CONN_MOVING);
+}
+
 #define CASE(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
@@ -631,6 +649,7 @@ int main(void)
 		CASE(catch_up_waits_for_the_first_bytes_the_peer_resends),
 		CASE(catch_up_ends_with_the_peer_s_close),
 		CASE(unanswered_marker_fails_the_move_after_its_timeout),
+		CASE(peer_that_took_and_sent_nothing_gets_the_longest_wait),
 	};
 
 	real_init();
