@@ -76,6 +76,10 @@ static void real_resolve(void)
 	RESOLVE(setresgid);
 	RESOLVE(setgroups);
 	RESOLVE(initgroups);
+	RESOLVE(setfsuid);
+	RESOLVE(setfsgid);
+	RESOLVE(capset);
+	RESOLVE(prctl);
 	RESOLVE(syscall);
 	RESOLVE(clone);
 	RESOLVE(execve);

@@ -89,6 +89,10 @@ struct real_libc {
 	int (*setresgid)(gid_t, gid_t, gid_t);
 	int (*setgroups)(size_t, const gid_t *);
 	int (*initgroups)(const char *, gid_t);
+	int (*setfsuid)(uid_t);
+	int (*setfsgid)(gid_t);
+	int (*capset)(void *, const void *);
+	int (*prctl)(int, ...);
 	long (*syscall)(long, ...);
 	int (*clone)(int (*)(void *), void *, int, void *, ...);
 	int (*execve)(const char *, char *const[], char *const[]);

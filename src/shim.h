@@ -66,6 +66,13 @@ static inline void shim_ensure_init(void)
  */
 bool shim_fd_syscall(long number, const long *arg, long *ret);
 
+/*
+ * interpose_cred.c: a system call made through syscall() that makes new
+ * credentials (the set*id family, setgroups, capset, prctl's capability
+ * options): the process gives up RDMA first, as the libc wrappers do.
+ */
+void shim_cred_syscall(long number, const long *arg);
+
 static inline struct sock *shim_lookup(int fd)
 {
 	if (!shim_tracking())

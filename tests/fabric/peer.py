@@ -25,9 +25,12 @@
                                               setgid()/setuid() to nobody,
                                               then a new one (the server
                                               must serve 2)
-  peer.py drop-serve ADDR [--count N]         echo server that listens as
-                                              root, then becomes nobody;
-                                              prints "port P"
+  peer.py drop-serve ADDR [--count N] [--how H]
+                                              echo server that listens as
+                                              root, then becomes nobody
+                                              (H setuid) or changes its
+                                              credentials by capset,
+                                              prctl or syscall; "port P"
   peer.py signal-wait ADDR PORT [--bind A] [--wait epoll|poll]
                                               waits for a reply that does
                                               not come, with a timeout of
@@ -69,6 +72,7 @@ fallback reason) is printed as "conn TRANSPORT REASON", read with
 $ROCESHIM_STAT while the connection is open.
 """
 import argparse
+import ctypes
 import errno
 import json
 import os
@@ -306,9 +310,29 @@ def setuid(args):
     return 0 if ok else 1
 
 
+def drop_privileges(how):
+    """Changes the credentials: as a daemon that drops root does (setuid),
+    or on this thread alone, with capset(), prctl() or a raw system
+    call, as libcap and daemons that keep one capability do."""
+    if how == "setuid":
+        become_nobody()
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    if how == "capset":
+        header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # version 3, self
+        data = (ctypes.c_uint32 * 6)()  # no capability left
+        ret = libc.capset(header, data)
+    elif how == "prctl":
+        ret = libc.prctl(24, 16, 0, 0, 0)  # PR_CAPBSET_DROP, SYS_MODULE
+    else:
+        ret = libc.syscall(117, 65534, 65534, 65534)  # SYS_setresuid
+    if ret:
+        raise OSError(ctypes.get_errno(), "dropping privileges: " + how)
+
+
 def drop_serve(args):
     ls = listening(args.addr)
-    become_nobody()
+    drop_privileges(args.how)
     echo_each(ls, args.count)
 
 
@@ -711,6 +735,8 @@ def main():
     ds = sub.add_parser("drop-serve")
     ds.add_argument("addr")
     ds.add_argument("--count", type=int, default=1)
+    ds.add_argument("--how", default="setuid",
+                    choices=("setuid", "capset", "prctl", "syscall"))
     sw = sub.add_parser("signal-wait")
     sw.add_argument("addr")
     sw.add_argument("port", type=int)

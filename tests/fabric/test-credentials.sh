@@ -66,4 +66,27 @@ check_eq dropped_server_client_on_tcp "conn tcp peer_rejected" \
 check_eq dropped_server_conn_on_tcp "conn tcp unsupported" \
 	"$(grep -m1 '^conn ' "$tmp/dsrv")"
 check dropped_server_refuses_rdma_at_once [ "$ms" -lt 6000 ]
+
+# The same with the credentials changed another way, on the calling
+# thread alone: capset() (libcap's way), prctl() and a raw system call.
+for how in capset prctl syscall; do
+	"$ROCESHIM_RUN" "$PYTHON" "$peer" drop-serve "$ROCESHIM_FABRIC_ADDR_B" \
+		--how "$how" >"$tmp/$how-srv" 2>&1 &
+	port=$(peer_port "$tmp/$how-srv")
+	start=$(date +%s%N)
+	ROCESHIM_CONNECT_TIMEOUT_MS=10000 "$ROCESHIM_RUN" "$PYTHON" "$peer" \
+		echo "$ROCESHIM_FABRIC_ADDR_B" "$port" \
+		--bind "$ROCESHIM_FABRIC_ADDR_A" --report >"$tmp/$how-cli" 2>&1
+	echo "rc $?" >>"$tmp/$how-cli"
+	ms=$((($(date +%s%N) - start) / 1000000))
+	wait
+	sed "s/^/    $how client: /" "$tmp/$how-cli"
+	sed "s/^/    $how server: /" "$tmp/$how-srv"
+	echo "    took $ms ms"
+	check_eq "${how}_server_echo" "0 ok" \
+		"$(field "$how-cli" rc) $(field "$how-cli" echo)"
+	check_eq "${how}_server_refuses_rdma" "conn tcp peer_rejected" \
+		"$(grep -m1 '^conn ' "$tmp/$how-cli")"
+	check "${how}_server_refuses_rdma_at_once" [ "$ms" -lt 6000 ]
+done
 finish
