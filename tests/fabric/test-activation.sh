@@ -42,7 +42,7 @@ check_client() {
 # Its first exec fails, as os.execvp's do for PATH entries before the
 # right one: the second must hand the connections over all the same.
 "$ROCESHIM_RUN" "$PYTHON" "$peer" activate "$ROCESHIM_FABRIC_ADDR_B" \
-	--count 3 --delay 2 --fail-first >"$tmp/srv" 2>&1 &
+	--count 3 --delay 4 --fail-first >"$tmp/srv" 2>&1 &
 srv=$!
 port=$(peer_port "$tmp/srv")
 client first "$port" &
