@@ -274,31 +274,25 @@ static bool copies_memory(uint64_t flags)
 	return !(flags & (CLONE_VM | CLONE_THREAD));
 }
 
-/* The flags of a clone made through syscall(); 0 for a fork. */
-static uint64_t clone_flags(long number, const long *arg)
+/* Whether the call forks; *flags: its clone flags (0 for SYS_fork). */
+static bool forks(long number, const long *arg, uint64_t *flags)
 {
 	const struct clone_args *ca = (const struct clone_args *)arg[0];
 
-	if (number == SYS_clone)
-		return (uint64_t)arg[0];
-	if (number == SYS_clone3)
-		return ca->flags;
-	return 0;
-}
-
-static bool forks(long number, const long *arg)
-{
-	const struct clone_args *ca = (const struct clone_args *)arg[0];
-
+	*flags = 0;
 #ifdef SYS_fork
 	if (number == SYS_fork)
 		return true;
 #endif
-	if (number == SYS_clone)
-		return copies_memory(arg[0]) && !arg[1];
+	if (number == SYS_clone) {
+		*flags = (uint64_t)arg[0];
+		return copies_memory(*flags) && !arg[1];
+	}
 	if (number == SYS_clone3 && ca &&
-	    (size_t)arg[1] >= CLONE_ARGS_SIZE_VER0)
-		return copies_memory(ca->flags) && !ca->stack;
+	    (size_t)arg[1] >= CLONE_ARGS_SIZE_VER0) {
+		*flags = ca->flags;
+		return copies_memory(*flags) && !ca->stack;
+	}
 	return false;
 }
 
@@ -306,7 +300,7 @@ SHIM_EXPORT long syscall(long number, ...)
 {
 	va_list ap;
 	long arg[6], ret;
-	bool fds_shared;
+	uint64_t flags;
 	int i;
 
 	/* As libc's own: six argument registers, whatever the call uses. */
@@ -319,15 +313,14 @@ SHIM_EXPORT long syscall(long number, ...)
 		return ret;
 	if (shim_config.enabled)
 		shim_cred_syscall(number, arg);
-	if (!shim_config.enabled || !forks(number, arg))
+	if (!shim_config.enabled || !forks(number, arg, &flags))
 		return real.syscall(number, arg[0], arg[1], arg[2], arg[3],
 				    arg[4], arg[5]);
-	fds_shared = clone_flags(number, arg) & CLONE_FILES;
 	fork_prepare();
 	ret = real.syscall(number, arg[0], arg[1], arg[2], arg[3], arg[4],
 			   arg[5]);
 	if (ret == 0)
-		fork_child(fds_shared);
+		fork_child(flags & CLONE_FILES);
 	else
 		fork_parent();
 	return ret;
