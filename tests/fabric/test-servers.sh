@@ -78,6 +78,7 @@ have() { # PROGRAM... : all installed, else a skip line
 # The stats of every roceshim process, sampled every 0.2 s into FILE, so
 # that short-lived processes (curl, forked children) are seen too.
 sample_start() {
+	shape_start=$SECONDS
 	(
 		while :; do
 			"$ROCESHIM_STAT" --json 2>/dev/null
@@ -93,6 +94,7 @@ sample_stop() {
 	kill "$sampler" 2>/dev/null
 	wait "$sampler" 2>/dev/null
 	sampler=
+	echo "    $shape: $((SECONDS - shape_start)) s"
 }
 
 # conns SIDE PORT: from $tmp/$shape.stats, the last state of every
