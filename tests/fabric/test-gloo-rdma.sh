@@ -8,7 +8,8 @@
 # 1 MiB ring that docs/performance.md suggests for Gloo and 4 MiB
 # tensors, so that each message takes several turns of that ring.
 # ROCESHIM_FABRIC_FULL=1 (bench/fabric-conformance) adds world 4 with
-# default settings.
+# default settings, and world 2 with the RDMA path off (every pair
+# connection in the stats, on TCP).
 set -u
 export GLOO_TEST_SIZES=1K,1M GLOO_TEST_TRANSPORT=rdma \
 	GLOO_TEST_TIMEOUT=600
@@ -17,6 +18,9 @@ B=$ROCESHIM_FABRIC_ADDR_B
 GLOO_TEST_WORLDS=2 GLOO_TEST_ARGS="--rank-addrs $A,$B" \
 	/bin/bash "$top_srcdir/tests/integration/test-gloo.sh" || exit
 if [ "${ROCESHIM_FABRIC_FULL:-0}" = 1 ]; then
+	ROCESHIM_RDMA=0 GLOO_TEST_TRANSPORT=tcp GLOO_TEST_WORLDS=2 \
+		GLOO_TEST_ARGS="--rank-addrs $A,$B" \
+		/bin/bash "$top_srcdir/tests/integration/test-gloo.sh" || exit
 	GLOO_TEST_WORLDS=4 GLOO_TEST_ARGS="--rank-addrs $A,$B,$A,$B" \
 		/bin/bash "$top_srcdir/tests/integration/test-gloo.sh" || exit
 fi
