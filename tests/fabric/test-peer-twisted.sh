@@ -8,14 +8,15 @@
 # that passes without roceshim and not with it fails this test, unless
 # tests/peer/known-differences explains it; so does a run in which fewer
 # than half of the preloaded run's connections were on RDMA.  The
-# modules are those whose cases open TCP connections through the reactors
-# themselves (TCP, sockets adopted by the reactor, FTP's data
-# connections, the web client).  ROCESHIM_FABRIC_FULL=1
-# (bench/fabric-conformance) adds TLS, AF_UNIX, the loopback, policy,
-# SMTP and AMP tests, whose connections are few beside their in-memory
-# cases.  The host's other modules never run here: their cases hang
-# without roceshim in the guest (DNS) or add little over RDMA for their
-# time (xmlrpc, distrib, the old SSL tests).
+# modules are Twisted's TCP transport tests under every reactor and
+# those of sockets adopted by a reactor.  ROCESHIM_FABRIC_FULL=1
+# (bench/fabric-conformance) adds the TCP internals (accept at the fd
+# limit), the web client, FTP (data connections), TLS, AF_UNIX, the
+# loopback, policy, SMTP and AMP tests.  The host's other modules never
+# run here: their cases hang without roceshim in the guest (DNS) or add
+# little over RDMA for their time (xmlrpc, distrib, the old SSL tests).
+# The two ways run at once (--parallel): the guest waits on its tests'
+# timeouts more than it computes.
 set -u
 if ! /usr/bin/python3 -c 'import twisted.trial' 2>/dev/null; then
 	echo "SKIP: Twisted is not installed (apt-get install python3-twisted)"
@@ -24,11 +25,12 @@ fi
 out=$(mktemp -d "${TMPDIR:-/tmp}/test-peer-twisted.XXXXXX") || exit 1
 trap 'rm -rf "$out"' EXIT
 modules=twisted.internet.test.test_tcp,twisted.test.test_tcp,\
-twisted.test.test_tcp_internals,twisted.internet.test.test_socket,\
-twisted.web.test.test_webclient,twisted.test.test_ftp
+twisted.internet.test.test_socket
 [ "${ROCESHIM_FABRIC_FULL:-0}" = 1 ] && modules=$modules,\
-twisted.test.test_loopback,twisted.internet.test.test_tls,\
-twisted.internet.test.test_unix,twisted.test.test_policies,\
+twisted.test.test_tcp_internals,twisted.web.test.test_webclient,\
+twisted.test.test_ftp,twisted.test.test_loopback,\
+twisted.internet.test.test_tls,twisted.internet.test.test_unix,\
+twisted.test.test_policies,\
 twisted.mail.test.test_smtp,twisted.test.test_amp
 "$top_srcdir/tests/peer/twisted-net" --addr "$ROCESHIM_FABRIC_ADDR_B" \
-	--modules "$modules" --min-rdma 0.5 --out "$out"
+	--modules "$modules" --min-rdma 0.5 --parallel --out "$out"

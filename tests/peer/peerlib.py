@@ -6,11 +6,13 @@ known differences, and the share of connections that went over RDMA.
 A runner gives compare() its units (modules) and a function that runs
 one unit in one mode and returns (exit status, {case id: verdict}), the
 verdict being "pass", "fail" or "skip".  A case that passes without
-roceshim and not with it is run again once, both ways; only a difference
-that holds counts, and it fails the run unless the known-differences
-file names it with its reason.
+roceshim and not with it is run again once, both ways, one after the
+other (also when the first run ran both at once, --parallel); only a
+difference that holds counts, and it fails the run unless the
+known-differences file names it with its reason.
 """
 import argparse
+import concurrent.futures
 import fnmatch
 import glob
 import os
@@ -30,6 +32,9 @@ def parser(doc, out):
     p.add_argument("--min-rdma", type=float, default=0.0)
     p.add_argument("--timeout", type=int, default=900)
     p.add_argument("--env", action="append", default=[])
+    p.add_argument("--parallel", action="store_true",
+                   help="run each unit without and with roceshim at once "
+                   "(a case that differs is rerun one way after the other)")
     return p
 
 
@@ -85,12 +90,17 @@ def launch(args, preload, logdir):
     return launcher, env
 
 
-def run_both(args, run_unit, unit, tag, matches=()):
-    res = {}
-    for mode in ("plain", "preload"):
-        res[mode] = run_unit(args, unit, os.path.join(args.out, mode), tag,
-                             mode == "preload", matches)
-    return res
+def run_both(args, run_unit, unit, tag, matches=(), parallel=False):
+    """The unit's outcome in each mode: one after the other, or at once."""
+    def run(mode):
+        return run_unit(args, unit, os.path.join(args.out, mode), tag,
+                        mode == "preload", matches)
+
+    if not parallel:
+        return {mode: run(mode) for mode in ("plain", "preload")}
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        runs = {mode: pool.submit(run, mode) for mode in ("plain", "preload")}
+        return {mode: r.result() for mode, r in runs.items()}
 
 
 def rdma_share(args):
@@ -115,7 +125,7 @@ def compare(args, units, run_unit, suite):
     start = time.monotonic()
     for n, unit in enumerate(units, 1):
         t0 = time.monotonic()
-        res = run_both(args, run_unit, unit, "")
+        res = run_both(args, run_unit, unit, "", parallel=args.parallel)
         plain, pre = res["plain"][1], res["preload"][1]
         cases = sorted(set(plain) | set(pre))
         worse = [c for c in cases
