@@ -1,0 +1,591 @@
+// SPDX-License-Identifier: MIT
+/* Specification of the server handshake's answer to a connect request
+ * (src/handshake_server.c, handshake_on_connect_request()): every check
+ * a hostile or mistaken request meets before this end spends a queue
+ * pair on it, the reason a refusal carries back, the accept that names
+ * this end's ring, the cap on handshakes a listener lets wait for
+ * accept(), and a second request whose TCP connection accept() may have
+ * taken already.  The CM is a test double (the `rdmacm` table): a
+ * listener is opened through handshake_listen() beside a real TCP
+ * listener, and each request is an event the test makes.  The transport,
+ * the connection, the rules, the share region and the kernel's queue
+ * (tcp_diag) are doubles too (-Wl,--wrap). */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "config.h"
+#include "endpoint.h"
+#include "handshake_impl.h"
+#include "rdma_stack.h"
+#include "real.h"
+#include "share.h"
+#include "sock.h"
+#include "transport.h"
+#include "wire.h"
+
+/* The fewest handshakes a CM listener lets wait, twice its backlog. */
+#define PENDING_CAP (2 * 128)
+#define RING_SIZE   (64u << 10)
+
+static struct {
+	int live_ids;
+	unsigned int accepted;
+	uint8_t accept_data[WIRE_ACCEPT_LEN];
+	unsigned int rejected;
+	uint8_t reject_data[WIRE_REJECT_LEN];
+	uint8_t reject_len;
+	uint16_t port; /* the listener's, in network order */
+} cm;
+
+static struct rdma_event_channel shared_channel = { .fd = -1 };
+
+struct transport {
+	int unused;
+};
+
+struct conn {
+	struct rdma_cm_id *id;
+	bool started;
+	bool discarded;
+};
+
+static struct transport the_transport;
+static struct {
+	int create_rc;
+	int connect_rc;
+	unsigned int destroyed;
+	unsigned int conns;
+	unsigned int started;
+	unsigned int discarded;
+	unsigned int shared;
+	unsigned int malformed;
+	enum roceshim_reason policy;
+	int unaccepted; /* tcp_diag_unaccepted()'s answer */
+} doubles;
+
+static struct config cfg;
+static struct sock listener;
+static int listen_fd = -1;
+
+/* ---- the CM double ---------------------------------------------------- */
+
+static int fake_create_id(struct rdma_event_channel *ch,
+			  struct rdma_cm_id **out, void *context,
+			  enum rdma_port_space ps)
+{
+	struct rdma_cm_id *id = calloc(1, sizeof(*id));
+
+	(void)ps;
+	assert_non_null(id);
+	id->channel = ch;
+	id->context = context;
+	cm.live_ids++;
+	*out = id;
+	return 0;
+}
+
+static int fake_destroy_id(struct rdma_cm_id *id)
+{
+	free(id);
+	cm.live_ids--;
+	return 0;
+}
+
+static int fake_bind_addr(struct rdma_cm_id *id, struct sockaddr *addr)
+{
+	(void)id;
+	cm.port = ((struct sockaddr_in *)addr)->sin_port;
+	return 0;
+}
+
+static int fake_listen(struct rdma_cm_id *id, int backlog)
+{
+	(void)id;
+	(void)backlog;
+	return 0;
+}
+
+static __be16 fake_get_src_port(struct rdma_cm_id *id)
+{
+	(void)id;
+	return cm.port;
+}
+
+static int fake_accept(struct rdma_cm_id *id, struct rdma_conn_param *param)
+{
+	(void)id;
+	assert_int_equal(param->private_data_len, WIRE_ACCEPT_LEN);
+	memcpy(cm.accept_data, param->private_data, WIRE_ACCEPT_LEN);
+	cm.accepted++;
+	return 0;
+}
+
+static int fake_reject(struct rdma_cm_id *id, const void *data, uint8_t len)
+{
+	(void)id;
+	assert_true(len <= sizeof(cm.reject_data));
+	if (len)
+		memcpy(cm.reject_data, data, len);
+	cm.reject_len = len;
+	cm.rejected++;
+	return 0;
+}
+
+static const char *fake_event_str(enum rdma_cm_event_type event)
+{
+	(void)event;
+	return "event";
+}
+
+/* ---- the modules around the handshake --------------------------------- */
+
+struct rdma_event_channel *__wrap_handshake_channel(const struct config *c);
+struct rdma_event_channel *__wrap_handshake_channel(const struct config *c)
+{
+	(void)c;
+	return &shared_channel;
+}
+
+bool __wrap_handshake_running(void);
+bool __wrap_handshake_running(void)
+{
+	return true;
+}
+
+enum roceshim_reason
+__wrap_policy_decide(const struct config *c,
+		     const struct roceshim_stats_endpoint *peer,
+		     uint16_t service_port);
+enum roceshim_reason
+__wrap_policy_decide(const struct config *c,
+		     const struct roceshim_stats_endpoint *peer,
+		     uint16_t service_port)
+{
+	(void)c;
+	(void)peer;
+	(void)service_port;
+	return doubles.policy;
+}
+
+int __wrap_transport_create(struct rdma_cm_id *id,
+			    const struct transport_config *tc,
+			    struct transport **out);
+int __wrap_transport_create(struct rdma_cm_id *id,
+			    const struct transport_config *tc,
+			    struct transport **out)
+{
+	(void)id;
+	assert_int_equal(tc->ring_bytes, RING_SIZE);
+	if (doubles.create_rc)
+		return doubles.create_rc;
+	*out = &the_transport;
+	return 0;
+}
+
+int __wrap_transport_connect(struct transport *t,
+			     const struct transport_ring_info *peer);
+int __wrap_transport_connect(struct transport *t,
+			     const struct transport_ring_info *peer)
+{
+	(void)t;
+	(void)peer;
+	return doubles.connect_rc;
+}
+
+void __wrap_transport_local_ring(const struct transport *t,
+				 struct transport_ring_info *info);
+void __wrap_transport_local_ring(const struct transport *t,
+				 struct transport_ring_info *info)
+{
+	(void)t;
+	*info = (struct transport_ring_info){ .addr = 4096,
+					      .rkey = 7,
+					      .size = RING_SIZE };
+}
+
+void __wrap_transport_destroy(struct transport *t);
+void __wrap_transport_destroy(struct transport *t)
+{
+	assert_ptr_equal(t, &the_transport);
+	doubles.destroyed++;
+}
+
+int __wrap_conn_create(struct rdma_cm_id *id, struct transport *t,
+		       const struct conn_options *opt, struct conn **out);
+int __wrap_conn_create(struct rdma_cm_id *id, struct transport *t,
+		       const struct conn_options *opt, struct conn **out)
+{
+	struct conn *c = calloc(1, sizeof(*c));
+
+	(void)t;
+	(void)opt;
+	assert_non_null(c);
+	c->id = id;
+	doubles.conns++;
+	*out = c;
+	return 0;
+}
+
+void __wrap_conn_start(struct conn *c);
+void __wrap_conn_start(struct conn *c)
+{
+	c->started = true;
+	doubles.started++;
+}
+
+/* Closes the connection and its id. */
+void __wrap_conn_discard(struct conn *c);
+void __wrap_conn_discard(struct conn *c)
+{
+	doubles.discarded++;
+	fake_destroy_id(c->id);
+	free(c);
+}
+
+struct share_slot *__wrap_conn_slot(struct conn *c);
+struct share_slot *__wrap_conn_slot(struct conn *c)
+{
+	(void)c;
+	return NULL;
+}
+
+void __wrap_share_pending_set(struct share_slot *slot,
+			      const struct roceshim_stats_endpoint *source,
+			      uint16_t port);
+void __wrap_share_pending_set(struct share_slot *slot,
+			      const struct roceshim_stats_endpoint *source,
+			      uint16_t port)
+{
+	(void)slot;
+	(void)source;
+	(void)port;
+	doubles.shared++;
+}
+
+void __wrap_share_pending_settle(struct share_slot *slot,
+				 enum share_pending state);
+void __wrap_share_pending_settle(struct share_slot *slot,
+				 enum share_pending state)
+{
+	(void)slot;
+	(void)state;
+}
+
+int __wrap_tcp_diag_unaccepted(const struct roceshim_stats_endpoint *local,
+			       const struct roceshim_stats_endpoint *remote);
+int __wrap_tcp_diag_unaccepted(const struct roceshim_stats_endpoint *local,
+			       const struct roceshim_stats_endpoint *remote)
+{
+	(void)local;
+	(void)remote;
+	return doubles.unaccepted;
+}
+
+void __wrap_progress_wake(void);
+void __wrap_progress_wake(void)
+{
+}
+
+void __wrap_stats_malformed_input(void);
+void __wrap_stats_malformed_input(void)
+{
+	doubles.malformed++;
+}
+
+/* ---- fixtures ------------------------------------------------------ */
+
+static int group_setup(void **state)
+{
+	(void)state;
+	real_init();
+	rdmacm = (struct rdmacm_api){
+		.create_id = fake_create_id,
+		.destroy_id = fake_destroy_id,
+		.bind_addr = fake_bind_addr,
+		.listen = fake_listen,
+		.get_src_port = fake_get_src_port,
+		.accept = fake_accept,
+		.reject = fake_reject,
+		.event_str = fake_event_str,
+	};
+	return 0;
+}
+
+/* A TCP listener on loopback and its CM listener beside it. */
+static int setup(void **state)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET };
+
+	(void)state;
+	memset(&cm, 0, sizeof(cm));
+	memset(&doubles, 0, sizeof(doubles));
+	memset(&listener, 0, sizeof(listener));
+	config_defaults(&cfg);
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	listen_fd = socket(AF_INET, SOCK_STREAM, 0);
+	assert_true(listen_fd >= 0);
+	assert_int_equal(bind(listen_fd, (struct sockaddr *)&sin, sizeof(sin)),
+			 0);
+	assert_int_equal(listen(listen_fd, 8), 0);
+	assert_int_equal(handshake_listen(&cfg, &listener, listen_fd, 8),
+			 ROCESHIM_REASON_NONE);
+	assert_non_null(listener.listen_id);
+	assert_int_not_equal(cm.port, 0);
+	return 0;
+}
+
+/* The listener goes, and with it what it accepted on the CM. */
+static int teardown(void **state)
+{
+	(void)state;
+	handshake_unlisten(&listener, false);
+	handshake_pending_tick();
+	close(listen_fd);
+	assert_int_equal(cm.live_ids, 0);
+	return 0;
+}
+
+static struct wire_hello hello_from(const char *tcp_source, uint16_t port)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET,
+				   .sin_port = htons(port) };
+	struct wire_hello hello = {
+		.ring = { .addr = 8192, .rkey = 9, .size = RING_SIZE },
+	};
+
+	assert_int_equal(inet_pton(AF_INET, tcp_source, &sin.sin_addr), 1);
+	assert_int_equal(endpoint_from_sockaddr(&hello.tcp_source,
+						(struct sockaddr *)&sin,
+						sizeof(sin)),
+			 0);
+	return hello;
+}
+
+/*
+ * A request to the listener's address from the client whose CM address
+ * is from: whether this end
+ * accepted it.  A refused request's id stays the CM's (here, the test's);
+ * a taken one is its conn's.
+ */
+static bool request(const char *from, const void *data, uint8_t len)
+{
+	struct rdma_cm_event ev = { .event = RDMA_CM_EVENT_CONNECT_REQUEST };
+	unsigned int accepted = cm.accepted;
+	struct sockaddr_in *local, *peer;
+	struct rdma_cm_id *id;
+
+	assert_int_equal(fake_create_id(NULL, &id, NULL, RDMA_PS_TCP), 0);
+	local = (struct sockaddr_in *)&id->route.addr.src_addr;
+	local->sin_family = AF_INET;
+	local->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	peer = (struct sockaddr_in *)&id->route.addr.dst_addr;
+	peer->sin_family = AF_INET;
+	assert_int_equal(inet_pton(AF_INET, from, &peer->sin_addr), 1);
+	ev.id = id;
+	ev.listen_id = listener.listen_id;
+	ev.param.conn.private_data = data;
+	ev.param.conn.private_data_len = len;
+	if (!handshake_on_connect_request(&cfg, &ev))
+		fake_destroy_id(id);
+	return cm.accepted > accepted;
+}
+
+static bool send_hello(const struct wire_hello *hello)
+{
+	uint8_t data[WIRE_HELLO_LEN];
+
+	wire_encode_hello(hello, data);
+	return request("127.0.0.1", data, sizeof(data));
+}
+
+/* The refusal carried a reason for the client. */
+static enum roceshim_reason refusal_reason(void)
+{
+	enum roceshim_reason reason;
+
+	assert_int_equal(cm.reject_len, WIRE_REJECT_LEN);
+	assert_int_equal(
+		wire_decode_reject(cm.reject_data, cm.reject_len, &reason), 0);
+	return reason;
+}
+
+/* ---- accepted ---------------------------------------------------------- */
+
+static void a_well_formed_request_is_accepted_with_this_ends_ring(void **state)
+{
+	struct wire_hello hello = hello_from("127.0.0.1", 50001);
+	struct transport_ring_info ring;
+
+	(void)state;
+	assert_true(send_hello(&hello));
+	assert_int_equal(cm.accepted, 1);
+	assert_int_equal(cm.rejected, 0);
+	assert_int_equal(wire_decode_accept(cm.accept_data,
+					    sizeof(cm.accept_data), &ring),
+			 0);
+	assert_int_equal(ring.size, RING_SIZE);
+	assert_int_equal(ring.rkey, 7);
+}
+
+static void an_accepted_request_waits_for_accept_as_a_started_conn(void **state)
+{
+	struct wire_hello hello = hello_from("127.0.0.1", 50002);
+
+	(void)state;
+	assert_true(send_hello(&hello));
+	assert_int_equal(doubles.started, 1);
+	assert_int_equal(doubles.shared, 1);
+	assert_int_equal(doubles.discarded, 0);
+	assert_true(handshake_server_busy());
+}
+
+static void a_second_request_whose_connection_waits_is_accepted(void **state)
+{
+	struct wire_hello hello = hello_from("127.0.0.1", 50003);
+
+	(void)state;
+	hello.connected = true;
+	doubles.unaccepted = 1;
+	assert_true(send_hello(&hello));
+	assert_int_equal(cm.accepted, 1);
+}
+
+/* ---- refused ---------------------------------------------------------- */
+
+static void a_malformed_request_is_refused_and_counted(void **state)
+{
+	static const uint8_t garbage[WIRE_HELLO_LEN] = { 0x52, 0x53, 0x48 };
+
+	(void)state;
+	assert_false(request("127.0.0.1", garbage, sizeof(garbage)));
+	assert_int_equal(cm.rejected, 1);
+	assert_int_equal(cm.reject_len, 0);
+	assert_int_equal(doubles.malformed, 1);
+	assert_int_equal(doubles.conns, 0);
+}
+
+static void a_request_without_private_data_is_refused(void **state)
+{
+	(void)state;
+	assert_false(request("127.0.0.1", NULL, 0));
+	assert_int_equal(cm.rejected, 1);
+	assert_int_equal(doubles.malformed, 1);
+}
+
+static void a_request_naming_another_hosts_tcp_source_is_refused(void **state)
+{
+	struct wire_hello hello = hello_from("10.9.9.9", 50004);
+
+	(void)state;
+	assert_false(send_hello(&hello));
+	assert_int_equal(cm.rejected, 1);
+	assert_int_equal(doubles.malformed, 1);
+	assert_int_equal(doubles.conns, 0);
+}
+
+static void a_peer_this_ends_rules_exclude_is_refused(void **state)
+{
+	struct wire_hello hello = hello_from("127.0.0.1", 50005);
+
+	(void)state;
+	doubles.policy = ROCESHIM_REASON_EXCLUDED;
+	assert_false(send_hello(&hello));
+	assert_int_equal(cm.rejected, 1);
+	assert_int_equal(cm.reject_len, 0);
+	assert_int_equal(doubles.malformed, 0);
+}
+
+static void a_ring_above_this_ends_maximum_is_refused(void **state)
+{
+	struct wire_hello hello = hello_from("127.0.0.1", 50006);
+
+	(void)state;
+	cfg.ring_kb = 32;
+	cfg.ring_start_kb = 4;
+	assert_false(send_hello(&hello));
+	assert_int_equal(cm.rejected, 1);
+	assert_int_equal(doubles.conns, 0);
+}
+
+static void no_queue_pair_refuses_with_the_reason(void **state)
+{
+	struct wire_hello hello = hello_from("127.0.0.1", 50007);
+
+	(void)state;
+	doubles.create_rc = -EMFILE;
+	assert_false(send_hello(&hello));
+	assert_int_equal(refusal_reason(), ROCESHIM_REASON_FD_LIMIT);
+}
+
+static void a_ring_the_transport_cannot_take_is_refused(void **state)
+{
+	struct wire_hello hello = hello_from("127.0.0.1", 50008);
+
+	(void)state;
+	doubles.connect_rc = -EINVAL;
+	assert_false(send_hello(&hello));
+	assert_int_equal(cm.rejected, 1);
+	assert_int_equal(doubles.destroyed, 1);
+	assert_int_equal(doubles.conns, 0);
+}
+
+static void
+a_second_request_whose_connection_was_accepted_is_refused(void **state)
+{
+	struct wire_hello hello = hello_from("127.0.0.1", 50009);
+
+	(void)state;
+	hello.connected = true;
+	doubles.unaccepted = 0;
+	assert_false(send_hello(&hello));
+	assert_int_equal(cm.rejected, 1);
+	assert_int_equal(cm.accepted, 0);
+	assert_int_equal(doubles.discarded, 1);
+	assert_false(handshake_server_busy());
+}
+
+static void a_listener_lets_twice_its_backlog_wait_for_accept(void **state)
+{
+	struct wire_hello hello = hello_from("127.0.0.1", 50010);
+	unsigned int i;
+
+	(void)state;
+	for (i = 0; i < PENDING_CAP; i++)
+		assert_true(send_hello(&hello));
+	assert_false(send_hello(&hello));
+	assert_int_equal(cm.rejected, 1);
+	assert_int_equal(doubles.conns, PENDING_CAP);
+}
+
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		T(a_well_formed_request_is_accepted_with_this_ends_ring),
+		T(an_accepted_request_waits_for_accept_as_a_started_conn),
+		T(a_second_request_whose_connection_waits_is_accepted),
+		T(a_malformed_request_is_refused_and_counted),
+		T(a_request_without_private_data_is_refused),
+		T(a_request_naming_another_hosts_tcp_source_is_refused),
+		T(a_peer_this_ends_rules_exclude_is_refused),
+		T(a_ring_above_this_ends_maximum_is_refused),
+		T(no_queue_pair_refuses_with_the_reason),
+		T(a_ring_the_transport_cannot_take_is_refused),
+		T(a_second_request_whose_connection_was_accepted_is_refused),
+		T(a_listener_lets_twice_its_backlog_wait_for_accept),
+	};
+
+	return cmocka_run_group_tests(tests, group_setup, NULL);
+}
