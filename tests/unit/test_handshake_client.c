@@ -6,8 +6,9 @@
  * times out, the hello it sends, the source its TCP socket is bound to,
  * and the negative cache of silent peers.  The CM is a test double that
  * answers each call with the event a test scripts (the `rdmacm` table);
- * the transport and the connection are doubles too (-Wl,--wrap).  The
- * TCP socket is a real one, which the dial binds. */
+ * the transport and the connection are doubles too (-Wl,--wrap,
+ * handshake_doubles.h).  The TCP socket is a real one, which the dial
+ * binds. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -25,6 +26,7 @@
 #include "clock.h"
 #include "config.h"
 #include "endpoint.h"
+#include "handshake_doubles.h"
 #include "handshake.h"
 #include "rdma_stack.h"
 #include "real.h"
@@ -36,7 +38,6 @@
 /* No event at all: the peer is silent. */
 #define SILENT	   ((enum rdma_cm_event_type) - 1)
 #define SCRIPT_MAX 16
-#define RING_SIZE  (64u << 10)
 
 /* What the CM double answers to resolve_addr, resolve_route and connect,
  * in the order they are called. */
@@ -76,27 +77,6 @@ static struct rdma_event_channel own_channel;
 static struct rdma_event_channel shared_channel = { .fd = -1 };
 static bool no_shared_channel;
 static int open_channel_errno;
-
-/* The transport and connection doubles. */
-struct transport {
-	int unused;
-};
-
-struct conn {
-	struct rdma_cm_id *id;
-	bool started;
-	bool discarded;
-};
-
-static struct transport the_transport;
-static struct conn the_conn;
-static struct {
-	int create_rc;
-	int connect_rc;
-	unsigned int destroyed;
-	int conn_create_rc;
-	unsigned int malformed;
-} doubles;
 
 static struct config cfg;
 static uint8_t accept_data[WIRE_ACCEPT_LEN];
@@ -247,7 +227,7 @@ static void fake_destroy_event_channel(struct rdma_event_channel *ch)
 	cm.channels_destroyed++;
 }
 
-/* ---- the handshake module's other files, the transport, the conn ------ */
+/* ---- the handshake module's other file ---------------------------- */
 
 struct rdma_event_channel *__wrap_handshake_channel(const struct config *c);
 struct rdma_event_channel *__wrap_handshake_channel(const struct config *c)
@@ -267,90 +247,13 @@ struct rdma_event_channel *__wrap_handshake_open_channel(bool refusable)
 	return &own_channel;
 }
 
-int __wrap_transport_create(struct rdma_cm_id *id,
-			    const struct transport_config *tc,
-			    struct transport **out);
-int __wrap_transport_create(struct rdma_cm_id *id,
-			    const struct transport_config *tc,
-			    struct transport **out)
-{
-	(void)id;
-	(void)tc;
-	if (doubles.create_rc)
-		return doubles.create_rc;
-	*out = &the_transport;
-	return 0;
-}
-
-void __wrap_transport_local_ring(const struct transport *t,
-				 struct transport_ring_info *info);
-void __wrap_transport_local_ring(const struct transport *t,
-				 struct transport_ring_info *info)
-{
-	(void)t;
-	*info = (struct transport_ring_info){ .addr = 4096,
-					      .rkey = 7,
-					      .size = RING_SIZE };
-}
-
-int __wrap_transport_connect(struct transport *t,
-			     const struct transport_ring_info *peer);
-int __wrap_transport_connect(struct transport *t,
-			     const struct transport_ring_info *peer)
-{
-	(void)t;
-	(void)peer;
-	return doubles.connect_rc;
-}
-
-void __wrap_transport_destroy(struct transport *t);
-void __wrap_transport_destroy(struct transport *t)
-{
-	assert_ptr_equal(t, &the_transport);
-	doubles.destroyed++;
-}
-
-int __wrap_conn_create(struct rdma_cm_id *id, struct transport *t,
-		       const struct conn_options *opt, struct conn **out);
-int __wrap_conn_create(struct rdma_cm_id *id, struct transport *t,
-		       const struct conn_options *opt, struct conn **out)
-{
-	(void)t;
-	(void)opt;
-	if (doubles.conn_create_rc)
-		return doubles.conn_create_rc;
-	the_conn = (struct conn){ .id = id };
-	*out = &the_conn;
-	return 0;
-}
-
-void __wrap_conn_start(struct conn *c);
-void __wrap_conn_start(struct conn *c)
-{
-	c->started = true;
-}
-
-/* Closes the connection and its id. */
-void __wrap_conn_discard(struct conn *c);
-void __wrap_conn_discard(struct conn *c)
-{
-	c->discarded = true;
-	fake_destroy_id(c->id);
-}
-
-void __wrap_stats_malformed_input(void);
-void __wrap_stats_malformed_input(void)
-{
-	doubles.malformed++;
-}
-
 /* ---- fixtures ------------------------------------------------------ */
 
 static int group_setup(void **state)
 {
 	struct transport_ring_info ring = { .addr = 8192,
 					    .rkey = 9,
-					    .size = RING_SIZE };
+					    .size = DOUBLES_RING_SIZE };
 
 	(void)state;
 	real_init();
@@ -375,8 +278,7 @@ static int setup(void **state)
 {
 	(void)state;
 	memset(&cm, 0, sizeof(cm));
-	memset(&doubles, 0, sizeof(doubles));
-	memset(&the_conn, 0, sizeof(the_conn));
+	doubles_reset();
 	no_shared_channel = false;
 	open_channel_errno = 0;
 	config_defaults(&cfg);
@@ -389,6 +291,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	(void)state;
+	doubles_reset();
 	close(channel_pipe[0]);
 	close(channel_pipe[1]);
 	return 0;
@@ -432,7 +335,7 @@ static void assert_nothing_left(struct conn *out)
 {
 	assert_null(out);
 	assert_int_equal(cm.live_ids, 0);
-	assert_false(the_conn.started);
+	assert_int_equal(doubles.started, 0);
 	assert_int_equal(cm.channels_destroyed, 1);
 }
 
@@ -448,11 +351,11 @@ static void a_route_and_an_accept_upgrade_the_connection(void **state)
 	script_accept();
 	assert_int_equal(dial(40001, 0, &out, &no_listener),
 			 ROCESHIM_REASON_NONE);
-	assert_ptr_equal(out, &the_conn);
-	assert_true(the_conn.started);
+	assert_ptr_equal(out, doubles.last);
+	assert_int_equal(doubles.started, 1);
 	assert_false(no_listener);
 	assert_int_equal(cm.answered, 3);
-	fake_destroy_id(the_conn.id);
+	fake_destroy_id(doubles.last->id);
 }
 
 static void the_upgraded_id_moves_to_the_shared_channel(void **state)
@@ -466,9 +369,9 @@ static void the_upgraded_id_moves_to_the_shared_channel(void **state)
 	assert_int_equal(dial(40002, 0, &out, &no_listener),
 			 ROCESHIM_REASON_NONE);
 	assert_ptr_equal(cm.migrated_to, &shared_channel);
-	assert_ptr_equal(cm.id->context, &the_conn);
+	assert_ptr_equal(cm.id->context, doubles.last);
 	assert_int_equal(cm.channels_destroyed, 1);
-	fake_destroy_id(the_conn.id);
+	fake_destroy_id(doubles.last->id);
 }
 
 static void the_hello_names_the_sockets_source_and_ring(void **state)
@@ -497,10 +400,10 @@ static void the_hello_names_the_sockets_source_and_ring(void **state)
 		endpoint_from_sockaddr(&source, (struct sockaddr *)&bound, len),
 		0);
 	assert_true(endpoint_equal(&hello.tcp_source, &source));
-	assert_int_equal(hello.ring.size, RING_SIZE);
+	assert_int_equal(hello.ring.size, DOUBLES_RING_SIZE);
 	assert_false(hello.connected);
 	close(fd);
-	fake_destroy_id(the_conn.id);
+	fake_destroy_id(doubles.last->id);
 }
 
 static void a_second_request_says_its_tcp_connection_is_up(void **state)
@@ -517,7 +420,7 @@ static void a_second_request_says_its_tcp_connection_is_up(void **state)
 	assert_int_equal(wire_decode_hello(cm.hello, sizeof(cm.hello), &hello),
 			 0);
 	assert_true(hello.connected);
-	fake_destroy_id(the_conn.id);
+	fake_destroy_id(doubles.last->id);
 }
 
 static void a_socket_the_program_bound_keeps_its_address(void **state)
@@ -543,7 +446,7 @@ static void a_socket_the_program_bound_keeps_its_address(void **state)
 	assert_int_equal(getsockname(fd, (struct sockaddr *)&after, &len), 0);
 	assert_int_equal(after.sin_port, own.sin_port);
 	close(fd);
-	fake_destroy_id(the_conn.id);
+	fake_destroy_id(doubles.last->id);
 }
 
 static void an_unbound_socket_resolves_from_any_source(void **state)
@@ -557,7 +460,7 @@ static void an_unbound_socket_resolves_from_any_source(void **state)
 	assert_int_equal(dial(40006, 0, &out, &no_listener),
 			 ROCESHIM_REASON_NONE);
 	assert_false(cm.resolve_src_given);
-	fake_destroy_id(the_conn.id);
+	fake_destroy_id(doubles.last->id);
 }
 
 static void a_v4_mapped_peer_resolves_in_its_ipv4_form(void **state)
@@ -581,7 +484,7 @@ static void a_v4_mapped_peer_resolves_in_its_ipv4_form(void **state)
 	assert_int_equal(dst->sin_addr.s_addr, htonl(INADDR_LOOPBACK));
 	assert_int_equal(dst->sin_port, htons(40007));
 	close(fd);
-	fake_destroy_id(the_conn.id);
+	fake_destroy_id(doubles.last->id);
 }
 
 static void an_address_that_times_out_is_tried_again_twice_as_long(void **state)
@@ -599,7 +502,7 @@ static void an_address_that_times_out_is_tried_again_twice_as_long(void **state)
 	assert_int_equal(cm.resolve_addr_calls, 3);
 	assert_int_equal(cm.resolve_timeouts[1], 2 * cm.resolve_timeouts[0]);
 	assert_int_equal(cm.resolve_timeouts[2], 2 * cm.resolve_timeouts[1]);
-	fake_destroy_id(the_conn.id);
+	fake_destroy_id(doubles.last->id);
 }
 
 /* ---- the ways it ends on TCP ---------------------------------------- */
@@ -615,7 +518,7 @@ static void a_rejection_by_no_listener_says_there_is_none(void **state)
 	assert_int_equal(dial(40101, 0, &out, &no_listener),
 			 ROCESHIM_REASON_PEER_REJECTED);
 	assert_true(no_listener);
-	assert_true(the_conn.discarded);
+	assert_int_equal(doubles.discarded, 1);
 	assert_nothing_left(out);
 }
 
@@ -660,7 +563,7 @@ static void a_malformed_accept_is_refused_and_counted(void **state)
 	assert_int_equal(dial(40104, 0, &out, &no_listener),
 			 ROCESHIM_REASON_PEER_REJECTED);
 	assert_int_equal(doubles.malformed, 1);
-	assert_true(the_conn.discarded);
+	assert_int_equal(doubles.discarded, 1);
 	assert_nothing_left(out);
 }
 
@@ -731,7 +634,7 @@ static void a_silent_peer_times_out_at_the_connect_timeout(void **state)
 			 ROCESHIM_REASON_TIMEOUT);
 	took = clock_ms() - start;
 	assert_true(took >= 250 && took < 2000);
-	assert_true(the_conn.discarded);
+	assert_int_equal(doubles.discarded, 1);
 	assert_nothing_left(out);
 }
 
@@ -765,7 +668,7 @@ static void a_refusing_peer_is_asked_again_next_time(void **state)
 			 ROCESHIM_REASON_PEER_REJECTED);
 	assert_int_equal(dial(40111, 0, &out, &no_listener),
 			 ROCESHIM_REASON_NONE);
-	fake_destroy_id(the_conn.id);
+	fake_destroy_id(doubles.last->id);
 }
 
 static void a_peer_heard_from_lately_is_slow_not_silent(void **state)
@@ -785,7 +688,7 @@ static void a_peer_heard_from_lately_is_slow_not_silent(void **state)
 			 ROCESHIM_REASON_TIMEOUT);
 	assert_int_equal(dial(40112, 0, &out, &no_listener),
 			 ROCESHIM_REASON_NONE);
-	fake_destroy_id(the_conn.id);
+	fake_destroy_id(doubles.last->id);
 }
 
 static void without_a_negative_cache_a_silent_peer_is_asked_again(void **state)
@@ -802,7 +705,7 @@ static void without_a_negative_cache_a_silent_peer_is_asked_again(void **state)
 	dial(40113, 0, &out, &no_listener);
 	assert_int_equal(dial(40113, 0, &out, &no_listener),
 			 ROCESHIM_REASON_NONE);
-	fake_destroy_id(the_conn.id);
+	fake_destroy_id(doubles.last->id);
 }
 
 /* ---- resources ------------------------------------------------------ */
@@ -883,7 +786,7 @@ static void a_failed_move_to_the_shared_channel_discards_it(void **state)
 	script_accept();
 	assert_int_equal(dial(40206, 0, &out, &no_listener),
 			 ROCESHIM_REASON_RESOURCE);
-	assert_true(the_conn.discarded);
+	assert_int_equal(doubles.discarded, 1);
 	assert_nothing_left(out);
 }
 

@@ -7,9 +7,9 @@
  * accept(), and a second request whose TCP connection accept() may have
  * taken already.  The CM is a test double (the `rdmacm` table): a
  * listener is opened through handshake_listen() beside a real TCP
- * listener, and each request is an event the test makes.  The transport,
- * the connection, the rules, the share region and the kernel's queue
- * (tcp_diag) are doubles too (-Wl,--wrap). */
+ * listener, and each request is an event the test makes.  The transport
+ * and the connection (handshake_doubles.h), the rules, the share region
+ * and the kernel's queue (tcp_diag) are doubles too (-Wl,--wrap). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -26,6 +26,7 @@
 
 #include "config.h"
 #include "endpoint.h"
+#include "handshake_doubles.h"
 #include "handshake_impl.h"
 #include "rdma_stack.h"
 #include "real.h"
@@ -36,7 +37,6 @@
 
 /* The fewest handshakes a CM listener lets wait, twice its backlog. */
 #define PENDING_CAP (2 * 128)
-#define RING_SIZE   (64u << 10)
 
 static struct {
 	int live_ids;
@@ -50,29 +50,12 @@ static struct {
 
 static struct rdma_event_channel shared_channel = { .fd = -1 };
 
-struct transport {
-	int unused;
-};
-
-struct conn {
-	struct rdma_cm_id *id;
-	bool started;
-	bool discarded;
-};
-
-static struct transport the_transport;
+/* The rules, the kernel's queue and the share region. */
 static struct {
-	int create_rc;
-	int connect_rc;
-	unsigned int destroyed;
-	unsigned int conns;
-	unsigned int started;
-	unsigned int discarded;
-	unsigned int shared;
-	unsigned int malformed;
-	enum roceshim_reason policy;
-	int unaccepted; /* tcp_diag_unaccepted()'s answer */
-} doubles;
+	enum roceshim_reason policy; /* policy_decide()'s answer */
+	int unaccepted;		     /* tcp_diag_unaccepted()'s answer */
+	unsigned int shared;	     /* share_pending_set() */
+} around;
 
 static struct config cfg;
 static struct sock listener;
@@ -175,84 +158,10 @@ __wrap_policy_decide(const struct config *c,
 	(void)c;
 	(void)peer;
 	(void)service_port;
-	return doubles.policy;
-}
-
-int __wrap_transport_create(struct rdma_cm_id *id,
-			    const struct transport_config *tc,
-			    struct transport **out);
-int __wrap_transport_create(struct rdma_cm_id *id,
-			    const struct transport_config *tc,
-			    struct transport **out)
-{
-	(void)id;
-	assert_int_equal(tc->ring_bytes, RING_SIZE);
-	if (doubles.create_rc)
-		return doubles.create_rc;
-	*out = &the_transport;
-	return 0;
-}
-
-int __wrap_transport_connect(struct transport *t,
-			     const struct transport_ring_info *peer);
-int __wrap_transport_connect(struct transport *t,
-			     const struct transport_ring_info *peer)
-{
-	(void)t;
-	(void)peer;
-	return doubles.connect_rc;
-}
-
-void __wrap_transport_local_ring(const struct transport *t,
-				 struct transport_ring_info *info);
-void __wrap_transport_local_ring(const struct transport *t,
-				 struct transport_ring_info *info)
-{
-	(void)t;
-	*info = (struct transport_ring_info){ .addr = 4096,
-					      .rkey = 7,
-					      .size = RING_SIZE };
-}
-
-void __wrap_transport_destroy(struct transport *t);
-void __wrap_transport_destroy(struct transport *t)
-{
-	assert_ptr_equal(t, &the_transport);
-	doubles.destroyed++;
-}
-
-int __wrap_conn_create(struct rdma_cm_id *id, struct transport *t,
-		       const struct conn_options *opt, struct conn **out);
-int __wrap_conn_create(struct rdma_cm_id *id, struct transport *t,
-		       const struct conn_options *opt, struct conn **out)
-{
-	struct conn *c = calloc(1, sizeof(*c));
-
-	(void)t;
-	(void)opt;
-	assert_non_null(c);
-	c->id = id;
-	doubles.conns++;
-	*out = c;
-	return 0;
-}
-
-void __wrap_conn_start(struct conn *c);
-void __wrap_conn_start(struct conn *c)
-{
-	c->started = true;
-	doubles.started++;
+	return around.policy;
 }
 
 /* Closes the connection and its id. */
-void __wrap_conn_discard(struct conn *c);
-void __wrap_conn_discard(struct conn *c)
-{
-	doubles.discarded++;
-	fake_destroy_id(c->id);
-	free(c);
-}
-
 struct share_slot *__wrap_conn_slot(struct conn *c);
 struct share_slot *__wrap_conn_slot(struct conn *c)
 {
@@ -270,7 +179,7 @@ void __wrap_share_pending_set(struct share_slot *slot,
 	(void)slot;
 	(void)source;
 	(void)port;
-	doubles.shared++;
+	around.shared++;
 }
 
 void __wrap_share_pending_settle(struct share_slot *slot,
@@ -289,18 +198,12 @@ int __wrap_tcp_diag_unaccepted(const struct roceshim_stats_endpoint *local,
 {
 	(void)local;
 	(void)remote;
-	return doubles.unaccepted;
+	return around.unaccepted;
 }
 
 void __wrap_progress_wake(void);
 void __wrap_progress_wake(void)
 {
-}
-
-void __wrap_stats_malformed_input(void);
-void __wrap_stats_malformed_input(void)
-{
-	doubles.malformed++;
 }
 
 /* ---- fixtures ------------------------------------------------------ */
@@ -329,7 +232,8 @@ static int setup(void **state)
 
 	(void)state;
 	memset(&cm, 0, sizeof(cm));
-	memset(&doubles, 0, sizeof(doubles));
+	doubles_reset();
+	memset(&around, 0, sizeof(around));
 	memset(&listener, 0, sizeof(listener));
 	config_defaults(&cfg);
 	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -352,6 +256,7 @@ static int teardown(void **state)
 	handshake_unlisten(&listener, false);
 	handshake_pending_tick();
 	close(listen_fd);
+	doubles_reset();
 	assert_int_equal(cm.live_ids, 0);
 	return 0;
 }
@@ -361,7 +266,7 @@ static struct wire_hello hello_from(const char *tcp_source, uint16_t port)
 	struct sockaddr_in sin = { .sin_family = AF_INET,
 				   .sin_port = htons(port) };
 	struct wire_hello hello = {
-		.ring = { .addr = 8192, .rkey = 9, .size = RING_SIZE },
+		.ring = { .addr = 8192, .rkey = 9, .size = DOUBLES_RING_SIZE },
 	};
 
 	assert_int_equal(inet_pton(AF_INET, tcp_source, &sin.sin_addr), 1);
@@ -431,11 +336,13 @@ static void a_well_formed_request_is_accepted_with_this_ends_ring(void **state)
 	assert_true(send_hello(&hello));
 	assert_int_equal(cm.accepted, 1);
 	assert_int_equal(cm.rejected, 0);
+	/* The rings start at the client's size. */
+	assert_int_equal(doubles.ring_bytes, DOUBLES_RING_SIZE);
 	assert_int_equal(wire_decode_accept(cm.accept_data,
 					    sizeof(cm.accept_data), &ring),
 			 0);
-	assert_int_equal(ring.size, RING_SIZE);
-	assert_int_equal(ring.rkey, 7);
+	assert_int_equal(ring.size, DOUBLES_RING_SIZE);
+	assert_int_equal(ring.rkey, DOUBLES_RING_RKEY);
 }
 
 static void an_accepted_request_waits_for_accept_as_a_started_conn(void **state)
@@ -445,7 +352,7 @@ static void an_accepted_request_waits_for_accept_as_a_started_conn(void **state)
 	(void)state;
 	assert_true(send_hello(&hello));
 	assert_int_equal(doubles.started, 1);
-	assert_int_equal(doubles.shared, 1);
+	assert_int_equal(around.shared, 1);
 	assert_int_equal(doubles.discarded, 0);
 	assert_true(handshake_server_busy());
 }
@@ -456,7 +363,7 @@ static void a_second_request_whose_connection_waits_is_accepted(void **state)
 
 	(void)state;
 	hello.connected = true;
-	doubles.unaccepted = 1;
+	around.unaccepted = 1;
 	assert_true(send_hello(&hello));
 	assert_int_equal(cm.accepted, 1);
 }
@@ -499,7 +406,7 @@ static void a_peer_this_ends_rules_exclude_is_refused(void **state)
 	struct wire_hello hello = hello_from("127.0.0.1", 50005);
 
 	(void)state;
-	doubles.policy = ROCESHIM_REASON_EXCLUDED;
+	around.policy = ROCESHIM_REASON_EXCLUDED;
 	assert_false(send_hello(&hello));
 	assert_int_equal(cm.rejected, 1);
 	assert_int_equal(cm.reject_len, 0);
@@ -547,7 +454,7 @@ a_second_request_whose_connection_was_accepted_is_refused(void **state)
 
 	(void)state;
 	hello.connected = true;
-	doubles.unaccepted = 0;
+	around.unaccepted = 0;
 	assert_false(send_hello(&hello));
 	assert_int_equal(cm.rejected, 1);
 	assert_int_equal(cm.accepted, 0);
