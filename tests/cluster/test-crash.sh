@@ -72,6 +72,7 @@ if [ "$restarts" = 0 ]; then
 		tail -n 20
 	: "$first"
 	finish
+	exit
 fi
 # Its new agent joins only then: one that joined first would have host1's
 # agent restart the survivors, which could then hang without being seen.
