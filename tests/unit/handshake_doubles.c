@@ -32,6 +32,24 @@ void doubles_reset(void)
 	memset(&doubles, 0, sizeof(doubles));
 }
 
+struct rdma_cm_id *doubles_new_id(struct rdma_event_channel *ch, void *context)
+{
+	struct rdma_cm_id *id = calloc(1, sizeof(*id));
+
+	assert_non_null(id);
+	id->channel = ch;
+	id->context = context;
+	doubles.live_ids++;
+	return id;
+}
+
+int doubles_destroy_id(struct rdma_cm_id *id)
+{
+	free(id);
+	doubles.live_ids--;
+	return 0;
+}
+
 int __wrap_transport_create(struct rdma_cm_id *id,
 			    const struct transport_config *tc,
 			    struct transport **out);

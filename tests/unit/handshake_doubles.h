@@ -7,7 +7,8 @@
  * conn_create, conn_start, conn_discard and stats_malformed_input, sets
  * what they answer in `doubles`, and reads what they saw there.  A
  * discarded conn destroys its id through rdmacm.destroy_id (the test's
- * CM double); every conn's memory lasts until doubles_reset().
+ * CM double, which makes and ends its ids with doubles_new_id() and
+ * doubles_destroy_id()); every conn's memory lasts until doubles_reset().
  */
 #ifndef ROCESHIM_TESTS_HANDSHAKE_DOUBLES_H
 #define ROCESHIM_TESTS_HANDSHAKE_DOUBLES_H
@@ -40,11 +41,16 @@ struct handshake_doubles {
 	unsigned int started;	/* conn_start() */
 	unsigned int discarded; /* conn_discard() */
 	unsigned int malformed; /* stats_malformed_input() */
+	int live_ids;		/* doubles_new_id() less doubles_destroy_id() */
 	struct conn *last;	/* the latest conn made */
 	struct conn *all;
 };
 
 extern struct handshake_doubles doubles;
+
+/* An id of the CM double on ch, and its end (rdmacm.destroy_id's). */
+struct rdma_cm_id *doubles_new_id(struct rdma_event_channel *ch, void *context);
+int doubles_destroy_id(struct rdma_cm_id *id);
 
 /* Frees every conn made, and zeroes `doubles`. */
 void doubles_reset(void);

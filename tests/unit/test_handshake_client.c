@@ -56,7 +56,6 @@ static struct {
 	unsigned int posted;
 	unsigned int taken;
 	struct rdma_cm_id *id;
-	int live_ids;
 	int create_id_rc;
 	int migrate_rc;
 	struct rdma_event_channel *migrated_to;
@@ -132,24 +131,13 @@ static int fake_create_id(struct rdma_event_channel *ch,
 	(void)ps;
 	if (cm.create_id_rc)
 		return cm.create_id_rc;
-	id = calloc(1, sizeof(*id));
-	assert_non_null(id);
-	id->channel = ch;
-	id->context = context;
+	id = doubles_new_id(ch, context);
 	/* The route's source: loopback, as rxe's address would be. */
 	src = (struct sockaddr_in *)&id->route.addr.src_addr;
 	src->sin_family = AF_INET;
 	src->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	cm.id = id;
-	cm.live_ids++;
 	*out = id;
-	return 0;
-}
-
-static int fake_destroy_id(struct rdma_cm_id *id)
-{
-	free(id);
-	cm.live_ids--;
 	return 0;
 }
 
@@ -259,7 +247,7 @@ static int group_setup(void **state)
 	real_init();
 	rdmacm = (struct rdmacm_api){
 		.create_id = fake_create_id,
-		.destroy_id = fake_destroy_id,
+		.destroy_id = doubles_destroy_id,
 		.resolve_addr = fake_resolve_addr,
 		.resolve_route = fake_resolve_route,
 		.connect = fake_connect,
@@ -334,7 +322,7 @@ static enum roceshim_reason dial(uint16_t port, unsigned int flags,
 static void assert_nothing_left(struct conn *out)
 {
 	assert_null(out);
-	assert_int_equal(cm.live_ids, 0);
+	assert_int_equal(doubles.live_ids, 0);
 	assert_int_equal(doubles.started, 0);
 	assert_int_equal(cm.channels_destroyed, 1);
 }
@@ -355,7 +343,7 @@ static void a_route_and_an_accept_upgrade_the_connection(void **state)
 	assert_int_equal(doubles.started, 1);
 	assert_false(no_listener);
 	assert_int_equal(cm.answered, 3);
-	fake_destroy_id(doubles.last->id);
+	doubles_destroy_id(doubles.last->id);
 }
 
 static void the_upgraded_id_moves_to_the_shared_channel(void **state)
@@ -371,7 +359,7 @@ static void the_upgraded_id_moves_to_the_shared_channel(void **state)
 	assert_ptr_equal(cm.migrated_to, &shared_channel);
 	assert_ptr_equal(cm.id->context, doubles.last);
 	assert_int_equal(cm.channels_destroyed, 1);
-	fake_destroy_id(doubles.last->id);
+	doubles_destroy_id(doubles.last->id);
 }
 
 static void the_hello_names_the_sockets_source_and_ring(void **state)
@@ -403,7 +391,7 @@ static void the_hello_names_the_sockets_source_and_ring(void **state)
 	assert_int_equal(hello.ring.size, DOUBLES_RING_SIZE);
 	assert_false(hello.connected);
 	close(fd);
-	fake_destroy_id(doubles.last->id);
+	doubles_destroy_id(doubles.last->id);
 }
 
 static void a_second_request_says_its_tcp_connection_is_up(void **state)
@@ -420,7 +408,7 @@ static void a_second_request_says_its_tcp_connection_is_up(void **state)
 	assert_int_equal(wire_decode_hello(cm.hello, sizeof(cm.hello), &hello),
 			 0);
 	assert_true(hello.connected);
-	fake_destroy_id(doubles.last->id);
+	doubles_destroy_id(doubles.last->id);
 }
 
 static void a_socket_the_program_bound_keeps_its_address(void **state)
@@ -446,7 +434,7 @@ static void a_socket_the_program_bound_keeps_its_address(void **state)
 	assert_int_equal(getsockname(fd, (struct sockaddr *)&after, &len), 0);
 	assert_int_equal(after.sin_port, own.sin_port);
 	close(fd);
-	fake_destroy_id(doubles.last->id);
+	doubles_destroy_id(doubles.last->id);
 }
 
 static void an_unbound_socket_resolves_from_any_source(void **state)
@@ -460,7 +448,7 @@ static void an_unbound_socket_resolves_from_any_source(void **state)
 	assert_int_equal(dial(40006, 0, &out, &no_listener),
 			 ROCESHIM_REASON_NONE);
 	assert_false(cm.resolve_src_given);
-	fake_destroy_id(doubles.last->id);
+	doubles_destroy_id(doubles.last->id);
 }
 
 static void a_v4_mapped_peer_resolves_in_its_ipv4_form(void **state)
@@ -484,7 +472,7 @@ static void a_v4_mapped_peer_resolves_in_its_ipv4_form(void **state)
 	assert_int_equal(dst->sin_addr.s_addr, htonl(INADDR_LOOPBACK));
 	assert_int_equal(dst->sin_port, htons(40007));
 	close(fd);
-	fake_destroy_id(doubles.last->id);
+	doubles_destroy_id(doubles.last->id);
 }
 
 static void an_address_that_times_out_is_tried_again_twice_as_long(void **state)
@@ -502,7 +490,7 @@ static void an_address_that_times_out_is_tried_again_twice_as_long(void **state)
 	assert_int_equal(cm.resolve_addr_calls, 3);
 	assert_int_equal(cm.resolve_timeouts[1], 2 * cm.resolve_timeouts[0]);
 	assert_int_equal(cm.resolve_timeouts[2], 2 * cm.resolve_timeouts[1]);
-	fake_destroy_id(doubles.last->id);
+	doubles_destroy_id(doubles.last->id);
 }
 
 /* ---- the ways it ends on TCP ---------------------------------------- */
@@ -668,7 +656,7 @@ static void a_refusing_peer_is_asked_again_next_time(void **state)
 			 ROCESHIM_REASON_PEER_REJECTED);
 	assert_int_equal(dial(40111, 0, &out, &no_listener),
 			 ROCESHIM_REASON_NONE);
-	fake_destroy_id(doubles.last->id);
+	doubles_destroy_id(doubles.last->id);
 }
 
 static void a_peer_heard_from_lately_is_slow_not_silent(void **state)
@@ -688,7 +676,7 @@ static void a_peer_heard_from_lately_is_slow_not_silent(void **state)
 			 ROCESHIM_REASON_TIMEOUT);
 	assert_int_equal(dial(40112, 0, &out, &no_listener),
 			 ROCESHIM_REASON_NONE);
-	fake_destroy_id(doubles.last->id);
+	doubles_destroy_id(doubles.last->id);
 }
 
 static void without_a_negative_cache_a_silent_peer_is_asked_again(void **state)
@@ -705,7 +693,7 @@ static void without_a_negative_cache_a_silent_peer_is_asked_again(void **state)
 	dial(40113, 0, &out, &no_listener);
 	assert_int_equal(dial(40113, 0, &out, &no_listener),
 			 ROCESHIM_REASON_NONE);
-	fake_destroy_id(doubles.last->id);
+	doubles_destroy_id(doubles.last->id);
 }
 
 /* ---- resources ------------------------------------------------------ */

@@ -39,7 +39,6 @@
 #define PENDING_CAP (2 * 128)
 
 static struct {
-	int live_ids;
 	unsigned int accepted;
 	uint8_t accept_data[WIRE_ACCEPT_LEN];
 	unsigned int rejected;
@@ -67,21 +66,8 @@ static int fake_create_id(struct rdma_event_channel *ch,
 			  struct rdma_cm_id **out, void *context,
 			  enum rdma_port_space ps)
 {
-	struct rdma_cm_id *id = calloc(1, sizeof(*id));
-
 	(void)ps;
-	assert_non_null(id);
-	id->channel = ch;
-	id->context = context;
-	cm.live_ids++;
-	*out = id;
-	return 0;
-}
-
-static int fake_destroy_id(struct rdma_cm_id *id)
-{
-	free(id);
-	cm.live_ids--;
+	*out = doubles_new_id(ch, context);
 	return 0;
 }
 
@@ -214,7 +200,7 @@ static int group_setup(void **state)
 	real_init();
 	rdmacm = (struct rdmacm_api){
 		.create_id = fake_create_id,
-		.destroy_id = fake_destroy_id,
+		.destroy_id = doubles_destroy_id,
 		.bind_addr = fake_bind_addr,
 		.listen = fake_listen,
 		.get_src_port = fake_get_src_port,
@@ -256,8 +242,8 @@ static int teardown(void **state)
 	handshake_unlisten(&listener, false);
 	handshake_pending_tick();
 	close(listen_fd);
+	assert_int_equal(doubles.live_ids, 0);
 	doubles_reset();
-	assert_int_equal(cm.live_ids, 0);
 	return 0;
 }
 
@@ -302,7 +288,7 @@ static bool request(const char *from, const void *data, uint8_t len)
 	ev.param.conn.private_data = data;
 	ev.param.conn.private_data_len = len;
 	if (!handshake_on_connect_request(&cfg, &ev))
-		fake_destroy_id(id);
+		doubles_destroy_id(id);
 	return cm.accepted > accepted;
 }
 
