@@ -133,6 +133,17 @@ EOF
 
 # count KEY SUMMARY: the count of KEY in a conns summary (0 if absent)
 count() { awk -v k="$1" '$1 == k {print $2; f=1} END {if (!f) print 0}' <<<"$2"; }
+# wait_seen SIDE PORT KEY N: waits, at most 60 s, until the sampler has
+# seen N rows of KEY.  A program that holds its connection open until then
+# cannot end before the sampler saw it; the checks decide either way.
+wait_seen() {
+	local i
+
+	for i in $(seq 200); do
+		[ "$(count "$3" "$(conns "$1" "$2")")" -ge "$4" ] && return
+		sleep 0.3
+	done
+}
 # others KEY... SUMMARY-last: the keys of the summary not in the list
 others() {
 	local s=${!#}
@@ -498,16 +509,19 @@ if have socat; then
 	"$RUN" socat -u OPEN:"$tmp/blob2m" \
 		TCP-LISTEN:$SOCAT_PORT,bind="$A",reuseaddr >"$tmp/socat1" 2>&1 &
 	sleep 1
-	# (the reader waits 1 s, the sender with it: the sampler sees both)
+	# (the reader waits until the sampler saw the sender, which waits
+	# with it)
 	got=$(timeout 120 "$RUN" socat -u TCP:"$A":$SOCAT_PORT,bind="$B",retry=50,interval=0.2 \
-		STDOUT 2>>"$tmp/socat.err" | (sleep 1; sha))
+		STDOUT 2>>"$tmp/socat.err" |
+		(wait_seen server $SOCAT_PORT rdma/none/none 1; sha))
 	check_eq socat_download_2MiB_sha256 "$blob_sha" "$got"
 	# upload: the client sends, the server writes a file
 	"$RUN" socat -u TCP-LISTEN:$((SOCAT_PORT + 1)),bind="$A",reuseaddr \
 		CREATE:"$tmp/socat.up" >"$tmp/socat2" 2>&1 &
 	up=$!
 	sleep 1
-	(sleep 1; cat "$tmp/blob2m") | timeout 120 "$RUN" socat -u STDIN \
+	(wait_seen server $((SOCAT_PORT + 1)) rdma/none/none 1
+		cat "$tmp/blob2m") | timeout 120 "$RUN" socat -u STDIN \
 		TCP:"$A":$((SOCAT_PORT + 1)),bind="$B",retry=50,interval=0.2 \
 		2>>"$tmp/socat.err"
 	wait $up
@@ -519,7 +533,8 @@ if have socat; then
 	sleep 1
 	ok=0
 	for i in 1 2 3; do
-		got=$( (sleep 1; cat "$tmp/blob2m") |
+		got=$( (wait_seen client $((SOCAT_PORT + 2)) tcp/none/peer $i
+			cat "$tmp/blob2m") |
 			timeout 120 "$RUN" socat -t 60 STDIO \
 			TCP:"$A":$((SOCAT_PORT + 2)),bind="$B",retry=50,interval=0.2 \
 			2>>"$tmp/socat.err" | cut -d' ' -f1)
@@ -570,12 +585,18 @@ EOF
 			-o UserKnownHostsFile=/dev/null -o LogLevel=ERROR \
 			"root@$A" "$@"
 	}
+	# (each remote command reads a line first, which comes once the
+	# sampler saw the client moved: a client cannot end unseen)
+	seen() { wait_seen client $SSH_PORT tcp/none/peer "$1"; echo; }
 	check_eq ssh_cat_2MiB_sha256 "$blob_sha" \
-		"$(ssh_to cat "$tmp/blob2m" 2>>"$tmp/ssh.err" | sha)"
+		"$(seen 1 | ssh_to "read x; cat $tmp/blob2m" 2>>"$tmp/ssh.err" | sha)"
 	check_eq ssh_upload_2MiB_sha256sum "$blob_sha" \
-		"$(ssh_to sha256sum <"$tmp/blob2m" 2>>"$tmp/ssh.err" | cut -d' ' -f1)"
+		"$( (seen 2; cat "$tmp/blob2m") |
+			ssh_to "read x; sha256sum" 2>>"$tmp/ssh.err" | cut -d' ' -f1)"
 	check_eq ssh_echo_x3 "hi1 hi2 hi3" \
-		"$(for i in 1 2 3; do ssh_to echo hi$i 2>>"$tmp/ssh.err"; done | tr '\n' ' ' | sed 's/ $//')"
+		"$(for i in 1 2 3; do seen $((i + 2)) |
+			ssh_to "read x; echo hi$i" 2>>"$tmp/ssh.err"; done |
+			tr '\n' ' ' | sed 's/ $//')"
 	sample_stop
 	sed 's/^/    ssh: /' "$tmp/ssh.err"
 	s=$(report server $SSH_PORT)
