@@ -14,7 +14,7 @@ if [ "${ROCESHIM_FABRIC_HOSTS:-1}" -lt 3 ]; then
 	exit 2
 fi
 
-logdir=${ROCESHIM_FABRIC_LOGS:-$PWD/cluster-logs}
+logdir=${ROCESHIM_SUITE_LOGS:-$PWD/cluster-logs}
 mkdir -p "$logdir"
 passed=0
 failed=0
@@ -37,7 +37,9 @@ for t in "$top_srcdir"/tests/cluster/test-*.sh; do
 		skipped=$((skipped + 1))
 		;;
 	*)
-		echo "FAIL: $name ($((SECONDS - start)) s); log tail:"
+		echo "FAIL: $name ($((SECONDS - start)) s); its failed checks and log tail:"
+		grep -m 20 '^ *FAIL ' "$logdir/$name.log" | sed 's/^/    /'
+		echo "    ..."
 		tail -n 40 "$logdir/$name.log" | sed 's/^/    /'
 		failed=$((failed + 1))
 		;;

@@ -7,7 +7,7 @@
 #   - host1's ranks must fail, not hang: their agent sees a worker fail
 #     within $bound_s s of the crash;
 #   - host2 boots again (for the tests after this one).
-# ROCESHIM_FABRIC_FULL=1 lets the agents restart the job once
+# ROCESHIM_SUITE_FULL=1 lets the agents restart the job once
 # (--max_restarts 1): a new agent on the rebooted host2 joins the
 # rendezvous, the job runs once more, every rank checks its results, and
 # both agents end with status 0.
@@ -24,7 +24,7 @@ trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$tmp"' EXIT
 pg_timeout_s=60
 bound_s=$((pg_timeout_s + 60))
 restarts=0
-[ "${ROCESHIM_FABRIC_FULL:-0}" = 1 ] && restarts=1
+[ "${ROCESHIM_SUITE_FULL:-0}" = 1 ] && restarts=1
 # node HOST_FLAG: one torchrun agent's command line
 node() {
 	echo env "$ROCESHIM_RUN" timeout 1500 "$PYTHON" \

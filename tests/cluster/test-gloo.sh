@@ -6,7 +6,7 @@
 # host2, rendezvous on host1, Gloo's pairs on wire0, with default
 # settings: every rank checks its results against their exact values and
 # that every one of its Gloo pair connections is on RDMA (gloo_job.py
-# --check-stats).  ROCESHIM_FABRIC_FULL=1 runs it once more with the RDMA
+# --check-stats).  ROCESHIM_SUITE_FULL=1 runs it once more with the RDMA
 # path off, and both runs' digests must match.
 # tests/cluster/torchrun.py is torchrun with a fix Debian 12's torch needs.
 set -u
@@ -52,7 +52,7 @@ run rdma 1 29502
 check stats_checked_on_every_rank test "$(grep -h '"type": "stats_check"' \
 	"$tmp/rdma.1" "$tmp/rdma.2" | grep -c '"problems": \[\]')" -eq 4
 check digests_present test -n "$(digests rdma)"
-if [ "${ROCESHIM_FABRIC_FULL:-0}" = 1 ]; then
+if [ "${ROCESHIM_SUITE_FULL:-0}" = 1 ]; then
 	run tcp 0 29501
 	check_eq digests_identical_over_tcp_and_rdma "$(digests tcp)" \
 		"$(digests rdma)"

@@ -13,13 +13,13 @@
 # peer_tcp when host2 did), every connection of host3 stays on TCP for want
 # of a device (no_device there; timeout, negative_cache or peer_tcp as host1
 # sees it).
-# It runs with ROCESHIM_FABRIC_FULL=1 (bench/fabric-conformance) only:
+# It runs with ROCESHIM_SUITE_FULL=1 (bench/fabric-conformance) only:
 # three torch agents starting in three emulated guests take minutes of
 # CI's time, and test-echo checks the same reasons across hosts with
 # 1 MB echoes.
 set -u
-if [ "${ROCESHIM_FABRIC_FULL:-0}" != 1 ]; then
-	echo "SKIP: the mixed torchrun cluster runs with ROCESHIM_FABRIC_FULL=1"
+if [ "${ROCESHIM_SUITE_FULL:-0}" != 1 ]; then
+	echo "SKIP: the mixed torchrun cluster runs with ROCESHIM_SUITE_FULL=1"
 	exit 77
 fi
 PYTHON=${PYTHON:-/usr/bin/python3}

@@ -6,9 +6,10 @@
 # self-test first, then every tests/fabric/test-*.sh.  If the self-test
 # fails, nothing else can be trusted and the suite stops there.
 #
-# ROCESHIM_FABRIC_DONE lists tests to leave out (by name, as
+# ROCESHIM_SUITE_DONE lists tests to leave out (by name, as
 # "test-fork test-kill"): those that passed in a boot whose guest then
-# panicked (tests/integration/test-fabric.sh).
+# panicked (tests/integration/test-fabric.sh).  ROCESHIM_SUITE_ONLY, when
+# set, names the only tests to run (bench/fabric-conformance).
 #
 # Environment: what the host's test harness sets (ROCESHIM_RUN, ROCESHIM_LIB,
 # ROCESHIM_STAT, PYTHON, top_srcdir, top_builddir) reaches the guest.
@@ -21,14 +22,14 @@ if [ "${ROCESHIM_FABRIC:-}" != 1 ]; then
 	exit 2
 fi
 
-logdir=${ROCESHIM_FABRIC_LOGS:-$PWD/fabric-logs}
+logdir=${ROCESHIM_SUITE_LOGS:-$PWD/fabric-logs}
 mkdir -p "$logdir"
 passed=0
 failed=0
 skipped=0
 
 # Each test's bound: a hung test fails alone and leaves the rest their time.
-test_timeout=${ROCESHIM_FABRIC_TEST_TIMEOUT:-1200}
+test_timeout=${ROCESHIM_SUITE_TEST_TIMEOUT:-1200}
 
 # run_test NAME CMD...: runs CMD, its output in $logdir/NAME.log.
 run_test() {
@@ -48,7 +49,9 @@ run_test() {
 		skipped=$((skipped + 1))
 		;;
 	*)
-		echo "FAIL: $name (exit $rc, $((SECONDS - start)) s); log tail:"
+		echo "FAIL: $name (exit $rc, $((SECONDS - start)) s); its failed checks and log tail:"
+		grep -m 20 '^ *FAIL ' "$logdir/$name.log" | sed 's/^/    /'
+		echo "    ..."
 		tail -n 40 "$logdir/$name.log" | sed 's/^/    /'
 		failed=$((failed + 1))
 		;;
@@ -61,11 +64,15 @@ if run_test selftest "$top_srcdir/fabric/roceshim-fabric" selftest; then
 	grep '^selftest: ' "$logdir/selftest.log" | sed 's/^/# /'
 	for t in "$top_srcdir"/tests/fabric/test-*.sh; do
 		name=$(basename "$t" .sh)
-		case " ${ROCESHIM_FABRIC_DONE:-} " in
+		case " ${ROCESHIM_SUITE_DONE:-} " in
 		*" $name "*)
 			echo "DONE: $name (in the boot before)"
 			continue
 			;;
+		esac
+		case " ${ROCESHIM_SUITE_ONLY:-$name} " in
+		*" $name "*) ;;
+		*) continue ;;
 		esac
 		run_test "$name" /bin/bash "$t"
 	done

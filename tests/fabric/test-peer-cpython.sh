@@ -13,7 +13,7 @@
 # servers and sendfile, socketserver's threading and forking servers.
 # The rest of test_asyncio (base_events, mostly with mock sockets; tasks,
 # locks, subprocesses: no TCP) and test_selectors (socketpair():
-# AF_UNIX) run with ROCESHIM_FABRIC_FULL=1 (bench/fabric-conformance);
+# AF_UNIX) run with ROCESHIM_SUITE_FULL=1 (bench/fabric-conformance);
 # the TCP path runs the whole list (tests/integration/test-peer-cpython.sh).
 # The two ways run at once (--parallel): the guest waits on its tests'
 # timeouts more than it computes.
@@ -26,7 +26,7 @@ fi
 modules=test_socket,test_asyncio.test_events,test_asyncio.test_streams,\
 test_asyncio.test_sock_lowlevel,test_asyncio.test_sendfile,\
 test_asyncio.test_server,test_socketserver
-[ "${ROCESHIM_FABRIC_FULL:-0}" = 1 ] &&
+[ "${ROCESHIM_SUITE_FULL:-0}" = 1 ] &&
 	modules=test_socket,test_asyncio,test_socketserver,test_selectors
 out=$(mktemp -d "${TMPDIR:-/tmp}/test-peer-cpython.XXXXXX") || exit 1
 trap 'rm -rf "$out"' EXIT

@@ -9,7 +9,7 @@
 # tests/peer/known-differences explains it; so does a run in which fewer
 # than half of the preloaded run's connections were on RDMA.  The
 # modules are Twisted's TCP transport tests under every reactor and
-# those of sockets adopted by a reactor.  ROCESHIM_FABRIC_FULL=1
+# those of sockets adopted by a reactor.  ROCESHIM_SUITE_FULL=1
 # (bench/fabric-conformance) adds the TCP internals (accept at the fd
 # limit), the web client, FTP (data connections), TLS, AF_UNIX, the
 # loopback, policy, SMTP and AMP tests.  The host's other modules never
@@ -26,7 +26,7 @@ out=$(mktemp -d "${TMPDIR:-/tmp}/test-peer-twisted.XXXXXX") || exit 1
 trap 'rm -rf "$out"' EXIT
 modules=twisted.internet.test.test_tcp,twisted.test.test_tcp,\
 twisted.internet.test.test_socket
-[ "${ROCESHIM_FABRIC_FULL:-0}" = 1 ] && modules=$modules,\
+[ "${ROCESHIM_SUITE_FULL:-0}" = 1 ] && modules=$modules,\
 twisted.test.test_tcp_internals,twisted.web.test.test_webclient,\
 twisted.test.test_ftp,twisted.test.test_loopback,\
 twisted.internet.test.test_tls,twisted.internet.test.test_unix,\

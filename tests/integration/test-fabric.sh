@@ -43,9 +43,9 @@ grep -q 'Kernel panic' "$out" || exit "$rc"
 # A test that failed before the panic fails the suite: no rerun hides it.
 grep -q '^FAIL: ' "$out" && exit "$rc"
 # The tests that passed or skipped before the panic (suite.sh's lines).
-ROCESHIM_FABRIC_DONE=$(sed -n 's/^\(PASS\|SKIP\): \(test-[^ :]*\).*/\2/p' \
+ROCESHIM_SUITE_DONE=$(sed -n 's/^\(PASS\|SKIP\): \(test-[^ :]*\).*/\2/p' \
 	"$out" | tr '\n' ' ')
-export ROCESHIM_FABRIC_DONE
+export ROCESHIM_SUITE_DONE
 echo "NOTE: the guest kernel panicked (see the console above);" \
 	"rerunning the tests that had not passed once"
 run_suite
