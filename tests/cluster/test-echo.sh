@@ -21,7 +21,8 @@ serve() {
 	local run=()
 	[ "$3" = 1 ] && run=("$ROCESHIM_RUN")
 	job=$(rsf-exec --bg "$2" "${run[@]}" "$PYTHON" "$peer" serve \
-		"$(host_addr "$2")" --port "$4" --count "$5" --report --linger 2)
+		"$(host_addr "$2")" --port "$4" --count "$5" --report \
+		--linger 120 --until-echoed)
 }
 # client NAME ADDR PORT [REPEAT]
 client() {

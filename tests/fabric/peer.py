@@ -2,8 +2,12 @@
 # SPDX-License-Identifier: MIT
 """A TCP peer for the RDMA fallback, kill and churn tests.
 
-  peer.py serve ADDR [--port P] [--count N] [--report]
-                                              echo server; prints "port P"
+  peer.py serve ADDR [--port P] [--count N] [--report] [--linger S]
+                [--until-echoed]              echo server; prints "port P";
+                                              after the last accept, stays
+                                              S seconds, or with
+                                              --until-echoed until every
+                                              echo ended, at most S seconds
   peer.py echo ADDR PORT [--bytes N] [--bind A] [--report] [--repeat N]
   peer.py retry ADDR PORT [--nonblocking] [--bytes N] [--report]
                                               connects as PyTorch's TCPStore
@@ -135,11 +139,20 @@ def echo_each(ls, count):
 def serve(args):
     ls = listening(args.addr, args.port)
     print("port %d" % ls.getsockname()[1], flush=True)
+    echoes = []
     for _ in range(args.count):
         conn, _ = ls.accept()
-        threading.Thread(target=echo_one, args=(conn, args.report),
-                         daemon=True).start()
-    time.sleep(args.linger)
+        t = threading.Thread(target=echo_one, args=(conn, args.report),
+                             daemon=True)
+        t.start()
+        echoes.append(t)
+    if not args.until_echoed:
+        time.sleep(args.linger)
+        return
+    # An exit with an echo under way would reset it.
+    deadline = time.monotonic() + args.linger
+    for t in echoes:
+        t.join(max(0, deadline - time.monotonic()))
 
 
 def retry(args):
@@ -166,7 +179,9 @@ def retry(args):
             time.sleep(0.001)
     if args.report:
         report(s)
+    start = time.monotonic()
     ok = echo_through(s, args.bytes)
+    print("echo_ms %d" % ((time.monotonic() - start) * 1000), flush=True)
     s.close()
     return 0 if ok else 1
 
@@ -194,7 +209,9 @@ def echo_once(args):
         report(s)
     if args.announce:
         print("started", flush=True)
+    start = time.monotonic()
     ok = echo_through(s, args.bytes)
+    print("echo_ms %d" % ((time.monotonic() - start) * 1000), flush=True)
     if args.report_after:
         report(s)
     s.close()
@@ -690,6 +707,7 @@ def main():
     sp.add_argument("--port", type=int, default=0)
     sp.add_argument("--count", type=int, default=1)
     sp.add_argument("--linger", type=float, default=2.0)
+    sp.add_argument("--until-echoed", action="store_true")
     sp.add_argument("--report", action="store_true")
     ep = sub.add_parser("echo")
     ep.add_argument("addr")

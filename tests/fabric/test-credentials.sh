@@ -28,7 +28,7 @@ conn_line() { grep '^conn ' "$tmp/$1" | sed -n "${2}p"; }
 
 # A client that drops root with a connection open, then connects again.
 "$ROCESHIM_RUN" "$PYTHON" "$peer" serve "$ROCESHIM_FABRIC_ADDR_B" \
-	--count 2 >"$tmp/srv" 2>&1 &
+	--count 2 --linger 120 --until-echoed >"$tmp/srv" 2>&1 &
 port=$(peer_port "$tmp/srv")
 "$ROCESHIM_RUN" "$PYTHON" "$peer" setuid "$ROCESHIM_FABRIC_ADDR_B" "$port" \
 	--bind "$ROCESHIM_FABRIC_ADDR_A" >"$tmp/cli" 2>&1

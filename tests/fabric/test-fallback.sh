@@ -40,7 +40,7 @@ start_server() {
 	local name=$1 pre=$2 addr=$3 count=${4:-1} run=()
 	[ "$pre" = 1 ] && run=("$ROCESHIM_RUN")
 	"${run[@]}" "$PYTHON" "$peer" serve "$addr" --count "$count" \
-		--report >"$tmp/$name.srv" 2>&1 &
+		--report --linger 120 --until-echoed >"$tmp/$name.srv" 2>&1 &
 	port=$(peer_port "$tmp/$name.srv")
 }
 

@@ -20,7 +20,7 @@ run_fork() {
 	local name=$1 port
 	shift
 	"$ROCESHIM_RUN" "$PYTHON" "$peer" serve "$ROCESHIM_FABRIC_ADDR_B" \
-		--count 2 >"$tmp/$name.srv" 2>&1 &
+		--count 2 --linger 120 --until-echoed >"$tmp/$name.srv" 2>&1 &
 	port=$(peer_port "$tmp/$name.srv")
 	"$ROCESHIM_RUN" "$PYTHON" "$peer" fork "$ROCESHIM_FABRIC_ADDR_B" \
 		"$port" --bind "$ROCESHIM_FABRIC_ADDR_A" "$@" >"$tmp/$name" 2>&1

@@ -22,7 +22,8 @@ bytes=1000000
 # echo_over_link NAME SERVER_ADDR CLIENT_ADDR
 echo_over_link() {
 	local port tx_before tx_after
-	"$ROCESHIM_RUN" "$PYTHON" "$peer" serve "$2" >"$tmp/$1.srv" 2>&1 &
+	"$ROCESHIM_RUN" "$PYTHON" "$peer" serve "$2" \
+		--linger 120 --until-echoed >"$tmp/$1.srv" 2>&1 &
 	port=$(peer_port "$tmp/$1.srv")
 	ip neigh flush dev vethA
 	ip neigh flush dev vethB

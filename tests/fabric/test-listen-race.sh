@@ -33,7 +33,7 @@ race() {
 	# The client is retrying by the time the server's Python starts.
 	sleep 0.3
 	"$ROCESHIM_RUN" "$PYTHON" "$peer" serve "$addr" --port "$port" \
-		--report --linger 1 >"$tmp/srv" 2>&1 &
+		--report --linger 120 --until-echoed >"$tmp/srv" 2>&1 &
 	local server=$!
 	timeout 120 tail --pid="$client" -f /dev/null || kill "$client"
 	wait "$client"

@@ -23,7 +23,7 @@ trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$tmp"' EXIT
 wait_echo() {
 	local port switches writes
 	"$ROCESHIM_RUN" "$PYTHON" "$peer" serve "$ROCESHIM_FABRIC_ADDR_B" \
-		>"$tmp/$1.srv" 2>&1 &
+		--linger 120 --until-echoed >"$tmp/$1.srv" 2>&1 &
 	port=$(peer_port "$tmp/$1.srv")
 	"$ROCESHIM_RUN" "$PYTHON" "$peer" wait-echo \
 		"$ROCESHIM_FABRIC_ADDR_B" "$port" --wait "$1" --count 200 \
@@ -51,7 +51,7 @@ wait_echo poll
 signal_wait() {
 	local port
 	"$ROCESHIM_RUN" "$PYTHON" "$peer" serve "$ROCESHIM_FABRIC_ADDR_B" \
-		>"$tmp/sig$1.srv" 2>&1 &
+		--linger 120 --until-echoed >"$tmp/sig$1.srv" 2>&1 &
 	port=$(peer_port "$tmp/sig$1.srv")
 	ROCESHIM_SPIN_US=1000000 "$ROCESHIM_RUN" "$PYTHON" "$peer" \
 		signal-wait "$ROCESHIM_FABRIC_ADDR_B" "$port" --wait "$1" \
