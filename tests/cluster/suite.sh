@@ -16,34 +16,15 @@ fi
 
 logdir=${ROCESHIM_SUITE_LOGS:-$PWD/cluster-logs}
 mkdir -p "$logdir"
-passed=0
-failed=0
-skipped=0
 # Each test's bound: a hung test fails alone and leaves the rest their time.
 test_timeout=${ROCESHIM_CLUSTER_TEST_TIMEOUT:-900}
+# shellcheck source=../suite_lib.sh
+. "$top_srcdir/tests/suite_lib.sh"
 echo "# cluster: host1 $ROCESHIM_FABRIC_HOST1, host2 $ROCESHIM_FABRIC_HOST2," \
 	"host3 $ROCESHIM_FABRIC_HOST3 (no RDMA); logs in $logdir"
 for t in "$top_srcdir"/tests/cluster/test-*.sh; do
 	name=$(basename "$t" .sh)
-	start=$SECONDS
-	timeout -k 30 "$test_timeout" /bin/bash "$t" >"$logdir/$name.log" 2>&1
-	case $? in
-	0)
-		echo "PASS: $name ($((SECONDS - start)) s)"
-		passed=$((passed + 1))
-		;;
-	77)
-		echo "SKIP: $name: $(tail -n 1 "$logdir/$name.log")"
-		skipped=$((skipped + 1))
-		;;
-	*)
-		echo "FAIL: $name ($((SECONDS - start)) s); its failed checks and log tail:"
-		grep -m 20 '^ *FAIL ' "$logdir/$name.log" | sed 's/^/    /'
-		echo "    ..."
-		tail -n 40 "$logdir/$name.log" | sed 's/^/    /'
-		failed=$((failed + 1))
-		;;
-	esac
+	selected "$name" && run_test "$name" /bin/bash "$t"
 done
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]
