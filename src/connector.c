@@ -7,12 +7,14 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/stat.h>
 
 #include "clock.h"
 #include "conn.h"
 #include "connector.h"
 #include "endpoint.h"
 #include "fd_room.h"
+#include "fd_table.h"
 #include "fork_page.h"
 #include "handshake.h"
 #include "log.h"
@@ -34,6 +36,7 @@ struct connector {
 	struct sock *sock; /* its owner: no reference (it frees us) */
 	int fd;		   /* the program's fd */
 	int dup;	   /* ours, for the background work; -1 once done */
+	int dup_number;	   /* the number dup had, kept once it closes */
 	int wait_fd;	   /* eventfd, readable once it is over; -1 once
 			      it is over and nobody waits on it */
 	unsigned int wait_holders; /* those who may wait on wait_fd */
@@ -206,6 +209,7 @@ bool connector_start(const struct config *cfg, struct sock *sock, int fd,
 	c->wait_fd = fd_room_eventfd();
 	/* Ours: the program may close its fd while the work goes on. */
 	c->dup = fd_room_dup(fd);
+	c->dup_number = c->dup;
 	if (c->wait_fd < 0 || c->dup < 0) {
 		*reason = c->wait_fd == -EMFILE || c->dup == -EMFILE
 				  ? ROCESHIM_REASON_FD_LIMIT
@@ -610,20 +614,40 @@ void connector_share(struct sock *sock)
 		wait_connect_end(c, SHARE_WAIT_MS);
 }
 
-void connector_fork_child_release(struct sock *sock)
+/* Whether a and b name the same socket. */
+static bool same_file(int a, int b)
+{
+	struct stat sa, sb;
+
+	return !fstat(a, &sa) && !fstat(b, &sb) && sa.st_dev == sb.st_dev &&
+	       sa.st_ino == sb.st_ino;
+}
+
+void connector_fork_child_release(struct sock *sock, int fd)
 {
 	struct connector *c =
 		__atomic_load_n(&sock->connector, __ATOMIC_ACQUIRE);
+	int dup;
 
 	/* Still the parent's generation: connector_fork_child() comes next. */
-	if (!c || foreign(c) || c->state == CONNECTOR_DONE)
+	if (!c || foreign(c))
 		return;
-	if (c->dup >= 0)
-		real.close(c->dup);
-	if (c->wait_fd >= 0)
-		real.close(c->wait_fd);
+	/*
+	 * The kernel copies the descriptor table before the memory, and the
+	 * parent's progress thread may close dup between the two: then the
+	 * child holds a copy that its memory says is closed.  Or closed
+	 * before the table was copied, its number taken by another of
+	 * roceshim's descriptors.  So the number is closed only if it still
+	 * names the program's socket.
+	 */
+	dup = c->dup_number;
+	if (dup >= 0 && dup != fd && !fd_table_get(dup) && same_file(dup, fd))
+		real.close(dup);
 	c->dup = -1;
-	c->wait_fd = -1;
+	if (c->state != CONNECTOR_DONE && c->wait_fd >= 0) {
+		real.close(c->wait_fd);
+		c->wait_fd = -1;
+	}
 }
 
 void connector_fd_closed(struct sock *sock, int fd, int other)

@@ -110,10 +110,11 @@ bool connector_any_pending(void);
 void connector_share(struct sock *sock);
 
 /*
- * In a fork child, before connector_fork_child(): closes the child's
- * copies of the descriptors a connect still in the parent's background
- * holds, so that the child's close of the socket ends it as over TCP.
+ * In a fork child, before connector_fork_child(), for fd, a descriptor of
+ * sock's, if a connect was in the background as the fork began: closes
+ * the child's copies of the descriptors that connect holds, so that the
+ * child's close of the socket ends it as over TCP.
  */
-void connector_fork_child_release(struct sock *sock);
+void connector_fork_child_release(struct sock *sock, int fd);
 
 #endif /* ROCESHIM_CONNECTOR_H */

@@ -900,6 +900,13 @@ static void connect_before_fork(int fd, struct sock *sock, void *arg)
 		connector_share(sock);
 }
 
+/*
+ * Whether this thread's fork began with a connect in the background: the
+ * child's memory may say none is, its copy of the descriptor table still
+ * holding one's descriptors (connector_fork_child_release()).
+ */
+static __thread bool connecting_at_fork;
+
 void FORK_CODE track_fork_prepare(bool for_exec)
 {
 	/* A child that only execs keeps no fd with FD_CLOEXEC. */
@@ -907,22 +914,22 @@ void FORK_CODE track_fork_prepare(bool for_exec)
 			       .all = !for_exec };
 	int err = errno;
 
-	if (shim_tracking() && connector_any_pending())
+	connecting_at_fork = shim_tracking() && connector_any_pending();
+	if (connecting_at_fork)
 		fd_table_for_each(connect_before_fork, &how);
 	errno = err;
 }
 
 static void connect_in_child(int fd, struct sock *sock, void *arg)
 {
-	(void)fd;
 	(void)arg;
 	if (__atomic_load_n(&sock->connector, __ATOMIC_ACQUIRE))
-		connector_fork_child_release(sock);
+		connector_fork_child_release(sock, fd);
 }
 
 void FORK_CODE track_fork_child(bool fds_shared)
 {
-	if (!fds_shared && shim_tracking() && connector_any_pending())
+	if (!fds_shared && connecting_at_fork)
 		fd_table_for_each(connect_in_child, NULL);
 }
 
