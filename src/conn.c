@@ -40,6 +40,48 @@ static struct closing *closing_list FORK_DATA;
 static unsigned int closing_count FORK_DATA;
 
 /*
+ * The connections whose kernel socket only roceshim's own dup holds: the
+ * program closed its last fd.  A fork child must not hold such a socket.
+ * Over TCP it would not, and its copy would keep the connection from
+ * ending (no FIN) while it lives.  A fork holds this lock, so that the
+ * child's copy of the list names exactly the dups its descriptor table
+ * holds, and closes them.
+ */
+static pthread_mutex_t kept_lock FORK_DATA = PTHREAD_MUTEX_INITIALIZER;
+static struct conn *kept_list FORK_DATA;
+
+/* Under c->lock: kfd becomes roceshim's own dup of fd. */
+static void keep_socket_locked(struct conn *c, int fd)
+{
+	pthread_mutex_lock(&kept_lock);
+	c->kfd = fd_room_dup(fd);
+	c->kfd_ours = c->kfd >= 0;
+	if (c->kfd_ours) {
+		c->prev_kept = NULL;
+		c->next_kept = kept_list;
+		if (kept_list)
+			kept_list->prev_kept = c;
+		kept_list = c;
+	}
+	pthread_mutex_unlock(&kept_lock);
+}
+
+/* Under c->lock: closes roceshim's dup. */
+static void unkeep_socket_locked(struct conn *c)
+{
+	pthread_mutex_lock(&kept_lock);
+	if (c->prev_kept)
+		c->prev_kept->next_kept = c->next_kept;
+	else
+		kept_list = c->next_kept;
+	if (c->next_kept)
+		c->next_kept->prev_kept = c->prev_kept;
+	real.close(c->kfd);
+	pthread_mutex_unlock(&kept_lock);
+	c->kfd_ours = false;
+}
+
+/*
  * Every connection of this process, for the health check: a queue pair
  * whose writes fail (retries exceeded on a broken path) says so in a
  * completion that may wake nobody (Soft-RoCE raises no event for an error
@@ -354,10 +396,8 @@ void conn_fd_closing(struct conn *c, int fd, int other_fd)
 	if (c->kfd == fd && !c->kfd_ours) {
 		unwatch_kernel_locked(c);
 		c->kfd = other_fd;
-		if (other_fd < 0 && needs_socket_locked(c, shared)) {
-			c->kfd = fd_room_dup(fd);
-			c->kfd_ours = c->kfd >= 0;
-		}
+		if (other_fd < 0 && needs_socket_locked(c, shared))
+			keep_socket_locked(c, fd);
 		if (path_of(c) != CONN_TCP)
 			conn_watch_kernel_locked(c, EPOLLIN | EPOLLRDHUP);
 		else if (c->backlog_from != c->backlog_to)
@@ -843,7 +883,7 @@ static void conn_destroy(struct conn *c)
 	pthread_mutex_lock(&c->lock);
 	unwatch_kernel_locked(c);
 	if (c->kfd_ours)
-		real.close(c->kfd);
+		unkeep_socket_locked(c);
 	c->kfd = -1;
 	pthread_mutex_unlock(&c->lock);
 	share_slot_free(c->slot);
@@ -970,10 +1010,23 @@ bool conn_reap_tick(void)
 void FORK_CODE conn_fork_prepare(void)
 {
 	conn_fork_epoch++;
+	pthread_mutex_lock(&kept_lock);
 }
 
-void FORK_CODE conn_fork_child(void)
+void FORK_CODE conn_fork_parent(void)
 {
+	pthread_mutex_unlock(&kept_lock);
+}
+
+void FORK_CODE conn_fork_child(bool fds_shared)
+{
+	const struct conn *c;
+
+	/* The parent's closed connections: the child never had them. */
+	for (c = kept_list; c && !fds_shared; c = c->next_kept)
+		real.close(c->kfd);
+	kept_list = NULL;
+	pthread_mutex_init(&kept_lock, NULL);
 	/* The parent's closed connections: it finishes them, not the child. */
 	pthread_mutex_init(&closing_lock, NULL);
 	closing_list = NULL;

@@ -178,6 +178,11 @@ int conn_move_unclaimed(int fd, enum roceshim_downgrade cause, int timeout_ms);
  * made before may be shared.
  */
 void conn_fork_prepare(void);
-void conn_fork_child(void);
+void conn_fork_parent(void);
+/*
+ * fds_shared: the child shares the parent's descriptor table (CLONE_FILES),
+ * and must close none of its descriptors.
+ */
+void conn_fork_child(bool fds_shared);
 
 #endif /* ROCESHIM_CONN_H */

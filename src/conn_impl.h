@@ -56,7 +56,8 @@ struct conn {
 	pthread_cond_t moved; /* path left CONN_MOVING */
 	int kfd;	      /* the kernel socket for roceshim's own use */
 	bool kfd_ours;	      /* kfd is a dup the program never saw */
-	bool kwatched;	      /* kfd is in the progress thread's set */
+	struct conn *prev_kept, *next_kept; /* while kfd_ours (conn.c) */
+	bool kwatched; /* kfd is in the progress thread's set */
 	struct progress_watcher kwatch;
 	bool released;	  /* the program closed its last fd */
 	bool shut_kernel; /* a shutdown(SHUT_WR) waits for the kernel socket */

@@ -75,6 +75,7 @@ static void FORK_CODE fork_parent(void)
 	readiness_fork_parent();
 	sock_pool_unlock();
 	stats_fork_parent();
+	conn_fork_parent();
 }
 
 /*
@@ -86,7 +87,7 @@ static void FORK_CODE fork_child(bool fds_shared)
 	/* A vfork child of the parent's is none of this child's. */
 	shim_vfork_parent = 0;
 	track_fork_child(fds_shared);
-	conn_fork_child();
+	conn_fork_child(fds_shared);
 	fd_room_fork_child();
 	progress_fork_child();
 	connector_fork_child();
