@@ -50,9 +50,13 @@ static unsigned int closing_count FORK_DATA;
 static pthread_mutex_t kept_lock FORK_DATA = PTHREAD_MUTEX_INITIALIZER;
 static struct conn *kept_list FORK_DATA;
 
-/* Under c->lock: kfd becomes roceshim's own dup of fd. */
+/*
+ * Under c->lock: kfd becomes roceshim's own dup of fd.  fd_room's lock
+ * first, as a fork takes them (conn_fork_lock()).
+ */
 static void keep_socket_locked(struct conn *c, int fd)
 {
+	fd_room_enter();
 	pthread_mutex_lock(&kept_lock);
 	c->kfd = fd_room_dup(fd);
 	c->kfd_ours = c->kfd >= 0;
@@ -64,6 +68,7 @@ static void keep_socket_locked(struct conn *c, int fd)
 		kept_list = c;
 	}
 	pthread_mutex_unlock(&kept_lock);
+	fd_room_leave();
 }
 
 /* Under c->lock: closes roceshim's dup. */
@@ -1010,6 +1015,10 @@ bool conn_reap_tick(void)
 void FORK_CODE conn_fork_prepare(void)
 {
 	conn_fork_epoch++;
+}
+
+void FORK_CODE conn_fork_lock(void)
+{
 	pthread_mutex_lock(&kept_lock);
 }
 

@@ -178,6 +178,12 @@ int conn_move_unclaimed(int fd, enum roceshim_downgrade cause, int timeout_ms);
  * made before may be shared.
  */
 void conn_fork_prepare(void);
+/*
+ * The last of the fork's prepare handlers, after fd_room_fork_prepare():
+ * the sockets roceshim keeps for closed connections stay as they are until
+ * conn_fork_parent() or conn_fork_child().
+ */
+void conn_fork_lock(void);
 void conn_fork_parent(void);
 /*
  * fds_shared: the child shares the parent's descriptor table (CLONE_FILES),

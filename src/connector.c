@@ -623,6 +623,16 @@ static bool same_file(int a, int b)
 	       sa.st_ino == sb.st_ino;
 }
 
+/* Whether fd is one of the program's tracked descriptors. */
+static bool program_fd(int fd)
+{
+	struct sock *sock = fd_table_get(fd);
+
+	if (sock)
+		sock_put(sock);
+	return sock;
+}
+
 void connector_fork_child_release(struct sock *sock, int fd)
 {
 	struct connector *c =
@@ -641,7 +651,7 @@ void connector_fork_child_release(struct sock *sock, int fd)
 	 * names the program's socket.
 	 */
 	dup = c->dup_number;
-	if (dup >= 0 && dup != fd && !fd_table_get(dup) && same_file(dup, fd))
+	if (dup >= 0 && dup != fd && !program_fd(dup) && same_file(dup, fd))
 		real.close(dup);
 	c->dup = -1;
 	if (c->state != CONNECTOR_DONE && c->wait_fd >= 0) {

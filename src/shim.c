@@ -67,15 +67,16 @@ static void FORK_CODE fork_prepare(void)
 	readiness_fork_prepare();
 	/* Last: the work before it may make descriptors. */
 	fd_room_fork_prepare();
+	conn_fork_lock();
 }
 
 static void FORK_CODE fork_parent(void)
 {
+	conn_fork_parent();
 	fd_room_fork_parent();
 	readiness_fork_parent();
 	sock_pool_unlock();
 	stats_fork_parent();
-	conn_fork_parent();
 }
 
 /*

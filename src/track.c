@@ -929,8 +929,12 @@ static void connect_in_child(int fd, struct sock *sock, void *arg)
 
 void FORK_CODE track_fork_child(bool fds_shared)
 {
-	if (!fds_shared && connecting_at_fork)
+	int err = errno;
+
+	/* Or one began while the fork's handlers ran. */
+	if (!fds_shared && (connecting_at_fork || connector_any_pending()))
 		fd_table_for_each(connect_in_child, NULL);
+	errno = err;
 }
 
 void track_daemon(void)
