@@ -20,30 +20,15 @@ at once: the later child never had that socket.
         TRANSPORT REASON[ moved:X]" per round, then "worst_eof_ms N".
 """
 import argparse
-import json
 import os
 import signal
 import socket
-import subprocess
 import sys
 import time
 
-STAT = os.environ.get("ROCESHIM_STAT")
+from shapes import row
+
 HOLD_S = 8
-
-
-def row(sock_fd):
-    """The stats row of fd in this process: TRANSPORT REASON[ moved:X]."""
-    out = subprocess.run([STAT, "--json", str(os.getpid())],
-                         capture_output=True, text=True).stdout if STAT else ""
-    rows = [c for c in json.loads(out)["connections"]
-            if c["fd"] == sock_fd and c["role"] != "listener"] if out else []
-    if not rows:
-        return "none none"
-    r = rows[-1]
-    moved = r.get("downgrade", "none")
-    return "%s %s%s" % (r["transport"], r["fallback"],
-                        "" if moved == "none" else " moved:" + moved)
 
 
 def handle(s):
