@@ -1031,7 +1031,7 @@ void FORK_CODE conn_fork_child(bool fds_shared)
 {
 	const struct conn *c;
 
-	/* The parent's closed connections: the child never had them. */
+	/* Copies of sockets the program closed: never the child's. */
 	for (c = kept_list; c && !fds_shared; c = c->next_kept)
 		real.close(c->kfd);
 	kept_list = NULL;
