@@ -15,11 +15,14 @@ on a fresh data connection, and the client prints one line,
 Run once without roceshim and once under it: the "case" lines must be
 identical.  Under roceshim each end also prints, per case, the stats row
 of its data connection while it was open: "row NAME client|server
-TRANSPORT FALLBACK [moved:CAUSE]", and at the end the client's
+TRANSPORT FALLBACK [moved:CAUSE]", for the burst of
+many_concurrent_connects its ends by transport and the reasons of those
+on TCP: "burst rdma N tcp M [REASON:N...]", and at the end the client's
 connections by transport: "connections rdma N tcp M".  PORT + 2 must
 have no listener.
 """
 import asyncio
+import collections
 import errno
 import hashlib
 import json
@@ -596,7 +599,11 @@ def run_case(name, addr, port, ctl):
         return seen, None, None
     ctl.send(case=name, n=200)
     if name == "many_concurrent_connects":
+        before = ends_by_path()
         seen = asyncio.run(many_connects(addr, port + 1, 200))
+        if before is not None:
+            print("burst %s" % burst_paths(before, ends_by_path()),
+                  flush=True)
         return "%s; server %s" % (seen, ctl.recv()["saw"]), None, None
     if name == "nonblocking_connect":
         sock, seen = nonblocking_connect(addr, port + 1)
@@ -647,6 +654,28 @@ def global_counts():
     glob = stats.get("global", {})
     return "rdma %d tcp %d" % (glob.get("connections_rdma", 0),
                                glob.get("connections_tcp", 0))
+
+
+def ends_by_path():
+    """Counter of this process's connection ends, closed ones included, by
+    transport and fallback reason; None without roceshim."""
+    stats = own_stats()
+    if stats is None:
+        return None
+    return collections.Counter(
+        (r["transport"], r["fallback"])
+        for r in stats.get("connections", []) if r["role"] != "listener")
+
+
+def burst_paths(before, after):
+    """The ends opened between two counts: "rdma N tcp M" and, when some
+    fell back, the reasons, as in "tcp 3 timeout:3"."""
+    new = after - before
+    on = {t: sum(n for (tr, _), n in new.items() if tr == t)
+          for t in ("rdma", "tcp")}
+    why = " ".join("%s:%d" % (f, n) for (t, f), n in sorted(new.items())
+                   if t == "tcp")
+    return ("rdma %d tcp %d %s" % (on["rdma"], on["tcp"], why)).rstrip()
 
 
 def main(argv):

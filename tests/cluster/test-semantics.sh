@@ -58,6 +58,13 @@ check_eq unmoved_connections_stay_on_rdma "" \
 		grep -Ev ' (forked_child_serves|exec_cat_serves|fd_passed_to_another_process|killed_holder_resets) ' |
 		awk '$4 != "rdma"')"
 check_eq rows_of_every_connected_case 34 "$(grep -c '^row ' "$tmp/rdma")"
-check concurrent_connects_on_rdma test \
-	"$(awk '/^connections / {print $3}' "$tmp/rdma")" -ge 215
+# The burst of 200: a handshake that does not finish within
+# ROCESHIM_CONNECT_TIMEOUT_MS uses TCP (reason timeout), and a busy host
+# slows this emulator enough for a few to miss it.  Nine in ten must be on
+# RDMA, and the others on TCP for that reason alone.
+read -r _ _ on _ off why <<<"$(grep -m1 '^burst ' "$tmp/rdma")"
+check_eq burst_counts_every_connection 200 "$((${on:-0} + ${off:-0}))"
+check concurrent_connects_mostly_on_rdma test "${on:-0}" -ge 180
+check_eq concurrent_connects_fall_back_only_for_time "" \
+	"$(tr ' ' '\n' <<<"${why:-}" | grep -v '^timeout:' | grep .)"
 finish
