@@ -14,7 +14,7 @@ trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$tmp"' EXIT
 COUNT=60
 
 "$ROCESHIM_RUN" "$PYTHON" "$peer" serve "$ROCESHIM_FABRIC_ADDR_B" \
-	--count 1 --linger 5 --report >"$tmp/srv" 2>&1 &
+	--count 1 --linger 120 --until-echoed --report >"$tmp/srv" 2>&1 &
 server=$!
 port=$(peer_port "$tmp/srv")
 "$top_builddir/tests/fabric/cm_fuzz" "$ROCESHIM_FABRIC_ADDR_B" "$port" \
