@@ -11,8 +11,10 @@ that moved data, and reads a line from stdin before the next step.  It
 never forks: the driver reads the stats with roceshim-stat.
 
 Steps: start (nothing sent); stream (16 MiB one way in 64 KiB sends);
-idle (9 s of nothing); bursts (both ways at once: bursts of random sizes
-with pauses, one of them longer than an idle ring waits to shrink);
+idle (14 s of nothing: a ring idle for 5 s shrinks at the next reap,
+which comes every 4 s by then); bursts (both ways at once: bursts of
+random sizes with pauses, one of them longer than an idle ring waits to
+shrink);
 zerocopy (8 MiB one way in blocking 1 MiB sends, which go out of the
 program's memory); unread (one thread sends 200 KB with a blocking
 sendall, with nobody reading at the other end until it returns, then
@@ -152,7 +154,7 @@ def main():
         if step == "stream":
             moved = one_way(a, b, 16 << 20, 64 << 10, 1)
         elif step == "idle":
-            time.sleep(9)
+            time.sleep(14)
         elif step == "bursts":
             moved = bursts(a, b)
         elif step == "zerocopy":
