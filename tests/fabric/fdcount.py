@@ -66,9 +66,14 @@ def count_way(way, host, pairs):
             a.sendall(b"x")
             assert b.recv(1) == b"x"
         held.append((cli, srv))
-    # The handshakes' own descriptors are released as they end.
-    time.sleep(0.5)
+    # The handshakes' own descriptors are released as they end: counted
+    # once two looks half a second apart agree (for at most 10 s).
     after = kinds()
+    for _ in range(20):
+        time.sleep(0.5)
+        again, after = after, kinds()
+        if again == after:
+            break
     grown = {k: after[k] - before.get(k, 0) for k in after}
     extra = sum(grown.values()) - 2 * pairs - 1
     print("fds %s %.2f %s" % (way, extra / (2 * pairs), " ".join(
