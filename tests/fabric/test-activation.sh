@@ -41,8 +41,10 @@ check_client() {
 # --- the test's activator: two connections pending at the exec ----------
 # Its first exec fails, as os.execvp's do for PATH entries before the
 # right one: the second must hand the connections over all the same.
+# Its 10 s leave the second client, which starts 0.5 s after the first,
+# time for Python's start and its handshake on a busy host.
 "$ROCESHIM_RUN" "$PYTHON" "$peer" activate "$ROCESHIM_FABRIC_ADDR_B" \
-	--count 3 --delay 4 --fail-first >"$tmp/srv" 2>&1 &
+	--count 3 --delay 10 --fail-first >"$tmp/srv" 2>&1 &
 srv=$!
 port=$(peer_port "$tmp/srv")
 client first "$port" &
