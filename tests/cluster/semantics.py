@@ -476,7 +476,9 @@ def cli_recv_timeout(sock, ctl):
         seen = "recv %s" % err_name(exc)
     waited = time.monotonic() - t0
     sock.shutdown(socket.SHUT_WR)
-    return "%s after %s" % (seen, "0.3 s" if 0.25 < waited < 2 else
+    # Up to 10 s: a busy host may stall the guest.  A recv that ignored
+    # the timeout would wait for ever: the server sends nothing.
+    return "%s after %s" % (seen, "0.3 s" if 0.25 < waited < 10 else
                             "%.2f s" % waited)
 
 
