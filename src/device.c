@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "device.h"
+#include "fd_room.h"
 #include "hostinfo.h"
 #include "log.h"
 #include "rdma_stack.h"
@@ -12,6 +13,35 @@
 static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
 static const struct config *probe_cfg;
 static enum roceshim_reason status;
+
+/*
+ * librdmacm opens each device once per process, with two descriptors (its
+ * commands' and its asynchronous events') at the lowest free numbers,
+ * where they would shift the numbers of the program's next sockets and
+ * files.  So roceshim has it open them now, and moves both out of the
+ * program's way (fd_room.h) before anything uses them: the library reads
+ * them from the context at each call.  Not where the program loaded
+ * librdmacm itself: its own code may hold those contexts.
+ */
+static void open_devices(void)
+{
+	struct ibv_context **devs;
+	int i, count = 0;
+
+	if (!rdma_stack_private())
+		return;
+	devs = rdmacm.get_devices(&count);
+	if (!devs)
+		return;
+	fd_room_enter();
+	for (i = 0; i < count && devs[i]; i++) {
+		devs[i]->cmd_fd = fd_room_keep(devs[i]->cmd_fd);
+		if (devs[i]->async_fd >= 0)
+			devs[i]->async_fd = fd_room_keep(devs[i]->async_fd);
+	}
+	fd_room_leave();
+	rdmacm.free_devices(devs);
+}
 
 static void probe(void)
 {
@@ -33,6 +63,8 @@ static void probe(void)
 	log_info("%d RDMA device(s) found", list ? devices : 0);
 	status = list && devices > 0 ? ROCESHIM_REASON_NONE
 				     : ROCESHIM_REASON_NO_DEVICE;
+	if (status == ROCESHIM_REASON_NONE)
+		open_devices();
 }
 
 enum roceshim_reason device_status(const struct config *cfg)

@@ -13,7 +13,10 @@ struct rdmacm_api rdmacm;
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 static const struct config *load_cfg;
 static int load_result;
-static bool loaded; /* atomic: load() succeeded */
+/* Atomic: load() succeeded. */
+static bool loaded;
+/* The program had loaded librdmacm itself. */
+static bool shared_rdmacm;
 
 struct symbol {
 	const char *name;
@@ -63,6 +66,8 @@ static const struct symbol rdmacm_symbols[] = {
 	SYMBOL(rdmacm, rdma_, create_qp),
 	SYMBOL(rdmacm, rdma_, destroy_qp),
 	SYMBOL(rdmacm, rdma_, get_src_port),
+	SYMBOL(rdmacm, rdma_, get_devices),
+	SYMBOL(rdmacm, rdma_, free_devices),
 };
 
 /* Opens name and fills every symbol's pointer, or says why it cannot. */
@@ -96,11 +101,17 @@ static int open_library(const char *name, const struct symbol *symbols,
 static void load(void)
 {
 	const struct config *cfg = load_cfg;
+	void *lib;
 
 	load_result = open_library(cfg->libibverbs, verbs_symbols,
 				   COUNT(verbs_symbols));
 	if (load_result)
 		return;
+	lib = dlopen(cfg->librdmacm, RTLD_NOW | RTLD_NOLOAD);
+	if (lib) {
+		shared_rdmacm = true;
+		dlclose(lib);
+	}
 	load_result = open_library(cfg->librdmacm, rdmacm_symbols,
 				   COUNT(rdmacm_symbols));
 	if (load_result)
@@ -119,4 +130,9 @@ int rdma_stack_load(const struct config *cfg)
 bool rdma_stack_loaded(void)
 {
 	return __atomic_load_n(&loaded, __ATOMIC_ACQUIRE);
+}
+
+bool rdma_stack_private(void)
+{
+	return rdma_stack_loaded() && !shared_rdmacm;
 }

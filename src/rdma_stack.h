@@ -64,6 +64,8 @@ struct rdmacm_api {
 	__typeof__(rdma_create_qp) *create_qp;
 	__typeof__(rdma_destroy_qp) *destroy_qp;
 	__typeof__(rdma_get_src_port) *get_src_port;
+	__typeof__(rdma_get_devices) *get_devices;
+	__typeof__(rdma_free_devices) *free_devices;
 };
 
 extern struct ibv_api ibv;
@@ -80,5 +82,11 @@ int rdma_stack_load(const struct config *cfg);
  * connection can be on RDMA, and the walks that look for one are skipped.
  */
 bool rdma_stack_loaded(void);
+
+/*
+ * After a load that returned 0: whether librdmacm was loaded by roceshim
+ * alone, so that no code of the program's holds what it opens.
+ */
+bool rdma_stack_private(void);
 
 #endif /* ROCESHIM_RDMA_STACK_H */
