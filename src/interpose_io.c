@@ -77,22 +77,12 @@ static inline struct sock *tracked(int fd)
 	return shim_lookup(fd);
 }
 
-/*
- * Whether roceshim carries the socket's calls: an upgraded connection not
- * yet plain, or a connect in the background.
- */
-static inline bool carried(struct sock *sock)
-{
-	return (sock->conn && !conn_is_plain(sock->conn)) ||
-	       (sock->connector && connector_pending(sock));
-}
-
 /* tracked(fd), but an upgraded sock goes to *upgraded instead. */
 static struct sock *lookup(int fd, struct sock **upgraded)
 {
 	struct sock *sock = tracked(fd);
 
-	*upgraded = sock && carried(sock) ? sock : NULL;
+	*upgraded = sock && upgraded_carried(sock) ? sock : NULL;
 	return *upgraded ? NULL : sock;
 }
 
@@ -108,7 +98,7 @@ tracked_recv(struct sock *sock, int fd, void *buf, size_t len, int flags,
 {
 	ssize_t ret;
 
-	if (carried(sock)) {
+	if (upgraded_carried(sock)) {
 		struct iovec iov = { .iov_base = buf, .iov_len = len };
 
 		return done_upgraded(sock,
@@ -125,7 +115,7 @@ tracked_send(struct sock *sock, int fd, const void *buf, size_t len, int flags,
 {
 	ssize_t ret;
 
-	if (carried(sock)) {
+	if (upgraded_carried(sock)) {
 		struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
 
 		return done_upgraded(sock,
@@ -553,7 +543,7 @@ static int splice_end(struct sock *up)
 {
 	int err = upgraded_make_plain(up, ROCESHIM_DOWNGRADE_SPLICE);
 
-	return err == -EAGAIN && carried(up) ? err : 0;
+	return err == -EAGAIN && upgraded_carried(up) ? err : 0;
 }
 
 #define SPLICE_F_ALL \
@@ -573,7 +563,7 @@ SHIM_EXPORT ssize_t splice(int fd_in, loff_t *off_in, int fd_out,
 	moves = len && !(flags & ~SPLICE_F_ALL) && !off_in && !off_out;
 	if (moves && up_in && is_pipe(fd_out)) {
 		err = splice_end(up_in);
-		if (!err && carried(up_in)) {
+		if (!err && upgraded_carried(up_in)) {
 			ret = splice_from_ring(up_in, fd_in, fd_out, len,
 					       flags);
 			counted = true;
@@ -582,7 +572,7 @@ SHIM_EXPORT ssize_t splice(int fd_in, loff_t *off_in, int fd_out,
 	}
 	if (moves && !err && up_out && is_pipe(fd_in)) {
 		err = splice_end(up_out);
-		if (!err && carried(up_out))
+		if (!err && upgraded_carried(up_out))
 			err = upgraded_kernel_ready(up_out, fd_out);
 	}
 	if (err) {

@@ -44,6 +44,9 @@ static void real_resolve(void)
 	RESOLVE(sendmmsg);
 	RESOLVE(sendfile);
 	RESOLVE(splice);
+	RESOLVE(fdopen);
+	RESOLVE(vdprintf);
+	*(void **)&real.vdprintf_chk = dlsym(RTLD_NEXT, "__vdprintf_chk");
 	RESOLVE(poll);
 	RESOLVE(ppoll);
 	RESOLVE(select);

@@ -15,6 +15,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <sys/epoll.h>
 #include <sys/select.h>
@@ -53,6 +54,10 @@ struct real_libc {
 	int (*sendmmsg)(int, struct mmsghdr *, unsigned int, int);
 	ssize_t (*sendfile)(int, int, off_t *, size_t);
 	ssize_t (*splice)(int, loff_t *, int, loff_t *, size_t, unsigned int);
+	FILE *(*fdopen)(int, const char *);
+	int (*vdprintf)(int, const char *, va_list);
+	/* __vdprintf_chk */
+	int (*vdprintf_chk)(int, int, const char *, va_list);
 	int (*poll)(struct pollfd *, nfds_t, int);
 	int (*ppoll)(struct pollfd *, nfds_t, const struct timespec *,
 		     const sigset_t *);

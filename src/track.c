@@ -165,6 +165,8 @@ void track_dup(int old_fd, int new_fd)
 	sock_put(sock);
 }
 
+static void std_stream(int fd);
+
 int track_dup_result(int old_fd, int new_fd)
 {
 	int err;
@@ -173,6 +175,8 @@ int track_dup_result(int old_fd, int new_fd)
 		return new_fd;
 	err = errno;
 	track_dup(old_fd, new_fd);
+	if (new_fd <= STDERR_FILENO)
+		std_stream(new_fd);
 	errno = err;
 	return new_fd;
 }
@@ -966,6 +970,25 @@ static void give_up_rdma(int fd, struct sock *sock, void *arg)
 	if (__atomic_load_n(&sock->connector, __ATOMIC_ACQUIRE))
 		connector_share(sock);
 	leave(fd, sock, arg);
+}
+
+/*
+ * A socket dup'd onto fd 0, 1 or 2 is read and written by libc's stdin,
+ * stdout and stderr, whose calls stay inside libc where no wrapper sees
+ * them: it moves to its kernel socket.
+ */
+static void std_stream(int fd)
+{
+	struct leaving how = { .cause = ROCESHIM_DOWNGRADE_STDIO, .all = true };
+	struct sock *sock;
+
+	if (!may_have_rdma())
+		return;
+	sock = shim_lookup(fd);
+	if (!sock)
+		return;
+	give_up_rdma(fd, sock, &how);
+	sock_put(sock);
 }
 
 void track_credentials_change(void)

@@ -32,7 +32,9 @@ void track_close_range(unsigned int first, unsigned int last);
 void track_dup(int old_fd, int new_fd);
 /*
  * For the wrappers of the dup family: the call returned new_fd (or -1);
- * returns it, with errno as it was.
+ * returns it, with errno as it was.  An upgraded connection dup'd onto
+ * fd 0, 1 or 2 moves to TCP first (ROCESHIM_DOWNGRADE_STDIO): libc's
+ * stdin, stdout and stderr use those fds without a call roceshim sees.
  */
 int track_dup_result(int old_fd, int new_fd);
 /* The same for fcntl(fd, cmd): only F_DUPFD and F_DUPFD_CLOEXEC dup. */

@@ -13,7 +13,19 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
+#include "conn.h"
+#include "connector.h"
 #include "sock.h"
+
+/*
+ * Whether roceshim carries the socket's calls: an upgraded connection not
+ * yet plain, or a connect in the background.
+ */
+static inline bool upgraded_carried(struct sock *sock)
+{
+	return (sock->conn && !conn_is_plain(sock->conn)) ||
+	       (sock->connector && connector_pending(sock));
+}
 
 ssize_t upgraded_send(struct sock *sock, int fd, const struct iovec *iov,
 		      int iovcnt, int flags);

@@ -1,0 +1,81 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# libc's own I/O on sockets (tests/fabric/stdio_check.c): a stream from
+# fdopen() read with fgets() and written with fprintf(), dprintf(), and
+# printf() on a socket dup'd onto stdout, in the process and in a fork
+# child.  libc makes those system calls inside itself, out of any
+# wrapper's sight, so each must reach the RDMA connection another way.
+# Kernel TCP (ROCESHIM_RDMA=0) is the specification: every behaviour the
+# same with RDMA on (default settings), and the program's sockets get
+# the same descriptor numbers.  With RDMA on, the connections read and
+# written through streams and dprintf() stay on RDMA; the one dup'd onto
+# stdout moves to TCP (downgrade "stdio").  A line left in a stream at
+# exit() reaches the peer.
+set -u
+PYTHON=${PYTHON:-/usr/bin/python3}
+prog="$top_builddir/tests/fabric/stdio_check"
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/test-stdio.XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+# shellcheck source=../lib.sh
+. "$top_srcdir/tests/lib.sh"
+
+# run NAME RDMA
+run() {
+	ROCESHIM_RDMA=$2 timeout 60 "$ROCESHIM_RUN" "$prog" \
+		"$ROCESHIM_FABRIC_ADDR_A" "$tmp/$1.json" >"$tmp/$1" 2>&1
+	echo "rc $?" >>"$tmp/$1"
+	sed "s/^/    $1: /" "$tmp/$1"
+	check_eq "${1}_every_behaviour_as_specified" "0 0" \
+		"$(grep -c '^FAIL' "$tmp/$1") $(awk '$1 == "rc" {print $2}' "$tmp/$1")"
+}
+run tcp 0
+run rdma 1
+check_eq same_behaviours_as_tcp "$(grep '^ok' "$tmp/tcp")" \
+	"$(grep '^ok' "$tmp/rdma")"
+check_eq same_descriptor_numbers_as_tcp "$(grep '^fd' "$tmp/tcp")" \
+	"$(grep '^fd' "$tmp/rdma")"
+# global: connections on RDMA, and downgrades by cause
+stats() {
+	"$PYTHON" -c 'import json, sys
+g = json.load(open(sys.argv[1]))["global"]
+print(g["connections_rdma"], g["downgrades"].get("stdio", 0))' "$tmp/$1.json"
+}
+read -r on_rdma stdio_moves <<<"$(stats rdma 2>/dev/null)"
+echo "    rdma: connection ends on RDMA ${on_rdma:-?}, moved for stdio" \
+	"${stdio_moves:-?}"
+# 4 connections, 2 ends each, all made on RDMA.
+check_eq connections_made_on_rdma 8 "${on_rdma:-0}"
+check_eq dup2_onto_stdout_moves_to_tcp_for_stdio 1 "${stdio_moves:-0}"
+
+# A process that exits with a line left in its stream: exit() flushes it
+# to the peer (a server in another process), over RDMA.
+receive() { # RDMA
+	ROCESHIM_RDMA=$1 timeout 60 "$ROCESHIM_RUN" "$PYTHON" -c 'import socket, sys
+l = socket.create_server((sys.argv[1], 0))
+print(l.getsockname()[1], flush=True)
+c, _ = l.accept()
+data = b""
+while True:
+    b = c.recv(4096)
+    if not b:
+        break
+    data += b
+print(data.decode(errors="replace").strip(), flush=True)' "$ROCESHIM_FABRIC_ADDR_A"
+}
+for way in tcp rdma; do
+	rdma=0
+	[ "$way" = rdma ] && rdma=1
+	coproc RECV { receive "$rdma" 2>&1; }
+	read -r -t 30 port <&"${RECV[0]}"
+	ROCESHIM_RDMA=$rdma timeout 60 "$ROCESHIM_RUN" "$prog" --send-at-exit \
+		"$ROCESHIM_FABRIC_ADDR_A" "${port:-0}" >"$tmp/exit-$way" 2>&1
+	echo "rc $?" >>"$tmp/exit-$way"
+	read -r -t 30 got <&"${RECV[0]}"
+	wait "$RECV_PID" 2>/dev/null
+	sed "s/^/    exit-$way: /" "$tmp/exit-$way"
+	echo "    exit-$way: the peer got '${got:-}'"
+	check_eq "${way}_exit_flushes_stream_to_peer" "flushed by exit 0" \
+		"${got:-} $(awk '$1 == "rc" {print $2}' "$tmp/exit-$way")"
+done
+finish
