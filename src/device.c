@@ -30,17 +30,18 @@ static void open_devices(void)
 
 	if (!rdma_stack_private())
 		return;
-	devs = rdmacm.get_devices(&count);
-	if (!devs)
-		return;
+	/* With the limit raised: a device that fails to open is never retried.
+	 */
 	fd_room_enter();
-	for (i = 0; i < count && devs[i]; i++) {
+	devs = rdmacm.get_devices(&count);
+	for (i = 0; devs && i < count && devs[i]; i++) {
 		devs[i]->cmd_fd = fd_room_keep(devs[i]->cmd_fd);
 		if (devs[i]->async_fd >= 0)
 			devs[i]->async_fd = fd_room_keep(devs[i]->async_fd);
 	}
 	fd_room_leave();
-	rdmacm.free_devices(devs);
+	if (devs)
+		rdmacm.free_devices(devs);
 }
 
 static void probe(void)

@@ -9,15 +9,17 @@
  * So fdopen() of such a socket gives a stream whose reads, writes and
  * close are the exported wrappers' (fopencookie), with fileno() still the
  * socket's, and dprintf() formats first and writes through them.  The
- * stream behaves as an fdopen()'d one: buffered the same way, a failed
- * call sets its error indicator, and fclose() closes the fd.  These are
- * the program's own calls, so they go through the exported read(),
- * write() and close() on purpose, not through `real`.  A socket dup'd
- * onto fd 0, 1 or 2, which stdin, stdout and stderr use, moves to TCP
- * instead (track_dup_result()).  At exit, such streams are flushed
- * before roceshim ends its connections (shim_stdio_exit()).
+ * stream behaves as an fdopen()'d one: the same modes, a failed call sets
+ * its error indicator, and fclose() closes the fd.  These are the
+ * program's own calls, so they go through the exported read(), write()
+ * and close() on purpose, not through `real`.  libc flushes streams at
+ * exit only after roceshim has ended its RDMA connections, so a
+ * connection with such a stream moves to TCP at exit instead
+ * (track_exit()).  A socket dup'd onto fd 0, 1 or 2, which stdin, stdout
+ * and stderr use, moves to TCP at once (track_dup_result()).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -34,19 +36,28 @@ int __vdprintf_chk(int fd, int flag, const char *format, va_list ap);
 int __vsnprintf_chk(char *s, size_t maxlen, int flag, size_t slen,
 		    const char *format, va_list ap);
 
-/* Whether roceshim carries fd's calls. */
-static bool carried_fd(int fd)
+/* fd's sock with a reference, if roceshim carries its calls; else NULL. */
+static struct sock *carried_sock(int fd)
 {
 	struct sock *sock;
-	bool carried;
 
 	shim_ensure_init();
 	sock = shim_lookup(fd);
+	if (sock && !upgraded_carried(sock)) {
+		sock_put(sock);
+		sock = NULL;
+	}
+	return sock;
+}
+
+static bool carried_fd(int fd)
+{
+	struct sock *sock = carried_sock(fd);
+
 	if (!sock)
 		return false;
-	carried = upgraded_carried(sock);
 	sock_put(sock);
-	return carried;
+	return true;
 }
 
 static int fd_of(void *cookie)
@@ -59,7 +70,10 @@ static ssize_t stream_read(void *cookie, char *buf, size_t size)
 	return read(fd_of(cookie), buf, size);
 }
 
-/* As libc's file stream does: all of it, or what went before an error. */
+/*
+ * As libc's file stream does: all of it, or what went before an error,
+ * with errno.  Never negative: libc takes the result as a count.
+ */
 static ssize_t stream_write(void *cookie, const char *buf, size_t size)
 {
 	size_t done = 0;
@@ -68,7 +82,7 @@ static ssize_t stream_write(void *cookie, const char *buf, size_t size)
 	while (done < size) {
 		n = write(fd_of(cookie), buf + done, size - done);
 		if (n <= 0)
-			return done ? (ssize_t)done : -1;
+			break;
 		done += (size_t)n;
 	}
 	return (ssize_t)done;
@@ -83,12 +97,8 @@ static int stream_seek(void *cookie, off64_t *offset, int whence)
 	return -1;
 }
 
-/* Streams of fdopen() that write through the wrappers, not yet closed. */
-static unsigned int open_streams;
-
 static int stream_close(void *cookie)
 {
-	__atomic_sub_fetch(&open_streams, 1, __ATOMIC_RELAXED);
 	return close(fd_of(cookie));
 }
 
@@ -99,29 +109,47 @@ static const cookie_io_functions_t socket_stream = {
 	.close = stream_close,
 };
 
-SHIM_EXPORT FILE *fdopen(int fd, const char *mode)
+/*
+ * fopencookie() reads only "r", "w" or "a" and a '+' right after it (or
+ * after a 'b'); fdopen() takes a '+' among the next four characters.
+ */
+static void cookie_mode(const char *mode, char out[3])
 {
-	FILE *f;
+	size_t i;
 
-	if (!carried_fd(fd))
-		return real.fdopen(fd, mode);
-	f = fopencookie((void *)(intptr_t)fd, mode, socket_stream);
-	if (f) {
-		f->_fileno = fd;
-		__atomic_add_fetch(&open_streams, 1, __ATOMIC_RELAXED);
-	}
-	return f;
+	out[0] = mode[0];
+	out[1] = out[2] = '\0';
+	for (i = 1; i < 5 && mode[0] && mode[i]; i++)
+		if (mode[i] == '+')
+			out[1] = '+';
 }
 
-/*
- * libc flushes its streams after the atexit handlers and destructors, by
- * when roceshim has ended its connections over RDMA: a stream's last
- * bytes, not flushed by the program, would meet a closed connection.
- */
-void shim_stdio_exit(void)
+SHIM_EXPORT FILE *fdopen(int fd, const char *mode)
 {
-	if (__atomic_load_n(&open_streams, __ATOMIC_RELAXED))
-		fflush(NULL);
+	struct sock *sock = carried_sock(fd);
+	char how[3];
+	FILE *f;
+	int fl;
+
+	if (!sock)
+		return real.fdopen(fd, mode);
+	cookie_mode(mode, how);
+	/* As fdopen() does for "a". */
+	if (how[0] == 'a') {
+		fl = real.fcntl(fd, F_GETFL);
+		if (fl < 0 || (!(fl & O_APPEND) &&
+			       real.fcntl(fd, F_SETFL, fl | O_APPEND) < 0)) {
+			sock_put(sock);
+			return NULL;
+		}
+	}
+	f = fopencookie((void *)(intptr_t)fd, how, socket_stream);
+	if (f) {
+		f->_fileno = fd;
+		__atomic_store_n(&sock->stdio_stream, true, __ATOMIC_RELEASE);
+	}
+	sock_put(sock);
+	return f;
 }
 
 /*
@@ -131,8 +159,8 @@ void shim_stdio_exit(void)
 static int print_to(int fd, int flag, const char *format, va_list ap)
 {
 	char small[512], *buf = small;
+	int len, err = errno;
 	va_list again;
-	int len, err;
 	ssize_t n;
 
 	va_copy(again, ap);
@@ -140,6 +168,8 @@ static int print_to(int fd, int flag, const char *format, va_list ap)
 			      ap);
 	if (len >= (int)sizeof(small)) {
 		buf = malloc((size_t)len + 1);
+		/* The same text again: %m prints errno. */
+		errno = err;
 		if (buf)
 			__vsnprintf_chk(buf, (size_t)len + 1, flag,
 					(size_t)len + 1, format, again);

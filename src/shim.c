@@ -115,7 +115,6 @@ static void at_exit(void)
 	/* A vfork child that calls exit() must not end its parent's work. */
 	if (shim_in_vfork_child())
 		return;
-	shim_stdio_exit();
 	track_exit();
 	stats_shutdown();
 }

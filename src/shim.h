@@ -67,13 +67,6 @@ static inline void shim_ensure_init(void)
 bool shim_fd_syscall(long number, const long *arg, long *ret);
 
 /*
- * interpose_stdio.c: at exit, before roceshim ends its connections,
- * flushes libc's streams if one of them writes through roceshim (exit()
- * flushes streams only after every handler has run).
- */
-void shim_stdio_exit(void);
-
-/*
  * interpose_cred.c: a system call made through syscall() that makes new
  * credentials (the set*id family, setgroups, capset, prctl's capability
  * options): the process gives up RDMA first, as the libc wrappers do.

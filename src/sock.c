@@ -54,6 +54,7 @@ struct sock *sock_new(int domain)
 	sock->bound_known = false;
 	sock->abortive = false;
 	sock->spawn_dup = false;
+	sock->stdio_stream = false;
 	sock->imported = false;
 	sock->dial_again = false;
 	__atomic_store_n(&sock->watched_early, false, __ATOMIC_RELAXED);

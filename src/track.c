@@ -1027,12 +1027,19 @@ void track_spawn_dup(int fd)
 	}
 }
 
-/* At exit: what a fork child may still use goes over TCP, the rest ends. */
+/*
+ * At exit: what a fork child may still use goes over TCP, the rest ends.
+ * So does a connection with a stream of libc's: libc flushes it after
+ * every exit handler, this one included.
+ */
 static void end(int fd, struct sock *sock, void *arg)
 {
-	(void)fd;
 	(void)arg;
-	if (sock->conn && conn_alive(sock->conn) && conn_on_rdma(sock->conn))
+	if (!sock->conn || !conn_alive(sock->conn) || !conn_on_rdma(sock->conn))
+		return;
+	if (__atomic_load_n(&sock->stdio_stream, __ATOMIC_ACQUIRE))
+		conn_make_plain(sock->conn, ROCESHIM_DOWNGRADE_STDIO);
+	else
 		conn_exit(sock->conn, fd);
 }
 

@@ -39,19 +39,25 @@ check_eq same_descriptor_numbers_as_tcp "$(grep '^fd' "$tmp/tcp")" \
 stats() {
 	"$PYTHON" -c 'import json, sys
 g = json.load(open(sys.argv[1]))["global"]
-print(g["connections_rdma"], g["downgrades"].get("stdio", 0))' "$tmp/$1.json"
+print(g["connections_rdma"], ",".join("%s:%d" % (k, v)
+      for k, v in sorted(g["downgrades"].items()) if v))' "$tmp/$1.json"
 }
-read -r on_rdma stdio_moves <<<"$(stats rdma 2>/dev/null)"
-echo "    rdma: connection ends on RDMA ${on_rdma:-?}, moved for stdio" \
-	"${stdio_moves:-?}"
-# 4 connections, 2 ends each, all made on RDMA.
+read -r on_rdma moves <<<"$(stats rdma 2>/dev/null)"
+echo "    rdma: connection ends on RDMA ${on_rdma:-?}, moved ${moves:-?}"
+# 4 connections, 2 ends each, all made on RDMA.  Only two moved: the one
+# dup'd onto stdout here (stdio, and its other end: peer), and the one a
+# fork child dup'd onto its stdout (fork: the child claimed it, and peer);
+# those read and written through streams and dprintf() did not.
 check_eq connections_made_on_rdma 8 "${on_rdma:-0}"
-check_eq dup2_onto_stdout_moves_to_tcp_for_stdio 1 "${stdio_moves:-0}"
+check_eq only_the_stdout_connections_move "fork:1,peer:2,stdio:1" \
+	"${moves:-}"
 
 # A process that exits with a line left in its stream: exit() flushes it
-# to the peer (a server in another process), over RDMA.
+# to the peer (a server in another process).  Over RDMA the connection
+# moves to TCP at exit for that flush.
 receive() { # RDMA
-	ROCESHIM_RDMA=$1 timeout 60 "$ROCESHIM_RUN" "$PYTHON" -c 'import socket, sys
+	ROCESHIM_RDMA=$1 timeout 60 "$ROCESHIM_RUN" "$PYTHON" -c 'import json, os
+import socket, subprocess, sys
 l = socket.create_server((sys.argv[1], 0))
 print(l.getsockname()[1], flush=True)
 c, _ = l.accept()
@@ -61,7 +67,14 @@ while True:
     if not b:
         break
     data += b
-print(data.decode(errors="replace").strip(), flush=True)' "$ROCESHIM_FABRIC_ADDR_A"
+print(data.decode(errors="replace").strip(), flush=True)
+stat = os.environ.get("ROCESHIM_STAT")
+rows = json.loads(subprocess.run([stat, "--json", str(os.getpid())],
+                                 capture_output=True, text=True).stdout or
+                  "{}").get("connections", []) if stat else []
+print(" ".join(r["transport"] + ":" + r["downgrade"] for r in rows
+               if r["role"] != "listener") or "none", flush=True)' \
+		"$ROCESHIM_FABRIC_ADDR_A"
 }
 for way in tcp rdma; do
 	rdma=0
@@ -72,10 +85,14 @@ for way in tcp rdma; do
 		"$ROCESHIM_FABRIC_ADDR_A" "${port:-0}" >"$tmp/exit-$way" 2>&1
 	echo "rc $?" >>"$tmp/exit-$way"
 	read -r -t 30 got <&"${RECV[0]}"
+	read -r -t 30 path <&"${RECV[0]}"
 	wait "$RECV_PID" 2>/dev/null
 	sed "s/^/    exit-$way: /" "$tmp/exit-$way"
-	echo "    exit-$way: the peer got '${got:-}'"
+	echo "    exit-$way: the peer got '${got:-}' on ${path:-?}"
 	check_eq "${way}_exit_flushes_stream_to_peer" "flushed by exit 0" \
 		"${got:-} $(awk '$1 == "rc" {print $2}' "$tmp/exit-$way")"
 done
+# Made on RDMA, and moved to TCP by the exiting peer for its stream.
+check_eq exit_connection_was_on_rdma tcp:peer "${path:-}"
+
 finish
