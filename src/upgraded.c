@@ -13,6 +13,17 @@
 #include "stats.h"
 #include "upgraded.h"
 
+/*
+ * Urgent data (MSG_OOB) exists only in TCP: a call that sends or reads it
+ * moves the connection to its kernel socket first, and goes there.  0, or
+ * -ECONNRESET if the connection could not move (the peer is gone).
+ */
+static int urgent_moves(struct conn *c, int flags)
+{
+	return flags & MSG_OOB ? conn_make_plain(c, ROCESHIM_DOWNGRADE_URGENT)
+			       : 0;
+}
+
 ssize_t upgraded_send(struct sock *sock, int fd, const struct iovec *iov,
 		      int iovcnt, int flags)
 {
@@ -23,6 +34,9 @@ ssize_t upgraded_send(struct sock *sock, int fd, const struct iovec *iov,
 	/* Connecting in the background: as a TCP connect in progress. */
 	if (!c)
 		return -EAGAIN;
+	ret = urgent_moves(c, flags);
+	if (ret)
+		return ret;
 	cuda_mem_call_begin();
 	ret = conn_send(c, fd, iov, iovcnt, flags, &kernel);
 
@@ -52,6 +66,9 @@ ssize_t upgraded_recv(struct sock *sock, int fd, const struct iovec *iov,
 
 	if (!c)
 		return -EAGAIN;
+	ret = urgent_moves(c, flags);
+	if (ret)
+		return ret;
 	cuda_mem_call_begin();
 	ret = conn_recv(c, fd, iov, iovcnt, flags, &kernel);
 

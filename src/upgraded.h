@@ -3,6 +3,8 @@
  * Socket calls on an upgraded fd, with TCP's semantics: blocking or not
  * (O_NONBLOCK, MSG_DONTWAIT), SO_RCVTIMEO and SO_SNDTIMEO, MSG_PEEK and
  * MSG_WAITALL, EPIPE with SIGPIPE unless MSG_NOSIGNAL, and the stats.
+ * A call with MSG_OOB moves the connection to TCP first: urgent data
+ * exists only there.
  *
  * Contract: the sock has a conn.  Results are bytes or a negative errno;
  * the exported wrappers turn those into -1 and errno.

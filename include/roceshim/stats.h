@@ -74,8 +74,11 @@ enum roceshim_downgrade {
 	ROCESHIM_DOWNGRADE_SPLICE = 9,	     /* splice() took its bytes */
 	ROCESHIM_DOWNGRADE_CREDENTIALS = 10, /* the process changed its
 						credentials (setuid) */
-	ROCESHIM_DOWNGRADE_STDIO = 11,	     /* dup'd onto fd 0, 1 or 2, which
-						libc's stdio uses itself */
+	ROCESHIM_DOWNGRADE_STDIO = 11,	     /* libc's stdio uses it itself:
+						dup'd onto fd 0, 1 or 2, or
+						a stream of it open at exit */
+	ROCESHIM_DOWNGRADE_URGENT = 12,	     /* urgent data (MSG_OOB) sent or
+						read */
 	ROCESHIM_DOWNGRADE_COUNT = 16	     /* array size, room to grow */
 };
 
@@ -276,6 +279,7 @@ static inline const char *roceshim_downgrade_name(unsigned int cause)
 		[ROCESHIM_DOWNGRADE_SPLICE] = "splice",
 		[ROCESHIM_DOWNGRADE_CREDENTIALS] = "credentials",
 		[ROCESHIM_DOWNGRADE_STDIO] = "stdio",
+		[ROCESHIM_DOWNGRADE_URGENT] = "urgent",
 	};
 
 	if (cause >= sizeof(names) / sizeof(names[0]) || !names[cause])
