@@ -3,7 +3,8 @@
  * Exported wrappers for control calls: fcntl, ioctl, socket options and
  * names.  The kernel socket stays the real one, so these reach libc
  * unchanged; roceshim only watches for the results it must know about
- * (a duplicated fd, the outcome of a non-blocking connect).
+ * (a duplicated fd, the outcome of a non-blocking connect, an option that
+ * only kernel TCP has).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -17,6 +18,7 @@
 #include "connector.h"
 #include "real.h"
 #include "shim.h"
+#include "sockopt.h"
 #include "track.h"
 #include "upgraded.h"
 
@@ -73,12 +75,18 @@ SHIM_EXPORT int ioctl(int fd, unsigned long request, ...)
 	return real.ioctl(fd, request, arg);
 }
 
+static bool sets_sndbuf(int level, int name)
+{
+	return level == SOL_SOCKET &&
+	       (name == SO_SNDBUF || name == SO_SNDBUFFORCE);
+}
+
 /* The options that change what roceshim does with a socket. */
 static bool option_tracked(int level, int name)
 {
-	if (level == SOL_SOCKET)
-		return name == SO_SNDBUF || name == SO_SNDBUFFORCE;
-	return level == IPPROTO_TCP && name == TCP_DEFER_ACCEPT;
+	return sets_sndbuf(level, name) ||
+	       (level == IPPROTO_TCP && name == TCP_DEFER_ACCEPT) ||
+	       sockopt_tcp_only(level, name);
 }
 
 SHIM_EXPORT int setsockopt(int fd, int level, int name, const void *val,
@@ -94,10 +102,10 @@ SHIM_EXPORT int setsockopt(int fd, int level, int name, const void *val,
 	sock = shim_lookup(fd);
 	if (!sock)
 		return ret;
-	if (level == SOL_SOCKET)
+	if (sets_sndbuf(level, name))
 		track_sndbuf(sock, fd);
 	else
-		track_defer_accept(sock, fd);
+		track_option(sock, fd);
 	sock_put(sock);
 	return ret;
 }

@@ -331,6 +331,13 @@ SHIM_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags,
 static ssize_t upgraded_recvmsg(struct sock *up, int fd, struct msghdr *msg,
 				int flags)
 {
+	ssize_t ret;
+
+	/* The kernel socket's error queue, with its control messages. */
+	if (flags & MSG_ERRQUEUE) {
+		ret = real.recvmsg(fd, msg, flags);
+		return ret < 0 ? -errno : ret;
+	}
 	msg->msg_namelen = 0;
 	msg->msg_controllen = 0;
 	msg->msg_flags = 0;

@@ -23,8 +23,10 @@
 #include "real.h"
 #include "share.h"
 #include "shim.h"
+#include "sockopt.h"
 #include "stats.h"
 #include "track.h"
+#include "upgraded.h"
 
 static bool is_tcp(int domain, int type, int protocol)
 {
@@ -252,6 +254,7 @@ int track_connect_prepare(struct sock *sock, int fd,
 {
 	struct roceshim_stats_endpoint peer;
 	struct conn *conn = NULL;
+	const char *why;
 	int err;
 
 	*reason = ROCESHIM_REASON_NONE;
@@ -272,6 +275,12 @@ int track_connect_prepare(struct sock *sock, int fd,
 	*reason = policy_decide(&shim_config, &peer, peer.port);
 	if (*reason)
 		return 0;
+	why = sockopt_tcp_only_on(fd);
+	if (why) {
+		log_info("fd %d: %s: the connection stays on TCP", fd, why);
+		*reason = ROCESHIM_REASON_UNSUPPORTED;
+		return 0;
+	}
 	if (nonblocking(fd)) {
 		if (__atomic_load_n(&sock->watched_early, __ATOMIC_ACQUIRE)) {
 			*reason = ROCESHIM_REASON_UNSUPPORTED;
@@ -432,9 +441,14 @@ static bool shares_port(int fd)
 	return option_on(fd, SOL_SOCKET, SO_REUSEPORT);
 }
 
-static bool listener_stays_on_tcp(int fd)
+/* Why a listener must stay on TCP, or NULL if it need not. */
+static const char *listener_tcp_only(int fd)
 {
-	return defers_accept(fd) || shares_port(fd);
+	if (defers_accept(fd))
+		return "TCP_DEFER_ACCEPT";
+	if (shares_port(fd))
+		return "SO_REUSEPORT";
+	return sockopt_tcp_only_on(fd);
 }
 
 void track_listen_prepare(struct sock *sock, int fd, int backlog)
@@ -443,17 +457,9 @@ void track_listen_prepare(struct sock *sock, int fd, int backlog)
 
 	local_endpoint(fd, &local);
 	if (policy_listener(&shim_config, local.port) != ROCESHIM_REASON_NONE ||
-	    listener_stays_on_tcp(fd))
+	    listener_tcp_only(fd))
 		return;
 	open_cm_listener(sock, fd, &local, backlog);
-}
-
-void track_defer_accept(struct sock *sock, int fd)
-{
-	if (!sock->listen_id || !defers_accept(fd))
-		return;
-	log_info("fd %d: TCP_DEFER_ACCEPT: the listener stays on TCP", fd);
-	handshake_unlisten(sock, true);
 }
 
 void track_listen_failed(struct sock *sock)
@@ -466,6 +472,7 @@ void track_listen(struct sock *sock, int fd, int backlog)
 {
 	struct roceshim_stats_endpoint local, none;
 	enum roceshim_reason reason;
+	const char *why;
 
 	memset(&none, 0, sizeof(none));
 	local_endpoint(fd, &local);
@@ -474,11 +481,8 @@ void track_listen(struct sock *sock, int fd, int backlog)
 		__atomic_store_n(&sock->bound_known, true, __ATOMIC_RELEASE);
 	}
 	reason = policy_listener(&shim_config, local.port);
-	if (reason == ROCESHIM_REASON_NONE && listener_stays_on_tcp(fd)) {
-		log_info(
-			"fd %d: SO_REUSEPORT or TCP_DEFER_ACCEPT: the listener "
-			"stays on TCP",
-			fd);
+	if (reason == ROCESHIM_REASON_NONE && (why = listener_tcp_only(fd))) {
+		log_info("fd %d: %s: the listener stays on TCP", fd, why);
 		reason = ROCESHIM_REASON_UNSUPPORTED;
 	}
 	if (reason == ROCESHIM_REASON_NONE)
@@ -989,6 +993,29 @@ static void std_stream(int fd)
 		return;
 	give_up_rdma(fd, sock, &how);
 	sock_put(sock);
+}
+
+void track_option(struct sock *sock, int fd)
+{
+	struct leaving how = { .cause = ROCESHIM_DOWNGRADE_SOCKOPT,
+			       .all = true };
+	const char *why;
+
+	if (__atomic_load_n(&sock->listen_id, __ATOMIC_ACQUIRE)) {
+		why = listener_tcp_only(fd);
+		if (!why)
+			return;
+		log_info("fd %d: %s: the listener stays on TCP", fd, why);
+		handshake_unlisten(sock, true);
+		return;
+	}
+	if (!upgraded_carried(sock))
+		return;
+	why = sockopt_tcp_only_on(fd);
+	if (!why)
+		return;
+	log_info("fd %d: %s: the connection moves to TCP", fd, why);
+	give_up_rdma(fd, sock, &how);
 }
 
 void track_credentials_change(void)

@@ -93,10 +93,13 @@ void track_connect_result(struct sock *sock, int fd, int so_error);
  */
 void track_sndbuf(struct sock *sock, int fd);
 /*
- * The program set TCP_DEFER_ACCEPT on fd: a listener with it takes no
- * connection over RDMA (track.c says why).
+ * The program set TCP_DEFER_ACCEPT on fd, or an option only kernel TCP
+ * has (sockopt.h): a listener with one takes no connection over RDMA
+ * from now on (track.c says why), and an upgraded connection moves to
+ * TCP (ROCESHIM_DOWNGRADE_SOCKOPT).  Set before connect() or listen(),
+ * such an option keeps the socket on TCP (ROCESHIM_REASON_UNSUPPORTED).
  */
-void track_defer_accept(struct sock *sock, int fd);
+void track_option(struct sock *sock, int fd);
 
 /* Result of a data call on a tracked socket (bytes, or -1 with errno). */
 void track_tx(struct sock *sock, ssize_t ret, int err);

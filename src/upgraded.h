@@ -4,7 +4,8 @@
  * (O_NONBLOCK, MSG_DONTWAIT), SO_RCVTIMEO and SO_SNDTIMEO, MSG_PEEK and
  * MSG_WAITALL, EPIPE with SIGPIPE unless MSG_NOSIGNAL, and the stats.
  * A call with MSG_OOB moves the connection to TCP first: urgent data
- * exists only there.
+ * exists only there.  MSG_TRUNC discards what it reads (the buffer may
+ * be NULL); MSG_ERRQUEUE reads the kernel socket's error queue.
  *
  * Contract: the sock has a conn.  Results are bytes or a negative errno;
  * the exported wrappers turn those into -1 and errno.

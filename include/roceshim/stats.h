@@ -79,6 +79,8 @@ enum roceshim_downgrade {
 						a stream of it open at exit */
 	ROCESHIM_DOWNGRADE_URGENT = 12,	     /* urgent data (MSG_OOB) sent or
 						read */
+	ROCESHIM_DOWNGRADE_SOCKOPT = 13,     /* an option only kernel TCP
+						has (SO_RCVLOWAT, ...) */
 	ROCESHIM_DOWNGRADE_COUNT = 16	     /* array size, room to grow */
 };
 
@@ -280,6 +282,7 @@ static inline const char *roceshim_downgrade_name(unsigned int cause)
 		[ROCESHIM_DOWNGRADE_CREDENTIALS] = "credentials",
 		[ROCESHIM_DOWNGRADE_STDIO] = "stdio",
 		[ROCESHIM_DOWNGRADE_URGENT] = "urgent",
+		[ROCESHIM_DOWNGRADE_SOCKOPT] = "sockopt",
 	};
 
 	if (cause >= sizeof(names) / sizeof(names[0]) || !names[cause])

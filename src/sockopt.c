@@ -1,0 +1,70 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stddef.h>
+#include <sys/socket.h>
+
+#include "real.h"
+#include "sockopt.h"
+
+struct tcp_only_option {
+	int level;
+	int name;
+	int off; /* the kernel's value while it is off */
+	const char *label;
+};
+
+#define OPTION(level, name, off)        \
+	{                               \
+		level, name, off, #name \
+	}
+
+/*
+ * The timestamp options come in _OLD and _NEW forms, and each reads back
+ * as off while the other form is on.  SO_PEEK_OFF reads back as an error
+ * where the kernel's TCP has no peek offset (Linux 6.1 has none).
+ */
+static const struct tcp_only_option options[] = {
+	OPTION(SOL_SOCKET, SO_RCVLOWAT, 1),
+	OPTION(SOL_SOCKET, SO_PEEK_OFF, -1),
+	OPTION(SOL_SOCKET, SO_ZEROCOPY, 0),
+	OPTION(SOL_SOCKET, SO_TIMESTAMP_OLD, 0),
+	OPTION(SOL_SOCKET, SO_TIMESTAMPNS_OLD, 0),
+	OPTION(SOL_SOCKET, SO_TIMESTAMPING_OLD, 0),
+	OPTION(SOL_SOCKET, SO_TIMESTAMP_NEW, 0),
+	OPTION(SOL_SOCKET, SO_TIMESTAMPNS_NEW, 0),
+	OPTION(SOL_SOCKET, SO_TIMESTAMPING_NEW, 0),
+	OPTION(IPPROTO_TCP, TCP_INQ, 0),
+};
+
+#define OPTION_COUNT (sizeof(options) / sizeof(options[0]))
+
+bool sockopt_tcp_only(int level, int name)
+{
+	size_t i;
+
+	for (i = 0; i < OPTION_COUNT; i++)
+		if (options[i].level == level && options[i].name == name)
+			return true;
+	return false;
+}
+
+const char *sockopt_tcp_only_on(int fd)
+{
+	const char *label = NULL;
+	int err = errno, val;
+	socklen_t len;
+	size_t i;
+
+	for (i = 0; i < OPTION_COUNT && !label; i++) {
+		val = options[i].off;
+		len = sizeof(val);
+		if (!real.getsockopt(fd, options[i].level, options[i].name,
+				     &val, &len) &&
+		    val != options[i].off)
+			label = options[i].label;
+	}
+	errno = err;
+	return label;
+}

@@ -1,0 +1,185 @@
+# SPDX-License-Identifier: MIT
+"""Socket options and receive flags whose meaning only kernel TCP gives,
+on connections this process holds both ends of.
+
+    sockopt.py ADDR
+
+Prints one line per observation, the same over kernel TCP and under
+roceshim (test-sockopt.sh compares them), and, when ROCESHIM_STAT is set,
+"row NAME TRANSPORT REASON[ moved:X]" for the end each check is about.
+"""
+import ctypes
+import select
+import socket
+import sys
+import threading
+import time
+
+from shapes import row
+
+TCP_INQ = 36
+SO_ZEROCOPY = 60
+MSG_ZEROCOPY = 0x4000000
+libc = ctypes.CDLL(None, use_errno=True)
+libc.recv.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t,
+                      ctypes.c_int]
+libc.recv.restype = ctypes.c_ssize_t
+
+
+def pair(listener, before_connect=None):
+    c = socket.socket(listener.family, socket.SOCK_STREAM)
+    if before_connect:
+        before_connect(c)
+    c.connect(listener.getsockname())
+    s, _ = listener.accept()
+    return c, s
+
+
+def show_row(name, sock):
+    print("row", name, row(sock.fileno()))
+
+
+def readable(s, timeout):
+    return bool(select.select([s], [], [], timeout)[0])
+
+
+def lowat(s, c):
+    """Readable only once 4 bytes wait; a read then takes all 4."""
+    c.sendall(b"ab")
+    print("lowat 2 bytes readable:", readable(s, 0.5))
+    c.sendall(b"cd")
+    print("lowat 4 bytes readable:", readable(s, 5))
+    s.settimeout(5)
+    print("lowat read:", s.recv(100))
+
+
+def set_lowat(sock):
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, 4)
+
+
+def rcvlowat_on_connection(listener):
+    c, s = pair(listener)
+    set_lowat(s)
+    lowat(s, c)
+    show_row("rcvlowat_on_connection", s)
+    return [c, s]
+
+
+def rcvlowat_before_connect(listener):
+    c, s = pair(listener, set_lowat)
+    lowat(c, s)
+    show_row("rcvlowat_before_connect", c)
+    return [c, s]
+
+
+def rcvlowat_on_listener(addr):
+    listener = socket.create_server((addr, 0))
+    set_lowat(listener)
+    c, s = pair(listener)
+    lowat(s, c)
+    show_row("rcvlowat_on_listener", s)
+    return [listener, c, s]
+
+
+def inq(listener):
+    """TCP_INQ: every read reports the bytes still queued."""
+    c, s = pair(listener)
+    s.setsockopt(socket.IPPROTO_TCP, TCP_INQ, 1)
+    c.sendall(b"0123456789")
+    s.settimeout(5)
+    data = b""
+    cmsgs = []
+    while len(data) < 10:
+        d, anc, _, _ = s.recvmsg(10 - len(data), 64)
+        data += d
+        cmsgs += [(level, kind) for level, kind, _ in anc]
+    print("inq data:", data, "cmsg:", (socket.IPPROTO_TCP, TCP_INQ) in cmsgs)
+    show_row("inq", s)
+    return [c, s]
+
+
+def zerocopy(listener):
+    """SO_ZEROCOPY: each MSG_ZEROCOPY send is reported on the error
+    queue."""
+    c, s = pair(listener)
+    c.setsockopt(socket.SOL_SOCKET, SO_ZEROCOPY, 1)
+    c.send(b"z" * 4096, MSG_ZEROCOPY)
+    p = select.poll()
+    p.register(c, 0)
+    events = p.poll(5000)
+    print("zerocopy report:", bool(events and events[0][1] & select.POLLERR))
+    try:
+        _, anc, _, _ = c.recvmsg(0, 256, socket.MSG_ERRQUEUE)
+        print("zerocopy error queue:", len(anc), "message(s)")
+    except OSError as e:
+        print("zerocopy error queue: errno", e.errno)
+    s.settimeout(5)
+    got = b""
+    while len(got) < 4096:
+        got += s.recv(4096)
+    print("zerocopy bytes:", got == b"z" * 4096)
+    show_row("zerocopy", c)
+    return [c, s]
+
+
+def error_queue(listener):
+    """An empty error queue: EAGAIN, and the stream is untouched."""
+    c, s = pair(listener)
+    c.sendall(b"xyz")
+    time.sleep(0.2)
+    try:
+        s.recvmsg(100, 64, socket.MSG_ERRQUEUE)
+        print("errqueue: no error")
+    except OSError as e:
+        print("errqueue: errno", e.errno)
+    try:
+        s.recv(100, socket.MSG_ERRQUEUE)
+        print("errqueue recv: no error")
+    except OSError as e:
+        print("errqueue recv: errno", e.errno)
+    s.settimeout(5)
+    print("errqueue stream:", s.recv(100))
+    show_row("error_queue", s)
+    return [c, s]
+
+
+def discard(fd, n, flags):
+    ret = libc.recv(fd, None, n, flags)
+    return ret if ret >= 0 else -ctypes.get_errno()
+
+
+def trunc(listener):
+    """MSG_TRUNC: bytes taken off the stream, not copied (NULL buffer)."""
+    c, s = pair(listener)
+    big = bytes(range(256)) * 4096
+    c.sendall(b"0123456789")
+    fd = s.fileno()
+    print("trunc 4:", discard(fd, 4, socket.MSG_TRUNC | socket.MSG_WAITALL))
+    print("trunc peek 3:", discard(fd, 3, socket.MSG_TRUNC | socket.MSG_PEEK))
+    print("trunc rest:", s.recv(6, socket.MSG_WAITALL))
+    print("trunc empty:", discard(fd, 8, socket.MSG_TRUNC |
+                                  socket.MSG_DONTWAIT))
+    sender = threading.Thread(target=c.sendall, args=(big + b"end",))
+    sender.start()
+    print("trunc 1 MiB:", discard(fd, len(big),
+                                  socket.MSG_TRUNC | socket.MSG_WAITALL))
+    sender.join()
+    print("trunc after:", s.recv(3, socket.MSG_WAITALL))
+    show_row("trunc", s)
+    return [c, s]
+
+
+def main():
+    addr = sys.argv[1]
+    listener = socket.create_server((addr, 0))
+    held = [listener]
+    for check in (rcvlowat_on_connection, rcvlowat_before_connect, inq,
+                  zerocopy, error_queue, trunc):
+        held += check(listener)
+    held += rcvlowat_on_listener(addr)
+    for sock in held:
+        sock.close()
+
+
+if __name__ == "__main__":
+    main()

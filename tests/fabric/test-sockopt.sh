@@ -1,0 +1,45 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# Socket options and receive flags whose meaning only kernel TCP gives
+# (tests/fabric/sockopt.py): SO_RCVLOWAT on a connection, before connect()
+# and on a listener; TCP_INQ; SO_ZEROCOPY with its error-queue reports; an
+# empty error queue (MSG_ERRQUEUE); MSG_TRUNC with a NULL buffer.  Every
+# observation is the same as over kernel TCP (ROCESHIM_RDMA=0).  An
+# upgraded connection that gets such an option moves to its kernel socket
+# (downgrade "sockopt"); one that has it before connect() or listen()
+# stays on TCP ("unsupported"); the receive flags keep it on RDMA.
+set -u
+PYTHON=${PYTHON:-/usr/bin/python3}
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/test-sockopt.XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+# shellcheck source=../lib.sh
+. "$top_srcdir/tests/lib.sh"
+
+for way in tcp rdma; do
+	rdma=0
+	[ "$way" = rdma ] && rdma=1
+	ROCESHIM_RDMA=$rdma timeout 120 "$ROCESHIM_RUN" "$PYTHON" \
+		"$top_srcdir/tests/fabric/sockopt.py" "$ROCESHIM_FABRIC_ADDR_A" \
+		>"$tmp/$way" 2>&1
+	echo "rc $?" >>"$tmp/$way"
+	sed "s/^/    $way: /" "$tmp/$way"
+done
+check_eq tcp_runs "rc 0" "$(grep '^rc' "$tmp/tcp")"
+check_eq same_as_tcp "$(grep -v '^row ' "$tmp/tcp")" \
+	"$(grep -v '^row ' "$tmp/rdma")"
+row() {
+	sed -n "s/^row $1 //p" "$tmp/rdma"
+}
+check_eq rcvlowat_moves_connection "tcp none moved:sockopt" \
+	"$(row rcvlowat_on_connection)"
+check_eq rcvlowat_keeps_connect_on_tcp "tcp unsupported" \
+	"$(row rcvlowat_before_connect)"
+check_eq rcvlowat_keeps_listener_on_tcp "tcp peer_tcp" \
+	"$(row rcvlowat_on_listener)"
+check_eq inq_moves_connection "tcp none moved:sockopt" "$(row inq)"
+check_eq zerocopy_moves_connection "tcp none moved:sockopt" \
+	"$(row zerocopy)"
+check_eq error_queue_stays_on_rdma "rdma none" "$(row error_queue)"
+check_eq trunc_stays_on_rdma "rdma none" "$(row trunc)"
+finish

@@ -1,0 +1,137 @@
+// SPDX-License-Identifier: MIT
+/* Specification of the options only kernel TCP has (src/sockopt.c): which
+ * calls may turn one on, and what a kernel TCP socket reads back. */
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "real.h"
+#include "sockopt.h"
+
+static int tcp_socket(void)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	assert_true(fd >= 0);
+	return fd;
+}
+
+static void set_int(int fd, int level, int name, int val)
+{
+	assert_int_equal(setsockopt(fd, level, name, &val, sizeof(val)), 0);
+}
+
+static void new_socket_has_none(void **state)
+{
+	int fd = tcp_socket();
+
+	(void)state;
+	assert_null(sockopt_tcp_only_on(fd));
+	close(fd);
+}
+
+static void rcvlowat_above_one_is_tcp_only(void **state)
+{
+	int fd = tcp_socket();
+
+	(void)state;
+	set_int(fd, SOL_SOCKET, SO_RCVLOWAT, 4);
+	assert_string_equal(sockopt_tcp_only_on(fd), "SO_RCVLOWAT");
+	close(fd);
+}
+
+static void rcvlowat_back_to_one_is_not(void **state)
+{
+	int fd = tcp_socket();
+
+	(void)state;
+	set_int(fd, SOL_SOCKET, SO_RCVLOWAT, 4);
+	set_int(fd, SOL_SOCKET, SO_RCVLOWAT, 0);
+	assert_null(sockopt_tcp_only_on(fd));
+	close(fd);
+}
+
+static void tcp_inq_is_tcp_only(void **state)
+{
+	int fd = tcp_socket();
+
+	(void)state;
+	set_int(fd, IPPROTO_TCP, TCP_INQ, 1);
+	assert_string_equal(sockopt_tcp_only_on(fd), "TCP_INQ");
+	close(fd);
+}
+
+static void zerocopy_is_tcp_only(void **state)
+{
+	int fd = tcp_socket();
+
+	(void)state;
+	set_int(fd, SOL_SOCKET, SO_ZEROCOPY, 1);
+	assert_string_equal(sockopt_tcp_only_on(fd), "SO_ZEROCOPY");
+	close(fd);
+}
+
+static void new_form_of_a_timestamp_is_seen(void **state)
+{
+	int fd = tcp_socket();
+
+	(void)state;
+	set_int(fd, SOL_SOCKET, SO_TIMESTAMP_NEW, 1);
+	assert_string_equal(sockopt_tcp_only_on(fd), "SO_TIMESTAMP_NEW");
+	close(fd);
+}
+
+static void errno_is_kept(void **state)
+{
+	int fd = tcp_socket();
+
+	(void)state;
+	set_int(fd, SOL_SOCKET, SO_RCVLOWAT, 4);
+	errno = EINTR;
+	assert_non_null(sockopt_tcp_only_on(fd));
+	assert_int_equal(errno, EINTR);
+	close(fd);
+}
+
+static void not_a_socket_has_none(void **state)
+{
+	(void)state;
+	assert_null(sockopt_tcp_only_on(-1));
+}
+
+static void only_those_options_may_turn_one_on(void **state)
+{
+	(void)state;
+	assert_true(sockopt_tcp_only(SOL_SOCKET, SO_RCVLOWAT));
+	assert_true(sockopt_tcp_only(SOL_SOCKET, SO_TIMESTAMPING_OLD));
+	assert_true(sockopt_tcp_only(IPPROTO_TCP, TCP_INQ));
+	assert_false(sockopt_tcp_only(SOL_SOCKET, SO_SNDBUF));
+	assert_false(sockopt_tcp_only(IPPROTO_TCP, TCP_NODELAY));
+	assert_false(sockopt_tcp_only(IPPROTO_TCP, SO_RCVLOWAT));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(new_socket_has_none),
+		cmocka_unit_test(rcvlowat_above_one_is_tcp_only),
+		cmocka_unit_test(rcvlowat_back_to_one_is_not),
+		cmocka_unit_test(tcp_inq_is_tcp_only),
+		cmocka_unit_test(zerocopy_is_tcp_only),
+		cmocka_unit_test(new_form_of_a_timestamp_is_seen),
+		cmocka_unit_test(errno_is_kept),
+		cmocka_unit_test(not_a_socket_has_none),
+		cmocka_unit_test(only_those_options_may_turn_one_on),
+	};
+
+	real_init();
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
