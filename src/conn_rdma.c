@@ -19,6 +19,7 @@
 #include "hostinfo.h"
 #include "log.h"
 #include "real.h"
+#include "sig_restart.h"
 #include "stats.h"
 
 /*
@@ -127,6 +128,16 @@ struct blocking {
 	bool nonblock;
 	int64_t deadline; /* -1: none */
 };
+
+/*
+ * A wait that a signal handler interrupted before any byte moved: the
+ * kernel would restart the call (SA_RESTART, no socket timeout).
+ */
+static bool restarts(const struct blocking *b, ssize_t n, ssize_t total)
+{
+	return n == -EINTR && !total && b->deadline < 0 &&
+	       sig_restart_allowed();
+}
 
 /* The socket's timeout option in milliseconds; -1 for none. */
 static int64_t timeout_ms(int fd, int name)
@@ -556,6 +567,8 @@ ssize_t conn_rdma_send(struct conn *c, int tcp_fd, const struct iovec *iov,
 		if (spin(c, &w, transport_writable))
 			continue;
 		n = readiness_wait_writable(c->r, b.deadline);
+		if (restarts(&b, n, total))
+			continue;
 		if (n)
 			break;
 	}
@@ -615,6 +628,8 @@ ssize_t conn_rdma_recv(struct conn *c, int tcp_fd, const struct iovec *iov,
 		if (spin(c, &w, transport_readable))
 			continue;
 		n = readiness_wait_readable(c->r, b.deadline);
+		if (restarts(&b, n, total))
+			continue;
 		if (n)
 			break;
 	}

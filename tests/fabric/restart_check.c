@@ -1,0 +1,272 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Blocking socket calls interrupted by a signal handler, as kernel TCP
+ * treats them (signal(7)): restarted when the handler has SA_RESTART and
+ * the socket has no timeout for that direction, else failing with EINTR.
+ * One process holds both ends of each connection (the peer on a thread
+ * that blocks SIGALRM), so with roceshim both are on RDMA.  An interval
+ * timer raises SIGALRM every 20 ms while the main thread waits.
+ *
+ *     restart_check ADDR STATS_JSON
+ *
+ * Prints "ok NAME" or "FAIL NAME: why" per behaviour, and writes
+ * roceshim-stat's JSON of this process (when ROCESHIM_STAT is set) to
+ * STATS_JSON before it exits.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#define CHUNK	  (1 << 20)
+#define CHUNKS	  8
+#define PEER_WAIT 500000 /* us the peer waits before it answers */
+
+static struct sockaddr_in server_addr = { .sin_family = AF_INET };
+static int listener;
+static int failures;
+static volatile sig_atomic_t signals;
+
+static void result(const char *name, int ok, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (ok) {
+		printf("ok %s\n", name);
+	} else {
+		failures++;
+		printf("FAIL %s: ", name);
+		va_start(ap, fmt);
+		vprintf(fmt, ap);
+		va_end(ap);
+		printf("\n");
+	}
+	fflush(stdout);
+}
+
+static void on_alarm(int sig)
+{
+	(void)sig;
+	signals++;
+}
+
+static void handle_alarm(int flags)
+{
+	struct sigaction sa = { .sa_handler = on_alarm, .sa_flags = flags };
+
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGALRM, &sa, NULL);
+}
+
+static void ticking(int on)
+{
+	struct itimerval it = { { 0, on ? 20000 : 0 }, { 0, on ? 20000 : 0 } };
+
+	if (on)
+		signals = 0;
+	setitimer(ITIMER_REAL, &it, NULL);
+}
+
+/* A thread of its own, never the one SIGALRM interrupts. */
+static void start(pthread_t *t, void *(*fn)(void *), void *arg)
+{
+	sigset_t alarm, old;
+
+	sigemptyset(&alarm);
+	sigaddset(&alarm, SIGALRM);
+	pthread_sigmask(SIG_BLOCK, &alarm, &old);
+	pthread_create(t, NULL, fn, arg);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+static void *connect_one(void *arg)
+{
+	int *fd = arg;
+
+	if (connect(*fd, (struct sockaddr *)&server_addr,
+		    sizeof(server_addr))) {
+		close(*fd);
+		*fd = -1;
+	}
+	return NULL;
+}
+
+/* A connection to our own listener: *client and *server, or exits. */
+static void pair(int *client, int *server)
+{
+	pthread_t t;
+
+	*client = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (*client >= 0)
+		start(&t, connect_one, client);
+	*server =
+		*client < 0 ? -1 : accept4(listener, NULL, NULL, SOCK_CLOEXEC);
+	if (*client >= 0)
+		pthread_join(t, NULL);
+	if (*client < 0 || *server < 0) {
+		printf("FAIL pair: %s\n", strerror(errno));
+		exit(1);
+	}
+}
+
+static void *answer_later(void *arg)
+{
+	usleep(PEER_WAIT);
+	if (write(*(int *)arg, "hello", 5) != 5)
+		perror("answer_later");
+	return NULL;
+}
+
+static void *read_later(void *arg)
+{
+	static char buf[CHUNK];
+	long total = 0;
+	ssize_t n;
+
+	usleep(PEER_WAIT);
+	while (total < (long)CHUNK * CHUNKS &&
+	       (n = read(*(int *)arg, buf, sizeof(buf))) > 0)
+		total += n;
+	return (void *)total;
+}
+
+/* recv() on client while the peer answers later: bytes, or -errno. */
+static long recv_while_ticking(int client, int server)
+{
+	char buf[16];
+	pthread_t t;
+	ssize_t n;
+	int err;
+
+	start(&t, answer_later, &server);
+	ticking(1);
+	n = recv(client, buf, sizeof(buf), 0);
+	err = errno;
+	ticking(0);
+	pthread_join(t, NULL);
+	if (n < 0 && recv(client, buf, sizeof(buf), 0) != 5)
+		printf("FAIL answer_lost\n");
+	return n < 0 ? -err : n;
+}
+
+static void recv_restarted_by_sa_restart(void)
+{
+	int client, server;
+	long n;
+
+	pair(&client, &server);
+	handle_alarm(SA_RESTART);
+	n = recv_while_ticking(client, server);
+	result(__func__, n == 5 && signals > 0, "recv %ld after %d signals", n,
+	       (int)signals);
+	close(client);
+	close(server);
+}
+
+static void recv_interrupted_without_sa_restart(void)
+{
+	int client, server;
+	long n;
+
+	pair(&client, &server);
+	handle_alarm(0);
+	n = recv_while_ticking(client, server);
+	result(__func__, n == -EINTR, "recv %ld", n);
+	close(client);
+	close(server);
+}
+
+static void recv_interrupted_with_rcvtimeo(void)
+{
+	struct timeval tv = { .tv_sec = 10 };
+	int client, server;
+	long n;
+
+	pair(&client, &server);
+	setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	handle_alarm(SA_RESTART);
+	n = recv_while_ticking(client, server);
+	result(__func__, n == -EINTR, "recv %ld", n);
+	close(client);
+	close(server);
+}
+
+static void send_restarted_by_sa_restart(void)
+{
+	static char buf[CHUNK];
+	long sent = 0, got, all = (long)CHUNK * CHUNKS;
+	int client, server, eintr = 0;
+	pthread_t t;
+	ssize_t n;
+	void *ret;
+
+	pair(&client, &server);
+	handle_alarm(SA_RESTART);
+	start(&t, read_later, &server);
+	ticking(1);
+	/* A short send is TCP's answer too (a signal after some bytes). */
+	while (sent < all) {
+		n = send(client, buf, all - sent < CHUNK ? all - sent : CHUNK,
+			 0);
+		if (n >= 0)
+			sent += n;
+		else if (errno == EINTR)
+			eintr++;
+		else
+			break;
+	}
+	ticking(0);
+	pthread_join(t, &ret);
+	got = (long)ret;
+	result(__func__, !eintr && sent == all && got == all && signals > 0,
+	       "%d EINTR, sent %ld, read %ld after %d signals", eintr, sent,
+	       got, (int)signals);
+	close(client);
+	close(server);
+}
+
+static void save_stats(const char *path)
+{
+	const char *stat = getenv("ROCESHIM_STAT");
+	char cmd[512];
+
+	if (!stat)
+		return;
+	snprintf(cmd, sizeof(cmd), "%s --json %d > %s", stat, (int)getpid(),
+		 path);
+	if (system(cmd))
+		printf("FAIL stats\n");
+}
+
+int main(int argc, char **argv)
+{
+	socklen_t len = sizeof(server_addr);
+
+	if (argc != 3) {
+		fprintf(stderr, "usage: %s ADDR STATS_JSON\n", argv[0]);
+		return 2;
+	}
+	listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	inet_pton(AF_INET, argv[1], &server_addr.sin_addr);
+	if (bind(listener, (struct sockaddr *)&server_addr,
+		 sizeof(server_addr)) ||
+	    listen(listener, 8) ||
+	    getsockname(listener, (struct sockaddr *)&server_addr, &len)) {
+		perror("listener");
+		return 1;
+	}
+	recv_restarted_by_sa_restart();
+	recv_interrupted_without_sa_restart();
+	recv_interrupted_with_rcvtimeo();
+	send_restarted_by_sa_restart();
+	save_stats(argv[2]);
+	return failures ? 1 : 0;
+}

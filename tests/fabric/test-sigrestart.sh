@@ -1,0 +1,37 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# Blocking recv() and send() interrupted by a signal handler
+# (tests/fabric/restart_check.c): with SA_RESTART the kernel restarts
+# them, without it, or with a socket timeout set, they fail with EINTR
+# (signal(7)).  Kernel TCP (ROCESHIM_RDMA=0) is the specification: every
+# behaviour the same with RDMA on (default settings), and the connections
+# on RDMA.  Before, roceshim's own wait (poll(), which the kernel never
+# restarts) made every such call fail with EINTR.
+set -u
+PYTHON=${PYTHON:-/usr/bin/python3}
+prog="$top_builddir/tests/fabric/restart_check"
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/test-sigrestart.XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+# shellcheck source=../lib.sh
+. "$top_srcdir/tests/lib.sh"
+
+# run NAME RDMA
+run() {
+	ROCESHIM_RDMA=$2 timeout 60 "$ROCESHIM_RUN" "$prog" \
+		"$ROCESHIM_FABRIC_ADDR_A" "$tmp/$1.json" >"$tmp/$1" 2>&1
+	echo "rc $?" >>"$tmp/$1"
+	sed "s/^/    $1: /" "$tmp/$1"
+	check_eq "${1}_every_behaviour_as_specified" "0 0" \
+		"$(grep -c '^FAIL' "$tmp/$1") $(awk '$1 == "rc" {print $2}' "$tmp/$1")"
+}
+run tcp 0
+run rdma 1
+check_eq same_behaviours_as_tcp "$(grep '^ok' "$tmp/tcp")" \
+	"$(grep '^ok' "$tmp/rdma")"
+on_rdma=$("$PYTHON" -c 'import json, sys
+print(json.load(open(sys.argv[1]))["global"]["connections_rdma"])' \
+	"$tmp/rdma.json" 2>/dev/null)
+# 4 connections, 2 ends each, all on RDMA.
+check_eq connections_on_rdma 8 "${on_rdma:-0}"
+finish
