@@ -23,6 +23,7 @@
 #include "progress.h"
 #include "rdma_stack.h"
 #include "real.h"
+#include "sig_restart.h"
 #include "stats.h"
 #include "wire.h"
 
@@ -473,15 +474,25 @@ static void dial_end(struct dial *d)
 	d->id = NULL;
 }
 
-/* Waits for the next event on ch; NULL on timeout. */
+/*
+ * Waits for the next event on ch; NULL on timeout, or (*interrupted) when
+ * a signal handler without SA_RESTART interrupted the wait: the connect
+ * then goes on over TCP.  One the kernel would restart the connect for
+ * waits on.
+ */
 static struct rdma_cm_event *next_event(struct rdma_event_channel *ch,
-					int64_t deadline)
+					int64_t deadline, bool *interrupted)
 {
 	struct pollfd pfd = { .fd = ch->fd, .events = POLLIN };
 	struct rdma_cm_event *ev;
-	int left = clock_ms_left(deadline);
+	int left, n;
 
-	if (!left || real.poll(&pfd, 1, left) <= 0)
+	do {
+		left = clock_ms_left(deadline);
+		n = left ? real.poll(&pfd, 1, left) : 0;
+	} while (n < 0 && errno == EINTR && sig_restart_allowed());
+	*interrupted = n < 0 && errno == EINTR;
+	if (n <= 0)
 		return NULL;
 	return rdmacm.get_cm_event(ch, &ev) ? NULL : ev;
 }
@@ -495,6 +506,7 @@ static enum roceshim_reason connect_now(const struct config *cfg, int fd,
 	struct dial d = { .id = NULL };
 	struct rdma_cm_event *ev;
 	enum roceshim_reason reason;
+	bool interrupted;
 
 	if (!shared)
 		return ROCESHIM_REASON_UNSUPPORTED;
@@ -509,9 +521,15 @@ static enum roceshim_reason connect_now(const struct config *cfg, int fd,
 	if (reason)
 		dial_finish(&d, reason);
 	while (d.state != DIAL_DONE) {
-		ev = next_event(ch, d.deadline);
+		ev = next_event(ch, d.deadline, &interrupted);
 		if (!ev) {
-			log_debug("cm: no answer in time");
+			log_debug("cm: %s", interrupted
+						    ? "a signal ended the wait"
+						    : "no answer in time");
+			/* Then it says nothing of the peer (dial_end()). */
+			if (interrupted)
+				__atomic_store_n(&d.cancelled, true,
+						 __ATOMIC_RELEASE);
 			dial_finish(&d, ROCESHIM_REASON_TIMEOUT);
 			break;
 		}

@@ -29,6 +29,7 @@
 #define CHUNK	  (1 << 20)
 #define CHUNKS	  8
 #define PEER_WAIT 500000 /* us the peer waits before it answers */
+#define TICK_US	  20000
 
 static struct sockaddr_in server_addr = { .sin_family = AF_INET };
 static int listener;
@@ -66,11 +67,12 @@ static void handle_alarm(int flags)
 	sigaction(SIGALRM, &sa, NULL);
 }
 
-static void ticking(int on)
+/* SIGALRM every us microseconds from now on; 0: no more. */
+static void ticking(long us)
 {
-	struct itimerval it = { { 0, on ? 20000 : 0 }, { 0, on ? 20000 : 0 } };
+	struct itimerval it = { { 0, us }, { 0, us } };
 
-	if (on)
+	if (us)
 		signals = 0;
 	setitimer(ITIMER_REAL, &it, NULL);
 }
@@ -117,6 +119,12 @@ static void pair(int *client, int *server)
 	}
 }
 
+static void *accept_one(void *arg)
+{
+	*(int *)arg = accept4(listener, NULL, NULL, SOCK_CLOEXEC);
+	return NULL;
+}
+
 static void *answer_later(void *arg)
 {
 	usleep(PEER_WAIT);
@@ -147,7 +155,7 @@ static long recv_while_ticking(int client, int server)
 	int err;
 
 	start(&t, answer_later, &server);
-	ticking(1);
+	ticking(TICK_US);
 	n = recv(client, buf, sizeof(buf), 0);
 	err = errno;
 	ticking(0);
@@ -211,7 +219,7 @@ static void send_restarted_by_sa_restart(void)
 	pair(&client, &server);
 	handle_alarm(SA_RESTART);
 	start(&t, read_later, &server);
-	ticking(1);
+	ticking(TICK_US);
 	/* A short send is TCP's answer too (a signal after some bytes). */
 	while (sent < all) {
 		n = send(client, buf, all - sent < CHUNK ? all - sent : CHUNK,
@@ -229,6 +237,30 @@ static void send_restarted_by_sa_restart(void)
 	result(__func__, !eintr && sent == all && got == all && signals > 0,
 	       "%d EINTR, sent %ld, read %ld after %d signals", eintr, sent,
 	       got, (int)signals);
+	close(client);
+	close(server);
+}
+
+/*
+ * A blocking connect under a fast timer: with roceshim its handshake
+ * waits through the signals, as the kernel restarts the connect, and the
+ * connection is on RDMA (the stats say).
+ */
+static void connect_restarted_by_sa_restart(void)
+{
+	int client, server = -1, ret, err;
+	pthread_t t;
+
+	client = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	start(&t, accept_one, &server);
+	handle_alarm(SA_RESTART);
+	ticking(200);
+	ret = connect(client, (struct sockaddr *)&server_addr,
+		      sizeof(server_addr));
+	err = errno;
+	ticking(0);
+	pthread_join(t, NULL);
+	result(__func__, !ret && server >= 0, "connect: %s", strerror(err));
 	close(client);
 	close(server);
 }
@@ -267,6 +299,7 @@ int main(int argc, char **argv)
 	recv_interrupted_without_sa_restart();
 	recv_interrupted_with_rcvtimeo();
 	send_restarted_by_sa_restart();
+	connect_restarted_by_sa_restart();
 	save_stats(argv[2]);
 	return failures ? 1 : 0;
 }
