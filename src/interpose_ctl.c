@@ -11,6 +11,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/ioctl.h>
 
@@ -25,6 +26,29 @@
 int fcntl64(int fd, int cmd, ...);
 
 /*
+ * The program turned on signal-driven I/O (O_ASYNC, FIOASYNC): only the
+ * kernel socket raises SIGIO, so an upgraded connection moves there.
+ */
+static int after_async_on(int fd, int ret)
+{
+	struct sock *sock;
+
+	if (ret < 0)
+		return ret;
+	sock = shim_lookup(fd);
+	if (sock) {
+		track_option(sock, fd);
+		sock_put(sock);
+	}
+	return ret;
+}
+
+static bool sets_async(int cmd, void *arg)
+{
+	return cmd == F_SETFL && ((uintptr_t)arg & O_ASYNC);
+}
+
+/*
  * The third argument is an int or a pointer depending on cmd, or absent;
  * like glibc's own fcntl, read it as a pointer-sized value and pass it on.
  */
@@ -32,24 +56,32 @@ SHIM_EXPORT int fcntl(int fd, int cmd, ...)
 {
 	va_list ap;
 	void *arg;
+	int ret;
 
 	va_start(ap, cmd);
 	arg = va_arg(ap, void *);
 	va_end(ap);
 	shim_ensure_init();
-	return track_fcntl_result(fd, cmd, real.fcntl(fd, cmd, arg));
+	ret = real.fcntl(fd, cmd, arg);
+	if (sets_async(cmd, arg))
+		ret = after_async_on(fd, ret);
+	return track_fcntl_result(fd, cmd, ret);
 }
 
 SHIM_EXPORT int fcntl64(int fd, int cmd, ...)
 {
 	va_list ap;
 	void *arg;
+	int ret;
 
 	va_start(ap, cmd);
 	arg = va_arg(ap, void *);
 	va_end(ap);
 	shim_ensure_init();
-	return track_fcntl_result(fd, cmd, real.fcntl64(fd, cmd, arg));
+	ret = real.fcntl64(fd, cmd, arg);
+	if (sets_async(cmd, arg))
+		ret = after_async_on(fd, ret);
+	return track_fcntl_result(fd, cmd, ret);
 }
 
 SHIM_EXPORT int ioctl(int fd, unsigned long request, ...)
@@ -57,6 +89,7 @@ SHIM_EXPORT int ioctl(int fd, unsigned long request, ...)
 	struct sock *sock;
 	va_list ap;
 	void *arg;
+	int ret;
 
 	va_start(ap, request);
 	arg = va_arg(ap, void *);
@@ -72,7 +105,11 @@ SHIM_EXPORT int ioctl(int fd, unsigned long request, ...)
 		if (sock)
 			sock_put(sock);
 	}
-	return real.ioctl(fd, request, arg);
+	ret = real.ioctl(fd, request, arg);
+	/* The kernel read the int: the pointer is valid. */
+	if (request == FIOASYNC && !ret && *(int *)arg)
+		after_async_on(fd, ret);
+	return ret;
 }
 
 static bool sets_sndbuf(int level, int name)

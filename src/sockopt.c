@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stddef.h>
@@ -50,13 +51,21 @@ bool sockopt_tcp_only(int level, int name)
 	return false;
 }
 
-const char *sockopt_tcp_only_on(int fd)
+const char *sockopt_tcp_only_on(int fd, bool listener)
 {
 	const char *label = NULL;
 	int err = errno, val;
 	socklen_t len;
 	size_t i;
 
+	/*
+	 * O_ASYNC: the kernel raises SIGIO when its socket has news.  A
+	 * listener's connections still arrive there, and those it accepts
+	 * do not inherit the flag.
+	 */
+	val = listener ? 0 : real.fcntl(fd, F_GETFL);
+	if (val >= 0 && (val & O_ASYNC))
+		label = "O_ASYNC";
 	for (i = 0; i < OPTION_COUNT && !label; i++) {
 		val = options[i].off;
 		len = sizeof(val);

@@ -2,8 +2,9 @@
 /*
  * Socket options whose meaning only kernel TCP gives: a read low-water
  * mark, peek offsets, timestamps and zero-copy reports (control messages
- * and the error queue), TCP_INQ.  A socket with one of them on stays on
- * TCP, and an upgraded connection that gets one moves there.
+ * and the error queue), TCP_INQ, and signal-driven I/O (O_ASYNC).  A
+ * socket with one of them on stays on TCP, and an upgraded connection
+ * that gets one moves there.
  *
  * Contract: the answers come from the kernel's own values, so what
  * counts is what the kernel accepted.  errno is left as it was.
@@ -16,7 +17,10 @@
 /* Whether setting this option may turn on one that only TCP has. */
 bool sockopt_tcp_only(int level, int name);
 
-/* The name of the first such option that fd has on, or NULL. */
-const char *sockopt_tcp_only_on(int fd);
+/*
+ * The name of the first such option that fd has on, or NULL.  listener:
+ * fd listens, and only what its connections inherit counts.
+ */
+const char *sockopt_tcp_only_on(int fd, bool listener);
 
 #endif /* ROCESHIM_SOCKOPT_H */

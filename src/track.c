@@ -275,7 +275,7 @@ int track_connect_prepare(struct sock *sock, int fd,
 	*reason = policy_decide(&shim_config, &peer, peer.port);
 	if (*reason)
 		return 0;
-	why = sockopt_tcp_only_on(fd);
+	why = sockopt_tcp_only_on(fd, false);
 	if (why) {
 		log_info("fd %d: %s: the connection stays on TCP", fd, why);
 		*reason = ROCESHIM_REASON_UNSUPPORTED;
@@ -448,7 +448,7 @@ static const char *listener_tcp_only(int fd)
 		return "TCP_DEFER_ACCEPT";
 	if (shares_port(fd))
 		return "SO_REUSEPORT";
-	return sockopt_tcp_only_on(fd);
+	return sockopt_tcp_only_on(fd, true);
 }
 
 void track_listen_prepare(struct sock *sock, int fd, int backlog)
@@ -1011,7 +1011,7 @@ void track_option(struct sock *sock, int fd)
 	}
 	if (!upgraded_carried(sock))
 		return;
-	why = sockopt_tcp_only_on(fd);
+	why = sockopt_tcp_only_on(fd, false);
 	if (!why)
 		return;
 	log_info("fd %d: %s: the connection moves to TCP", fd, why);

@@ -9,7 +9,10 @@ roceshim (test-sockopt.sh compares them), and, when ROCESHIM_STAT is set,
 "row NAME TRANSPORT REASON[ moved:X]" for the end each check is about.
 """
 import ctypes
+import fcntl
+import os
 import select
+import signal
 import socket
 import sys
 import threading
@@ -143,6 +146,26 @@ def error_queue(listener):
     return [c, s]
 
 
+def async_io(listener):
+    """O_ASYNC: SIGIO once bytes arrive."""
+    c, s = pair(listener)
+    raised = []
+    signal.signal(signal.SIGIO, lambda *_: raised.append(1))
+    fcntl.fcntl(s, fcntl.F_SETOWN, os.getpid())
+    fcntl.fcntl(s, fcntl.F_SETFL, fcntl.fcntl(s, fcntl.F_GETFL) | os.O_ASYNC)
+    c.sendall(b"io")
+    deadline = time.monotonic() + 5
+    while not raised and time.monotonic() < deadline:
+        time.sleep(0.01)
+    print("sigio raised:", bool(raised))
+    s.settimeout(5)
+    print("sigio data:", s.recv(10))
+    show_row("async", s)
+    fcntl.fcntl(s, fcntl.F_SETFL, fcntl.fcntl(s, fcntl.F_GETFL) & ~os.O_ASYNC)
+    signal.signal(signal.SIGIO, signal.SIG_IGN)
+    return [c, s]
+
+
 def discard(fd, n, flags):
     ret = libc.recv(fd, None, n, flags)
     return ret if ret >= 0 else -ctypes.get_errno()
@@ -174,7 +197,7 @@ def main():
     listener = socket.create_server((addr, 0))
     held = [listener]
     for check in (rcvlowat_on_connection, rcvlowat_before_connect, inq,
-                  zerocopy, error_queue, trunc):
+                  zerocopy, async_io, error_queue, trunc):
         held += check(listener)
     held += rcvlowat_on_listener(addr)
     for sock in held:

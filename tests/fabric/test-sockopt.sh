@@ -3,12 +3,15 @@
 #
 # Socket options and receive flags whose meaning only kernel TCP gives
 # (tests/fabric/sockopt.py): SO_RCVLOWAT on a connection, before connect()
-# and on a listener; TCP_INQ; SO_ZEROCOPY with its error-queue reports; an
-# empty error queue (MSG_ERRQUEUE); MSG_TRUNC with a NULL buffer.  Every
-# observation is the same as over kernel TCP (ROCESHIM_RDMA=0).  An
-# upgraded connection that gets such an option moves to its kernel socket
-# (downgrade "sockopt"); one that has it before connect() or listen()
-# stays on TCP ("unsupported"); the receive flags keep it on RDMA.
+# and on a listener; TCP_INQ; SO_ZEROCOPY with its error-queue reports;
+# SIGIO (O_ASYNC); an empty error queue (MSG_ERRQUEUE); MSG_TRUNC with a
+# NULL buffer.  Every observation is the same as over kernel TCP
+# (ROCESHIM_RDMA=0).  An upgraded connection that gets such an option
+# moves to its kernel socket (downgrade "sockopt"); one that has it before
+# connect() or listen() stays on TCP ("unsupported"); the receive flags
+# keep it on RDMA.  Before, over RDMA: the low-water mark was ignored, no
+# TCP_INQ message, zero-copy report or SIGIO came, MSG_ERRQUEUE took
+# stream bytes, and MSG_TRUNC with a NULL buffer crashed the program.
 set -u
 PYTHON=${PYTHON:-/usr/bin/python3}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/test-sockopt.XXXXXX") || exit 1
@@ -40,6 +43,7 @@ check_eq rcvlowat_keeps_listener_on_tcp "tcp peer_tcp" \
 check_eq inq_moves_connection "tcp none moved:sockopt" "$(row inq)"
 check_eq zerocopy_moves_connection "tcp none moved:sockopt" \
 	"$(row zerocopy)"
+check_eq async_moves_connection "tcp none moved:sockopt" "$(row async)"
 check_eq error_queue_stays_on_rdma "rdma none" "$(row error_queue)"
 check_eq trunc_stays_on_rdma "rdma none" "$(row trunc)"
 finish

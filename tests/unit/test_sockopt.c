@@ -2,6 +2,7 @@
 /* Specification of the options only kernel TCP has (src/sockopt.c): which
  * calls may turn one on, and what a kernel TCP socket reads back. */
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <setjmp.h>
@@ -34,7 +35,7 @@ static void new_socket_has_none(void **state)
 	int fd = tcp_socket();
 
 	(void)state;
-	assert_null(sockopt_tcp_only_on(fd));
+	assert_null(sockopt_tcp_only_on(fd, false));
 	close(fd);
 }
 
@@ -44,7 +45,7 @@ static void rcvlowat_above_one_is_tcp_only(void **state)
 
 	(void)state;
 	set_int(fd, SOL_SOCKET, SO_RCVLOWAT, 4);
-	assert_string_equal(sockopt_tcp_only_on(fd), "SO_RCVLOWAT");
+	assert_string_equal(sockopt_tcp_only_on(fd, false), "SO_RCVLOWAT");
 	close(fd);
 }
 
@@ -55,7 +56,7 @@ static void rcvlowat_back_to_one_is_not(void **state)
 	(void)state;
 	set_int(fd, SOL_SOCKET, SO_RCVLOWAT, 4);
 	set_int(fd, SOL_SOCKET, SO_RCVLOWAT, 0);
-	assert_null(sockopt_tcp_only_on(fd));
+	assert_null(sockopt_tcp_only_on(fd, false));
 	close(fd);
 }
 
@@ -65,7 +66,7 @@ static void tcp_inq_is_tcp_only(void **state)
 
 	(void)state;
 	set_int(fd, IPPROTO_TCP, TCP_INQ, 1);
-	assert_string_equal(sockopt_tcp_only_on(fd), "TCP_INQ");
+	assert_string_equal(sockopt_tcp_only_on(fd, false), "TCP_INQ");
 	close(fd);
 }
 
@@ -75,7 +76,7 @@ static void zerocopy_is_tcp_only(void **state)
 
 	(void)state;
 	set_int(fd, SOL_SOCKET, SO_ZEROCOPY, 1);
-	assert_string_equal(sockopt_tcp_only_on(fd), "SO_ZEROCOPY");
+	assert_string_equal(sockopt_tcp_only_on(fd, false), "SO_ZEROCOPY");
 	close(fd);
 }
 
@@ -85,7 +86,37 @@ static void new_form_of_a_timestamp_is_seen(void **state)
 
 	(void)state;
 	set_int(fd, SOL_SOCKET, SO_TIMESTAMP_NEW, 1);
-	assert_string_equal(sockopt_tcp_only_on(fd), "SO_TIMESTAMP_NEW");
+	assert_string_equal(sockopt_tcp_only_on(fd, false), "SO_TIMESTAMP_NEW");
+	close(fd);
+}
+
+static void async_is_tcp_only(void **state)
+{
+	int fd = tcp_socket();
+
+	(void)state;
+	assert_int_equal(fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_ASYNC), 0);
+	assert_string_equal(sockopt_tcp_only_on(fd, false), "O_ASYNC");
+	close(fd);
+}
+
+static void listener_async_is_not(void **state)
+{
+	int fd = tcp_socket();
+
+	(void)state;
+	assert_int_equal(fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_ASYNC), 0);
+	assert_null(sockopt_tcp_only_on(fd, true));
+	close(fd);
+}
+
+static void listener_rcvlowat_is(void **state)
+{
+	int fd = tcp_socket();
+
+	(void)state;
+	set_int(fd, SOL_SOCKET, SO_RCVLOWAT, 4);
+	assert_string_equal(sockopt_tcp_only_on(fd, true), "SO_RCVLOWAT");
 	close(fd);
 }
 
@@ -96,7 +127,7 @@ static void errno_is_kept(void **state)
 	(void)state;
 	set_int(fd, SOL_SOCKET, SO_RCVLOWAT, 4);
 	errno = EINTR;
-	assert_non_null(sockopt_tcp_only_on(fd));
+	assert_non_null(sockopt_tcp_only_on(fd, false));
 	assert_int_equal(errno, EINTR);
 	close(fd);
 }
@@ -104,7 +135,7 @@ static void errno_is_kept(void **state)
 static void not_a_socket_has_none(void **state)
 {
 	(void)state;
-	assert_null(sockopt_tcp_only_on(-1));
+	assert_null(sockopt_tcp_only_on(-1, false));
 }
 
 static void only_those_options_may_turn_one_on(void **state)
@@ -127,6 +158,9 @@ int main(void)
 		cmocka_unit_test(tcp_inq_is_tcp_only),
 		cmocka_unit_test(zerocopy_is_tcp_only),
 		cmocka_unit_test(new_form_of_a_timestamp_is_seen),
+		cmocka_unit_test(async_is_tcp_only),
+		cmocka_unit_test(listener_async_is_not),
+		cmocka_unit_test(listener_rcvlowat_is),
 		cmocka_unit_test(errno_is_kept),
 		cmocka_unit_test(not_a_socket_has_none),
 		cmocka_unit_test(only_those_options_may_turn_one_on),
