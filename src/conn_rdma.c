@@ -131,12 +131,15 @@ struct blocking {
 
 /*
  * A wait that a signal handler interrupted before any byte moved: the
- * kernel would restart the call (SA_RESTART, no socket timeout).
+ * kernel would restart the call (SA_RESTART, no socket timeout), which
+ * reads the socket's flags and timeout again.
  */
-static bool restarts(const struct blocking *b, ssize_t n, ssize_t total)
+static bool restarts(struct blocking *b, ssize_t n, ssize_t total)
 {
-	return n == -EINTR && !total && b->deadline < 0 &&
-	       sig_restart_allowed();
+	if (n != -EINTR || total || b->deadline >= 0 || !sig_restart_allowed())
+		return false;
+	b->known = false;
+	return true;
 }
 
 /* The socket's timeout option in milliseconds; -1 for none. */
@@ -586,6 +589,9 @@ ssize_t conn_rdma_recv(struct conn *c, int tcp_fd, const struct iovec *iov,
 			      .timeout_opt = SO_RCVTIMEO };
 	bool peek = flags & MSG_PEEK;
 	bool waitall = (flags & MSG_WAITALL) && !peek;
+	/* MSG_TRUNC: TCP takes the bytes without a copy; buffers may be NULL.
+	 */
+	bool discard = flags & MSG_TRUNC;
 	struct wait_clock w = { .policy = &c->rx_spin };
 	ssize_t total = 0, n = 0;
 	size_t off = 0;
@@ -594,9 +600,10 @@ ssize_t conn_rdma_recv(struct conn *c, int tcp_fd, const struct iovec *iov,
 	/* A peek looks at the start of the stream: one buffer at a time. */
 	if (peek && iovcnt > 1)
 		iovcnt = 1;
-	host = host_memory(iov, iovcnt);
+	host = discard ? iovcnt : host_memory(iov, iovcnt);
 	while (i < iovcnt) {
-		uint8_t *base = (uint8_t *)iov[i].iov_base + off;
+		uint8_t *base =
+			discard ? NULL : (uint8_t *)iov[i].iov_base + off;
 		size_t want = iov[i].iov_len - off;
 
 		if (!want) {

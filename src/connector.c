@@ -406,13 +406,7 @@ static void tcp_connected(struct progress_watcher *w, uint32_t events)
 		destroy(c);
 }
 
-/*
- * connect() on our dup, which shares the program's file flags: a program
- * that made the socket blocking meanwhile must not stall the progress
- * thread, so the flag is set around the call.
- */
-static int connect_nonblocking(int fd, const struct sockaddr *addr,
-			       socklen_t len)
+int connector_kernel_connect(int fd, const struct sockaddr *addr, socklen_t len)
 {
 	int fl = real.fcntl(fd, F_GETFL);
 	int ret, err;
@@ -454,7 +448,8 @@ static void dialed(void *arg, enum roceshim_reason reason, struct conn *conn,
 		goto out;
 	}
 	c->dial_again = no_listener;
-	ret = connect_nonblocking(c->dup, (struct sockaddr *)&c->addr, c->len);
+	ret = connector_kernel_connect(c->dup, (struct sockaddr *)&c->addr,
+				       c->len);
 	if (ret)
 		c->error = errno;
 	note_local(c);
@@ -546,8 +541,8 @@ static void give_up_upgrade_locked(struct connector *c,
 	c->aborted = true;
 	c->abort_reason = why;
 	if (c->dial) {
-		(void)connect_nonblocking(c->dup, (struct sockaddr *)&c->addr,
-					  c->len);
+		(void)connector_kernel_connect(
+			c->dup, (struct sockaddr *)&c->addr, c->len);
 		handshake_dial_cancel(c->dial);
 	}
 }
@@ -582,7 +577,14 @@ bool connector_abort(struct sock *sock, int how)
 	return abort;
 }
 
-void connector_share(struct sock *sock)
+/*
+ * The connect must end on kernel TCP, for why: one still in its RDMA
+ * handshake gives it up, and its kernel connect goes out now; one whose
+ * TCP connect is on its way is waited for, at most wait_ms.  shared:
+ * another process may hold the socket from now on.
+ */
+static void keep_tcp(struct sock *sock, enum roceshim_reason why, bool shared,
+		     int wait_ms)
 {
 	struct connector *c =
 		__atomic_load_n(&sock->connector, __ATOMIC_ACQUIRE);
@@ -592,11 +594,11 @@ void connector_share(struct sock *sock)
 		return;
 	pthread_mutex_lock(&c->lock);
 	wait = c->state != CONNECTOR_DONE && !c->aborted && !c->cancelled;
-	c->shared = true;
+	if (shared)
+		c->shared = true;
 	if (wait && c->state == CONNECTOR_DIALING && !c->tcp_up && c->dial &&
 	    c->dup >= 0) {
-		/* The child must find a kernel socket that connects. */
-		give_up_upgrade_locked(c, ROCESHIM_REASON_SHARED);
+		give_up_upgrade_locked(c, why);
 		/*
 		 * The socket is the kernel's from now on, in every process
 		 * that holds it: so are its epoll registrations.
@@ -608,10 +610,20 @@ void connector_share(struct sock *sock)
 	pthread_mutex_unlock(&c->lock);
 	/*
 	 * Its TCP connection is on its way with a handshake made: once it
-	 * ends, a child shares the result like any inherited connection.
+	 * ends, the caller finds the connection to move.
 	 */
 	if (wait)
-		wait_connect_end(c, SHARE_WAIT_MS);
+		wait_connect_end(c, wait_ms);
+}
+
+void connector_share(struct sock *sock)
+{
+	keep_tcp(sock, ROCESHIM_REASON_SHARED, true, SHARE_WAIT_MS);
+}
+
+void connector_keep_tcp(struct sock *sock, enum roceshim_reason why)
+{
+	keep_tcp(sock, why, false, ABORT_WAIT_MS);
 }
 
 /* Whether a and b name the same socket. */

@@ -77,6 +77,14 @@ void connector_wait_release(struct sock *sock);
  */
 bool connector_abort(struct sock *sock, int how);
 
+/*
+ * The kernel's connect of fd, without waiting: O_NONBLOCK is set around
+ * the call, since fd (or a dup of it, which shares the file flags) may be
+ * blocking.  connect()'s result and errno.
+ */
+int connector_kernel_connect(int fd, const struct sockaddr *addr,
+			     socklen_t len);
+
 /* The program closes the socket: the background connect stops. */
 void connector_cancel(struct sock *sock);
 
@@ -108,6 +116,12 @@ bool connector_any_pending(void);
  * on its way is waited for, at most 3 s.
  */
 void connector_share(struct sock *sock);
+/*
+ * The same for the program's own reason (an option only TCP has): the
+ * socket stays the program's alone, and a TCP connect on its way is
+ * waited for at most 1 s.
+ */
+void connector_keep_tcp(struct sock *sock, enum roceshim_reason why);
 
 /*
  * In a fork child, before connector_fork_child(), for fd, a descriptor of

@@ -49,7 +49,8 @@
  * The client handshake, before the real connect() (or, with
  * HANDSHAKE_CONNECTED, after it): returns ROCESHIM_REASON_NONE with *out
  * set when the connection is upgraded, otherwise the reason it stays on
- * TCP.
+ * TCP; ROCESHIM_REASON_ABANDONED when a signal handler interrupted it
+ * where the kernel's connect would fail with EINTR (sig_restart.h).
  */
 enum roceshim_reason handshake_connect(const struct config *cfg, int fd,
 				       const struct sockaddr *addr,

@@ -476,12 +476,12 @@ static void dial_end(struct dial *d)
 
 /*
  * Waits for the next event on ch; NULL on timeout, or (*interrupted) when
- * a signal handler without SA_RESTART interrupted the wait: the connect
- * then goes on over TCP.  One the kernel would restart the connect for
- * waits on.
+ * a signal handler interrupted the wait where the kernel would not
+ * restart a connect (may_restart false: a send timeout is set).
  */
 static struct rdma_cm_event *next_event(struct rdma_event_channel *ch,
-					int64_t deadline, bool *interrupted)
+					int64_t deadline, bool may_restart,
+					bool *interrupted)
 {
 	struct pollfd pfd = { .fd = ch->fd, .events = POLLIN };
 	struct rdma_cm_event *ev;
@@ -490,11 +490,25 @@ static struct rdma_cm_event *next_event(struct rdma_event_channel *ch,
 	do {
 		left = clock_ms_left(deadline);
 		n = left ? real.poll(&pfd, 1, left) : 0;
-	} while (n < 0 && errno == EINTR && sig_restart_allowed());
+	} while (n < 0 && errno == EINTR && may_restart &&
+		 sig_restart_allowed());
 	*interrupted = n < 0 && errno == EINTR;
 	if (n <= 0)
 		return NULL;
 	return rdmacm.get_cm_event(ch, &ev) ? NULL : ev;
+}
+
+/* SO_SNDTIMEO, which bounds a connect and stops its restart (signal(7)). */
+static bool send_timeout_set(int fd)
+{
+	struct timeval tv = { 0 };
+	socklen_t len = sizeof(tv);
+	int err = errno;
+	bool set = !real.getsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, &len) &&
+		   (tv.tv_sec || tv.tv_usec);
+
+	errno = err;
+	return set;
 }
 
 static enum roceshim_reason connect_now(const struct config *cfg, int fd,
@@ -506,7 +520,7 @@ static enum roceshim_reason connect_now(const struct config *cfg, int fd,
 	struct dial d = { .id = NULL };
 	struct rdma_cm_event *ev;
 	enum roceshim_reason reason;
-	bool interrupted;
+	bool may_restart = !send_timeout_set(fd), interrupted;
 
 	if (!shared)
 		return ROCESHIM_REASON_UNSUPPORTED;
@@ -521,16 +535,13 @@ static enum roceshim_reason connect_now(const struct config *cfg, int fd,
 	if (reason)
 		dial_finish(&d, reason);
 	while (d.state != DIAL_DONE) {
-		ev = next_event(ch, d.deadline, &interrupted);
+		ev = next_event(ch, d.deadline, may_restart, &interrupted);
 		if (!ev) {
 			log_debug("cm: %s", interrupted
 						    ? "a signal ended the wait"
 						    : "no answer in time");
-			/* Then it says nothing of the peer (dial_end()). */
-			if (interrupted)
-				__atomic_store_n(&d.cancelled, true,
-						 __ATOMIC_RELEASE);
-			dial_finish(&d, ROCESHIM_REASON_TIMEOUT);
+			dial_finish(&d, interrupted ? ROCESHIM_REASON_ABANDONED
+						    : ROCESHIM_REASON_TIMEOUT);
 			break;
 		}
 		dial_event(&d, ev);

@@ -122,6 +122,15 @@ SHIM_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 		return real.connect(fd, addr, len);
 	/* RDMA or TCP is settled before the first TCP byte. */
 	err = -track_connect_prepare(sock, fd, addr, len, &reason);
+	if (err == EINTR) {
+		ret = connector_kernel_connect(fd, addr, len);
+		err = ret ? errno : 0;
+		track_connect(sock, fd, addr, len, ret, err, reason);
+		sock_put(sock);
+		/* Interrupted, unless the kernel's connect failed at once. */
+		errno = err && err != EINPROGRESS ? err : EINTR;
+		return -1;
+	}
 	if (err && err != EINPROGRESS) {
 		sock_put(sock);
 		errno = err;

@@ -96,6 +96,9 @@ static void real_resolve(void)
 	RESOLVE(system);
 	RESOLVE(popen);
 	RESOLVE(daemon);
+	RESOLVE(sigaction);
+	RESOLVE(signal);
+	RESOLVE(sysv_signal);
 	/* glibc before 2.28 has no fcntl64; both names mean the same call. */
 	if (!real.fcntl64)
 		real.fcntl64 = real.fcntl;

@@ -294,7 +294,7 @@ int track_connect_prepare(struct sock *sock, int fd,
 				    &sock->dial_again);
 	if (conn)
 		sock->conn = conn;
-	return 0;
+	return *reason == ROCESHIM_REASON_ABANDONED ? -EINTR : 0;
 }
 
 /*
@@ -542,6 +542,9 @@ void track_accept(struct sock *listener, int fd)
 	/* Taken by a CM listener before the credentials changed. */
 	if (sock->conn && policy_rdma_stopped())
 		conn_make_plain(sock->conn, ROCESHIM_DOWNGRADE_CREDENTIALS);
+	/* Or before the listener got an option the socket inherited. */
+	else if (sock->conn && since < 0)
+		track_option(sock, fd);
 out:
 	sock_put(sock);
 }
@@ -997,25 +1000,28 @@ static void std_stream(int fd)
 
 void track_option(struct sock *sock, int fd)
 {
-	struct leaving how = { .cause = ROCESHIM_DOWNGRADE_SOCKOPT,
-			       .all = true };
+	int err = errno;
 	const char *why;
+	struct conn *c;
 
 	if (__atomic_load_n(&sock->listen_id, __ATOMIC_ACQUIRE)) {
 		why = listener_tcp_only(fd);
-		if (!why)
-			return;
-		log_info("fd %d: %s: the listener stays on TCP", fd, why);
-		handshake_unlisten(sock, true);
-		return;
+		if (why) {
+			log_info("fd %d: %s: the listener stays on TCP", fd,
+				 why);
+			handshake_unlisten(sock, true);
+		}
+	} else if (upgraded_carried(sock) &&
+		   (why = sockopt_tcp_only_on(fd, false))) {
+		log_info("fd %d: %s: the connection moves to TCP", fd, why);
+		/* A connect in the background ends first, on TCP if it can. */
+		if (__atomic_load_n(&sock->connector, __ATOMIC_ACQUIRE))
+			connector_keep_tcp(sock, ROCESHIM_REASON_UNSUPPORTED);
+		c = __atomic_load_n(&sock->conn, __ATOMIC_ACQUIRE);
+		if (c && (!conn_alive(c) || conn_on_rdma(c)))
+			conn_make_plain(c, ROCESHIM_DOWNGRADE_SOCKOPT);
 	}
-	if (!upgraded_carried(sock))
-		return;
-	why = sockopt_tcp_only_on(fd, false);
-	if (!why)
-		return;
-	log_info("fd %d: %s: the connection moves to TCP", fd, why);
-	give_up_rdma(fd, sock, &how);
+	errno = err;
 }
 
 void track_credentials_change(void)

@@ -45,9 +45,13 @@ int track_fcntl_result(int fd, int cmd, int ret);
  * track_connect() in *reason.  A blocking connect runs the RDMA handshake
  * here; a non-blocking one starts it in the background (connector.h) and
  * returns -EINPROGRESS: the caller makes no TCP connect and reports that.
- * Another negative errno: the connect() fails with it, as the kernel's
- * would (EALREADY while one is in the background, or the error of one
- * that failed).  0: the real connect() goes on.
+ * -EINTR: a signal handler interrupted the blocking handshake where the
+ * kernel's connect would fail with EINTR; the caller starts the kernel's
+ * connect without waiting for it (connector_kernel_connect()) and
+ * reports EINTR, as the kernel's goes on after it.  Another negative
+ * errno: the connect() fails with it, as the kernel's would (EALREADY
+ * while one is in the background, or the error of one that failed).  0:
+ * the real connect() goes on.
  */
 int track_connect_prepare(struct sock *sock, int fd,
 			  const struct sockaddr *addr, socklen_t len,
@@ -96,8 +100,11 @@ void track_sndbuf(struct sock *sock, int fd);
  * The program set TCP_DEFER_ACCEPT on fd, or an option only kernel TCP
  * has (sockopt.h): a listener with one takes no connection over RDMA
  * from now on (track.c says why), and an upgraded connection moves to
- * TCP (ROCESHIM_DOWNGRADE_SOCKOPT).  Set before connect() or listen(),
- * such an option keeps the socket on TCP (ROCESHIM_REASON_UNSUPPORTED).
+ * TCP (ROCESHIM_DOWNGRADE_SOCKOPT), as does a connect in the background
+ * (given up, ROCESHIM_REASON_UNSUPPORTED, or moved once made) and one
+ * accepted after its listener got such an option, which it inherits.
+ * Set before connect() or listen(), such an option keeps the socket on
+ * TCP (ROCESHIM_REASON_UNSUPPORTED).  errno is left as it was.
  */
 void track_option(struct sock *sock, int fd);
 

@@ -646,7 +646,8 @@ ssize_t transport_recv(struct transport *t, void *buf, size_t len, bool peek)
 		goto out;
 	}
 	n = len < avail ? len : avail;
-	copy_out_locked(t, t->s.rx_head, buf, n);
+	if (buf)
+		copy_out_locked(t, t->s.rx_head, buf, n);
 	if (!peek) {
 		stream_consumed(&t->s, (uint32_t)n);
 		t->counters.rx_bytes += n;

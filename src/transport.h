@@ -126,6 +126,7 @@ static inline size_t iov_bytes(const struct iovec *iov, int iovcnt)
  */
 ssize_t transport_send(struct transport *t, const struct iovec *iov, int iovcnt,
 		       size_t skip, bool *corked);
+/* buf NULL: the bytes are taken without a copy (MSG_TRUNC). */
 ssize_t transport_recv(struct transport *t, void *buf, size_t len, bool peek);
 
 /*

@@ -3,7 +3,6 @@
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -58,70 +57,6 @@ ssize_t upgraded_send(struct sock *sock, int fd, const struct iovec *iov,
 	return ret;
 }
 
-static ssize_t recv_stream(struct sock *sock, int fd, const struct iovec *iov,
-			   int iovcnt, int flags)
-{
-	struct conn *c = __atomic_load_n(&sock->conn, __ATOMIC_ACQUIRE);
-	bool kernel;
-	ssize_t ret;
-
-	if (!c)
-		return -EAGAIN;
-	ret = urgent_moves(c, flags);
-	if (ret)
-		return ret;
-	cuda_mem_call_begin();
-	ret = conn_recv(c, fd, iov, iovcnt, flags, &kernel);
-
-	if (ret > 0 && !(flags & MSG_PEEK)) {
-		if (kernel)
-			stats_tcp_rx(sock_row(sock), ret);
-		else
-			stats_rdma_rx(sock_row(sock), ret);
-		cuda_mem_count(false, iov, iovcnt, ret);
-	} else if (ret < 0 && ret != -EAGAIN && ret != -EINTR) {
-		stats_error(sock_row(sock));
-	}
-	if (ret <= 0 && ret != -EAGAIN)
-		log_debug("fd %d: rdma read ends: %s", fd,
-			  ret ? strerror((int)-ret) : "EOF");
-	return ret;
-}
-
-/* The most a MSG_TRUNC read takes into its scratch buffer at once. */
-#define DISCARD_CHUNK (256u << 10)
-
-/*
- * MSG_TRUNC: TCP takes the bytes off the stream without copying them, and
- * the buffer may be NULL.  They pass through a scratch buffer instead;
- * only the first read may block, unless MSG_WAITALL asks for all of len.
- */
-static ssize_t recv_discard(struct sock *sock, int fd, size_t len, int flags)
-{
-	size_t chunk = len < DISCARD_CHUNK ? len : DISCARD_CHUNK;
-	struct iovec iov = { .iov_len = chunk };
-	size_t total = 0;
-	ssize_t n;
-
-	flags &= ~MSG_TRUNC;
-	iov.iov_base = malloc(chunk ? chunk : 1);
-	if (!iov.iov_base)
-		return -ENOMEM;
-	do {
-		if (len - total < chunk)
-			iov.iov_len = len - total;
-		n = recv_stream(sock, fd, &iov, 1, flags);
-		if (n <= 0)
-			break;
-		total += n;
-		if (!(flags & MSG_WAITALL))
-			flags |= MSG_DONTWAIT;
-	} while ((size_t)n == iov.iov_len && total < len &&
-		 !(flags & MSG_PEEK));
-	free(iov.iov_base);
-	return total ? (ssize_t)total : n;
-}
-
 /*
  * MSG_ERRQUEUE reads the kernel socket's error queue, which the RDMA
  * stream never fills: TCP's answer, EAGAIN while it is empty.
@@ -139,16 +74,34 @@ static ssize_t recv_error_queue(int fd, const struct iovec *iov, int iovcnt,
 ssize_t upgraded_recv(struct sock *sock, int fd, const struct iovec *iov,
 		      int iovcnt, int flags)
 {
-	size_t len = 0;
-	int i;
+	struct conn *c = __atomic_load_n(&sock->conn, __ATOMIC_ACQUIRE);
+	bool kernel;
+	ssize_t ret;
 
 	if (flags & MSG_ERRQUEUE)
 		return recv_error_queue(fd, iov, iovcnt, flags);
-	if (!(flags & MSG_TRUNC))
-		return recv_stream(sock, fd, iov, iovcnt, flags);
-	for (i = 0; i < iovcnt; i++)
-		len += iov[i].iov_len;
-	return recv_discard(sock, fd, len, flags);
+	if (!c)
+		return -EAGAIN;
+	ret = urgent_moves(c, flags);
+	if (ret)
+		return ret;
+	cuda_mem_call_begin();
+	ret = conn_recv(c, fd, iov, iovcnt, flags, &kernel);
+
+	if (ret > 0 && !(flags & MSG_PEEK)) {
+		if (kernel)
+			stats_tcp_rx(sock_row(sock), ret);
+		else
+			stats_rdma_rx(sock_row(sock), ret);
+		if (!(flags & MSG_TRUNC))
+			cuda_mem_count(false, iov, iovcnt, ret);
+	} else if (ret < 0 && ret != -EAGAIN && ret != -EINTR) {
+		stats_error(sock_row(sock));
+	}
+	if (ret <= 0 && ret != -EAGAIN)
+		log_debug("fd %d: rdma read ends: %s", fd,
+			  ret ? strerror((int)-ret) : "EOF");
+	return ret;
 }
 
 int upgraded_shutdown(struct sock *sock, int fd, int how)

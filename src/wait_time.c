@@ -65,14 +65,28 @@ bool wait_time_valid(const struct timespec *ts)
 static sigset_t asynchronous;
 static pthread_once_t asynchronous_once = PTHREAD_ONCE_INIT;
 
+static const int faults[] = {
+	SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS
+};
+
+#define FAULT_COUNT (sizeof(faults) / sizeof(faults[0]))
+
+bool wait_time_fault_signal(int sig)
+{
+	unsigned int i;
+
+	for (i = 0; i < FAULT_COUNT; i++)
+		if (faults[i] == sig)
+			return true;
+	return false;
+}
+
 static void asynchronous_init(void)
 {
-	static const int faults[] = { SIGSEGV, SIGBUS,	SIGFPE,
-				      SIGILL,  SIGTRAP, SIGSYS };
 	unsigned int i;
 
 	sigfillset(&asynchronous);
-	for (i = 0; i < sizeof(faults) / sizeof(faults[0]); i++)
+	for (i = 0; i < FAULT_COUNT; i++)
 		sigdelset(&asynchronous, faults[i]);
 }
 

@@ -49,6 +49,8 @@ bool wait_time_valid(const struct timespec *ts);
  */
 void wait_time_block_signals(sigset_t *old);
 void wait_time_unblock(const sigset_t *old);
+/* Whether sig is one a fault raises (SIGSEGV and the like). */
+bool wait_time_fault_signal(int sig);
 /*
  * Whether a signal that mask lets through is pending: a wait with that
  * mask would return EINTR, which epoll_pwait() with no timeout does not.

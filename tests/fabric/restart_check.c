@@ -16,8 +16,10 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,10 +69,10 @@ static void handle_alarm(int flags)
 	sigaction(SIGALRM, &sa, NULL);
 }
 
-/* SIGALRM every us microseconds from now on; 0: no more. */
-static void ticking(long us)
+/* SIGALRM every us microseconds from now on (once: only once); 0: none. */
+static void ticking(long us, bool once)
 {
-	struct itimerval it = { { 0, us }, { 0, us } };
+	struct itimerval it = { { 0, once ? 0 : us }, { 0, us } };
 
 	if (us)
 		signals = 0;
@@ -147,7 +149,7 @@ static void *read_later(void *arg)
 }
 
 /* recv() on client while the peer answers later: bytes, or -errno. */
-static long recv_while_ticking(int client, int server)
+static long recv_while_ticking(int client, int server, bool once)
 {
 	char buf[16];
 	pthread_t t;
@@ -155,10 +157,10 @@ static long recv_while_ticking(int client, int server)
 	int err;
 
 	start(&t, answer_later, &server);
-	ticking(TICK_US);
+	ticking(TICK_US, once);
 	n = recv(client, buf, sizeof(buf), 0);
 	err = errno;
-	ticking(0);
+	ticking(0, false);
 	pthread_join(t, NULL);
 	if (n < 0 && recv(client, buf, sizeof(buf), 0) != 5)
 		printf("FAIL answer_lost\n");
@@ -172,7 +174,7 @@ static void recv_restarted_by_sa_restart(void)
 
 	pair(&client, &server);
 	handle_alarm(SA_RESTART);
-	n = recv_while_ticking(client, server);
+	n = recv_while_ticking(client, server, false);
 	result(__func__, n == 5 && signals > 0, "recv %ld after %d signals", n,
 	       (int)signals);
 	close(client);
@@ -186,8 +188,36 @@ static void recv_interrupted_without_sa_restart(void)
 
 	pair(&client, &server);
 	handle_alarm(0);
-	n = recv_while_ticking(client, server);
+	n = recv_while_ticking(client, server, false);
 	result(__func__, n == -EINTR, "recv %ld", n);
+	close(client);
+	close(server);
+}
+
+static void on_usr2(int sig)
+{
+	(void)sig;
+}
+
+/*
+ * A one-shot handler (SA_RESETHAND) without SA_RESTART: EINTR, although
+ * the disposition is back to SIG_DFL by the time the call returns, and
+ * another signal's handler has SA_RESTART.
+ */
+static void recv_interrupted_by_one_shot_handler(void)
+{
+	struct sigaction usr2 = { .sa_handler = on_usr2,
+				  .sa_flags = SA_RESTART };
+	int client, server;
+	long n;
+
+	pair(&client, &server);
+	sigemptyset(&usr2.sa_mask);
+	sigaction(SIGUSR2, &usr2, NULL);
+	handle_alarm(SA_RESETHAND);
+	n = recv_while_ticking(client, server, true);
+	signal(SIGUSR2, SIG_DFL);
+	result(__func__, n == -EINTR && signals == 1, "recv %ld", n);
 	close(client);
 	close(server);
 }
@@ -201,7 +231,7 @@ static void recv_interrupted_with_rcvtimeo(void)
 	pair(&client, &server);
 	setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	handle_alarm(SA_RESTART);
-	n = recv_while_ticking(client, server);
+	n = recv_while_ticking(client, server, false);
 	result(__func__, n == -EINTR, "recv %ld", n);
 	close(client);
 	close(server);
@@ -219,7 +249,7 @@ static void send_restarted_by_sa_restart(void)
 	pair(&client, &server);
 	handle_alarm(SA_RESTART);
 	start(&t, read_later, &server);
-	ticking(TICK_US);
+	ticking(TICK_US, false);
 	/* A short send is TCP's answer too (a signal after some bytes). */
 	while (sent < all) {
 		n = send(client, buf, all - sent < CHUNK ? all - sent : CHUNK,
@@ -231,7 +261,7 @@ static void send_restarted_by_sa_restart(void)
 		else
 			break;
 	}
-	ticking(0);
+	ticking(0, false);
 	pthread_join(t, &ret);
 	got = (long)ret;
 	result(__func__, !eintr && sent == all && got == all && signals > 0,
@@ -254,13 +284,53 @@ static void connect_restarted_by_sa_restart(void)
 	client = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	start(&t, accept_one, &server);
 	handle_alarm(SA_RESTART);
-	ticking(200);
+	ticking(200, false);
 	ret = connect(client, (struct sockaddr *)&server_addr,
 		      sizeof(server_addr));
 	err = errno;
-	ticking(0);
+	ticking(0, false);
 	pthread_join(t, NULL);
 	result(__func__, !ret && server >= 0, "connect: %s", strerror(err));
+	close(client);
+	close(server);
+}
+
+/*
+ * A blocking connect under a fast timer whose handler has no SA_RESTART:
+ * it connects, or fails with EINTR and goes on in the background, as the
+ * kernel's does; either way the connection then works.
+ */
+static void connect_goes_on_after_eintr(void)
+{
+	int client, server = -1, ret, err, so_error = 0;
+	struct pollfd pfd = { .events = POLLOUT };
+	socklen_t len = sizeof(so_error);
+	bool interrupted;
+	pthread_t t;
+	char byte;
+
+	client = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	start(&t, accept_one, &server);
+	handle_alarm(0);
+	ticking(200, false);
+	ret = connect(client, (struct sockaddr *)&server_addr,
+		      sizeof(server_addr));
+	err = errno;
+	ticking(0, false);
+	interrupted = ret && err == EINTR;
+	if (interrupted) {
+		pfd.fd = client;
+		poll(&pfd, 1, 5000);
+		getsockopt(client, SOL_SOCKET, SO_ERROR, &so_error, &len);
+		ret = so_error ? -1 : 0;
+		err = so_error;
+	}
+	pthread_join(t, NULL);
+	printf("note connect interrupted: %s\n", interrupted ? "yes" : "no");
+	result(__func__,
+	       !ret && server >= 0 && write(client, "x", 1) == 1 &&
+		       read(server, &byte, 1) == 1,
+	       "connect: %s", strerror(err));
 	close(client);
 	close(server);
 }
@@ -298,8 +368,10 @@ int main(int argc, char **argv)
 	recv_restarted_by_sa_restart();
 	recv_interrupted_without_sa_restart();
 	recv_interrupted_with_rcvtimeo();
+	recv_interrupted_by_one_shot_handler();
 	send_restarted_by_sa_restart();
 	connect_restarted_by_sa_restart();
+	connect_goes_on_after_eintr();
 	save_stats(argv[2]);
 	return failures ? 1 : 0;
 }

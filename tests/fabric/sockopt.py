@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 
-from shapes import row
+from own_stats import row
 
 TCP_INQ = 36
 SO_ZEROCOPY = 60
@@ -72,6 +72,21 @@ def rcvlowat_before_connect(listener):
     c, s = pair(listener, set_lowat)
     lowat(c, s)
     show_row("rcvlowat_before_connect", c)
+    return [c, s]
+
+
+def rcvlowat_while_connecting(listener):
+    """Set while a non-blocking connect is under way."""
+    c = socket.socket(listener.family, socket.SOCK_STREAM)
+    c.setblocking(False)
+    c.connect_ex(listener.getsockname())
+    set_lowat(c)
+    select.select([], [c], [], 5)
+    print("connecting error:", c.getsockopt(socket.SOL_SOCKET,
+                                             socket.SO_ERROR))
+    s, _ = listener.accept()
+    lowat(c, s)
+    show_row("rcvlowat_while_connecting", c)
     return [c, s]
 
 
@@ -153,6 +168,9 @@ def async_io(listener):
     signal.signal(signal.SIGIO, lambda *_: raised.append(1))
     fcntl.fcntl(s, fcntl.F_SETOWN, os.getpid())
     fcntl.fcntl(s, fcntl.F_SETFL, fcntl.fcntl(s, fcntl.F_GETFL) | os.O_ASYNC)
+    # Only the bytes sent from now on count (a move's marker raises one).
+    time.sleep(0.2)
+    raised.clear()
     c.sendall(b"io")
     deadline = time.monotonic() + 5
     while not raised and time.monotonic() < deadline:
@@ -196,7 +214,8 @@ def main():
     addr = sys.argv[1]
     listener = socket.create_server((addr, 0))
     held = [listener]
-    for check in (rcvlowat_on_connection, rcvlowat_before_connect, inq,
+    for check in (rcvlowat_on_connection, rcvlowat_before_connect,
+                  rcvlowat_while_connecting, inq,
                   zerocopy, async_io, error_queue, trunc):
         held += check(listener)
     held += rcvlowat_on_listener(addr)

@@ -4,7 +4,8 @@
 # Blocking recv() and send() interrupted by a signal handler
 # (tests/fabric/restart_check.c): with SA_RESTART the kernel restarts
 # them, without it, or with a socket timeout set, they fail with EINTR
-# (signal(7)); a blocking connect under a fast timer connects.  Kernel
+# (signal(7)); a blocking connect under a fast timer connects, restarted
+# or (without SA_RESTART) after EINTR in the background.  Kernel
 # TCP (ROCESHIM_RDMA=0) is the specification: every behaviour the same
 # with RDMA on (default settings), and the connections on RDMA.  Before,
 # roceshim's own wait (poll(), which the kernel never restarts) made
@@ -34,6 +35,7 @@ check_eq same_behaviours_as_tcp "$(grep '^ok' "$tmp/tcp")" \
 on_rdma=$("$PYTHON" -c 'import json, sys
 print(json.load(open(sys.argv[1]))["global"]["connections_rdma"])' \
 	"$tmp/rdma.json" 2>/dev/null)
-# 5 connections, 2 ends each, all on RDMA.
-check_eq connections_on_rdma 10 "${on_rdma:-0}"
+# 6 connections, 2 ends each; the first 5 on RDMA.  The last one's
+# handshake may be interrupted, and then it goes on over TCP.
+check_eq connections_on_rdma 1 "$((${on_rdma:-0} >= 10))"
 finish

@@ -2,10 +2,11 @@
 # SPDX-License-Identifier: MIT
 #
 # Socket options and receive flags whose meaning only kernel TCP gives
-# (tests/fabric/sockopt.py): SO_RCVLOWAT on a connection, before connect()
-# and on a listener; TCP_INQ; SO_ZEROCOPY with its error-queue reports;
-# SIGIO (O_ASYNC); an empty error queue (MSG_ERRQUEUE); MSG_TRUNC with a
-# NULL buffer.  Every observation is the same as over kernel TCP
+# (tests/fabric/sockopt.py): SO_RCVLOWAT on a connection, before
+# connect(), while a non-blocking connect is under way, and on a
+# listener; TCP_INQ; SO_ZEROCOPY with its error-queue reports; SIGIO
+# (O_ASYNC); an empty error queue (MSG_ERRQUEUE); MSG_TRUNC with a NULL
+# buffer.  Every observation is the same as over kernel TCP
 # (ROCESHIM_RDMA=0).  An upgraded connection that gets such an option
 # moves to its kernel socket (downgrade "sockopt"); one that has it before
 # connect() or listen() stays on TCP ("unsupported"); the receive flags
@@ -38,6 +39,9 @@ check_eq rcvlowat_moves_connection "tcp none moved:sockopt" \
 	"$(row rcvlowat_on_connection)"
 check_eq rcvlowat_keeps_connect_on_tcp "tcp unsupported" \
 	"$(row rcvlowat_before_connect)"
+# Given up while the handshake runs (unsupported), or moved once made.
+check_eq rcvlowat_while_connecting_ends_on_tcp tcp \
+	"$(row rcvlowat_while_connecting | cut -d' ' -f1)"
 check_eq rcvlowat_keeps_listener_on_tcp "tcp peer_tcp" \
 	"$(row rcvlowat_on_listener)"
 check_eq inq_moves_connection "tcp none moved:sockopt" "$(row inq)"
