@@ -21,6 +21,8 @@ import subprocess
 import sys
 import time
 
+from own_stats import stats
+
 
 async def handle(reader, writer):
     try:
@@ -84,17 +86,11 @@ async def burst(args):
 
 
 def rdma_share():
-    stat = os.environ.get("ROCESHIM_STAT")
-    if not stat:
+    if not os.environ.get("ROCESHIM_STAT"):
         return
-    out = subprocess.run([stat, "--json", str(os.getpid())],
-                         capture_output=True, text=True).stdout
-    if not out:
-        print("rdma 0 of 0", flush=True)
-        return
-    g = json.loads(out)["global"]
-    print("rdma %d of %d" % (g["connections_rdma"],
-                             g["connections_opened"]), flush=True)
+    g = stats().get("global", {})
+    print("rdma %d of %d" % (g.get("connections_rdma", 0),
+                             g.get("connections_opened", 0)), flush=True)
 
 
 def main():

@@ -29,6 +29,8 @@ import socket
 import subprocess
 import sys
 
+from own_stats import connections
+
 
 def stop_reason(err):
     return "EMFILE" if err.errno == errno.EMFILE else None
@@ -111,16 +113,8 @@ def select_all(pairs):
 
 
 def paths():
-    stat = os.environ.get("ROCESHIM_STAT")
-    if not stat:
-        return {}
-    out = subprocess.run([stat, "--json", str(os.getpid())],
-                         capture_output=True, text=True).stdout
-    if not out:
-        return {}
-    return collections.Counter(
-        (c["transport"], c["fallback"]) for c in json.loads(out)["connections"]
-        if c["state"] != "closed" and c["role"] != "listener")
+    return collections.Counter((c["transport"], c["fallback"])
+                               for c in connections())
 
 
 def main():

@@ -26,7 +26,7 @@ import socket
 import sys
 import time
 
-from shapes import row
+from own_stats import row
 
 HOLD_S = 8
 

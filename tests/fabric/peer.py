@@ -88,24 +88,12 @@ import sys
 import threading
 import time
 
+from own_stats import row
+
 
 def report(sock):
-    stat = os.environ.get("ROCESHIM_STAT")
-    out = subprocess.run([stat, "--json", str(os.getpid())],
-                         capture_output=True, text=True).stdout
-    if not out:
-        print("conn none none", flush=True)
-        return
-    fd = sock.fileno()
-    rows = [c for c in json.loads(out)["connections"]
-            if c["fd"] == fd and c["state"] != "closed"
-            and c["role"] != "listener"]
-    row = rows[-1] if rows else {"transport": "none", "fallback": "none"}
-    moved = row.get("downgrade", "none")
     # One write: threads that report at once must not mix their lines.
-    print("conn %s %s%s\n" % (row["transport"], row["fallback"],
-                              "" if moved == "none" else " moved:" + moved),
-          end="", flush=True)
+    print("conn %s\n" % row(sock.fileno()), end="", flush=True)
 
 
 def echo_one(conn, do_report):

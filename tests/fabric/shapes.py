@@ -49,24 +49,7 @@ import tempfile
 import threading
 import time
 
-STAT = os.environ.get("ROCESHIM_STAT")
-
-
-def row(sock_fd):
-    """The stats row of fd in this process: TRANSPORT REASON[ moved:X]."""
-    out = subprocess.run([STAT, "--json", str(os.getpid())],
-                         capture_output=True, text=True).stdout if STAT else ""
-    if not out:
-        return "none none"
-    rows = [c for c in json.loads(out)["connections"]
-            if c["fd"] == sock_fd and c["role"] != "listener"]
-    if not rows:
-        return "none none"
-    r = rows[-1]
-    moved = r.get("downgrade", "none")
-    return "%s %s%s" % (r["transport"], r["fallback"],
-                        "" if moved == "none" else " moved:" + moved)
-
+from own_stats import row
 
 def echo_loop(conn):
     while True:

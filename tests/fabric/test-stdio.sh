@@ -56,8 +56,9 @@ check_eq only_the_stdout_connections_move "fork:1,peer:2,stdio:1" \
 # to the peer (a server in another process).  Over RDMA the connection
 # moves to TCP at exit for that flush.
 receive() { # RDMA
-	ROCESHIM_RDMA=$1 timeout 60 "$ROCESHIM_RUN" "$PYTHON" -c 'import json, os
-import socket, subprocess, sys
+	ROCESHIM_RDMA=$1 PYTHONPATH="$top_srcdir/tests/fabric" timeout 60 \
+		"$ROCESHIM_RUN" "$PYTHON" -c 'import socket, sys
+from own_stats import connections
 l = socket.create_server((sys.argv[1], 0))
 print(l.getsockname()[1], flush=True)
 c, _ = l.accept()
@@ -68,12 +69,8 @@ while True:
         break
     data += b
 print(data.decode(errors="replace").strip(), flush=True)
-stat = os.environ.get("ROCESHIM_STAT")
-rows = json.loads(subprocess.run([stat, "--json", str(os.getpid())],
-                                 capture_output=True, text=True).stdout or
-                  "{}").get("connections", []) if stat else []
-print(" ".join(r["transport"] + ":" + r["downgrade"] for r in rows
-               if r["role"] != "listener") or "none", flush=True)' \
+print(" ".join(r["transport"] + ":" + r["downgrade"]
+               for r in connections()) or "none", flush=True)' \
 		"$ROCESHIM_FABRIC_ADDR_A"
 }
 for way in tcp rdma; do

@@ -18,6 +18,8 @@ import socket
 import subprocess
 import sys
 
+from own_stats import connections
+
 
 def pair(listener):
     c = socket.create_connection(listener.getsockname())
@@ -68,14 +70,10 @@ def inline(listener):
 
 
 def rows():
-    stat = os.environ.get("ROCESHIM_STAT")
-    if not stat:
+    if not os.environ.get("ROCESHIM_STAT"):
         return
-    out = subprocess.run([stat, "--json", str(os.getpid())],
-                         capture_output=True, text=True).stdout
-    ends = json.loads(out)["connections"] if out else []
-    print("rows", " ".join("%s:%s" % (r["transport"], r["downgrade"])
-                           for r in ends if r["role"] != "listener"))
+    print("rows", " ".join("%s:%s" % (c["transport"], c["downgrade"])
+                           for c in connections()))
 
 
 def main():
