@@ -597,6 +597,16 @@ ssize_t conn_rdma_recv(struct conn *c, int tcp_fd, const struct iovec *iov,
 	size_t off = 0;
 	int i = 0, host;
 
+	/* A read of nothing waits, as TCP's, for a byte or the end: then 0. */
+	if (!iov_bytes(iov, iovcnt)) {
+		uint8_t probe;
+		struct iovec one = { .iov_base = &probe, .iov_len = 1 };
+
+		n = conn_rdma_recv(c, tcp_fd, &one, 1,
+				   (flags | MSG_PEEK) &
+					   ~(MSG_TRUNC | MSG_WAITALL));
+		return n < 0 ? n : 0;
+	}
 	/* A peek looks at the start of the stream: one buffer at a time. */
 	if (peek && iovcnt > 1)
 		iovcnt = 1;

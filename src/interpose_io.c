@@ -328,11 +328,21 @@ SHIM_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags,
 		    : ret;
 }
 
+static ssize_t upgraded_sendmsg(struct sock *up, int fd,
+				const struct msghdr *msg, int flags)
+{
+	if (msg->msg_iovlen > UIO_MAXIOV)
+		return -EMSGSIZE;
+	return upgraded_send(up, fd, msg->msg_iov, (int)msg->msg_iovlen, flags);
+}
+
 static ssize_t upgraded_recvmsg(struct sock *up, int fd, struct msghdr *msg,
 				int flags)
 {
 	ssize_t ret;
 
+	if (msg->msg_iovlen > UIO_MAXIOV)
+		return -EMSGSIZE;
 	/* The kernel socket's error queue, with its control messages. */
 	if (flags & MSG_ERRQUEUE) {
 		ret = real.recvmsg(fd, msg, flags);
@@ -341,7 +351,7 @@ static ssize_t upgraded_recvmsg(struct sock *up, int fd, struct msghdr *msg,
 	msg->msg_namelen = 0;
 	msg->msg_controllen = 0;
 	msg->msg_flags = 0;
-	return upgraded_recv(up, fd, msg->msg_iov, msg->msg_iovlen, flags);
+	return upgraded_recv(up, fd, msg->msg_iov, (int)msg->msg_iovlen, flags);
 }
 
 SHIM_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
@@ -368,8 +378,7 @@ SHIM_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 	}
 	sock = lookup(fd, &up);
 	if (up)
-		return done_upgraded(up, upgraded_send(up, fd, msg->msg_iov,
-						       msg->msg_iovlen, flags));
+		return done_upgraded(up, upgraded_sendmsg(up, fd, msg, flags));
 	ret = real.sendmsg(fd, msg, flags);
 	return sock ? done_tx(sock, ret, msg->msg_iov, msg->msg_iovlen) : ret;
 }
@@ -412,7 +421,7 @@ static int upgraded_mmsg(struct sock *up, int fd, struct mmsghdr *vec,
 		struct msghdr *m = &vec[i].msg_hdr;
 		int f = i ? flags | MSG_DONTWAIT : flags;
 
-		ret = tx ? upgraded_send(up, fd, m->msg_iov, m->msg_iovlen, f)
+		ret = tx ? upgraded_sendmsg(up, fd, m, f)
 			 : upgraded_recvmsg(up, fd, m, f & ~MSG_WAITFORONE);
 		if (ret < 0)
 			break;

@@ -24,6 +24,19 @@ static int urgent_moves(struct conn *c, int flags)
 			       : 0;
 }
 
+/* The kernel's checks of the buffers (import_iovec()), made first. */
+static int iov_valid(const struct iovec *iov, int iovcnt)
+{
+	int i;
+
+	if (iovcnt < 0 || iovcnt > UIO_MAXIOV)
+		return -EINVAL;
+	for (i = 0; i < iovcnt; i++)
+		if (iov[i].iov_len > SSIZE_MAX)
+			return -EINVAL;
+	return 0;
+}
+
 ssize_t upgraded_send(struct sock *sock, int fd, const struct iovec *iov,
 		      int iovcnt, int flags)
 {
@@ -31,6 +44,9 @@ ssize_t upgraded_send(struct sock *sock, int fd, const struct iovec *iov,
 	bool kernel;
 	ssize_t ret;
 
+	ret = iov_valid(iov, iovcnt);
+	if (ret)
+		return ret;
 	/* Connecting in the background: as a TCP connect in progress. */
 	if (!c)
 		return -EAGAIN;
@@ -78,6 +94,9 @@ ssize_t upgraded_recv(struct sock *sock, int fd, const struct iovec *iov,
 	bool kernel;
 	ssize_t ret;
 
+	ret = iov_valid(iov, iovcnt);
+	if (ret)
+		return ret;
 	if (flags & MSG_ERRQUEUE)
 		return recv_error_queue(fd, iov, iovcnt, flags);
 	if (!c)

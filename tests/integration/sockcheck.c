@@ -2412,6 +2412,104 @@ out:
 	close_fd(&s);
 }
 
+static void zero_length_recv_waits_for_a_byte(struct tctx *t)
+{
+	unsigned char src[3], buf[3];
+	int c = -1, s = -1;
+	ssize_t r;
+
+	TRY(make_pair(t, &c, &s, 0));
+	/* Not 0, which would read as the end of the stream. */
+	ASSERT_ERR(recv(s, buf, 0, MSG_DONTWAIT), EAGAIN);
+	pattern_fill(src, sizeof(src), 23, 0);
+	TRY(send_all(t, c, src, sizeof(src)));
+	TRY(wait_queued(t, s, sizeof(src)));
+	r = recv(s, buf, 0, 0);
+	ASSERT(r == 0, "recv of 0 bytes with bytes waiting: %zd", r);
+	r = recv(s, buf, sizeof(buf), 0);
+	ASSERT(r == (ssize_t)sizeof(src), "recv after: %zd", r);
+	ASSERT(!memcmp(buf, src, sizeof(src)), "data corrupted");
+out:
+	close_fd(&c);
+	close_fd(&s);
+}
+
+static void trunc_takes_bytes_without_a_buffer(struct tctx *t)
+{
+	unsigned char src[20], buf[20];
+	int c = -1, s = -1;
+	ssize_t r;
+
+	TRY(make_pair(t, &c, &s, 0));
+	pattern_fill(src, sizeof(src), 24, 0);
+	TRY(send_all(t, c, src, sizeof(src)));
+	TRY(wait_queued(t, s, sizeof(src)));
+	r = recv(s, NULL, 5, MSG_TRUNC);
+	ASSERT(r == 5, "recv(NULL, 5, MSG_TRUNC): %zd", r);
+	r = recv(s, NULL, 3, MSG_TRUNC | MSG_PEEK);
+	ASSERT(r == 3, "recv(NULL, 3, MSG_TRUNC | MSG_PEEK): %zd", r);
+	r = recv(s, buf, sizeof(buf), 0);
+	ASSERT(r == 15, "recv after: %zd", r);
+	ASSERT(!memcmp(buf, src + 5, 15), "data corrupted");
+	ASSERT_ERR(recv(s, NULL, 5, MSG_TRUNC | MSG_DONTWAIT), EAGAIN);
+out:
+	close_fd(&c);
+	close_fd(&s);
+}
+
+static void empty_error_queue_leaves_the_stream(struct tctx *t)
+{
+	struct iovec iov;
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+	unsigned char src[3], buf[8];
+	int c = -1, s = -1;
+	ssize_t r;
+
+	TRY(make_pair(t, &c, &s, 0));
+	pattern_fill(src, sizeof(src), 25, 0);
+	TRY(send_all(t, c, src, sizeof(src)));
+	TRY(wait_queued(t, s, sizeof(src)));
+	iov.iov_base = buf;
+	iov.iov_len = sizeof(buf);
+	ASSERT_ERR(recvmsg(s, &msg, MSG_ERRQUEUE), EAGAIN);
+	ASSERT_ERR(recv(s, buf, sizeof(buf), MSG_ERRQUEUE), EAGAIN);
+	r = recv(s, buf, sizeof(buf), 0);
+	ASSERT(r == (ssize_t)sizeof(src), "recv after: %zd", r);
+	ASSERT(!memcmp(buf, src, sizeof(src)), "data corrupted");
+out:
+	close_fd(&c);
+	close_fd(&s);
+}
+
+static void iovec_counts_are_checked_as_the_kernel_does(struct tctx *t)
+{
+	static struct iovec many[UIO_MAXIOV + 1];
+	struct msghdr msg = { .msg_iov = many, .msg_iovlen = UIO_MAXIOV + 1 };
+	/* Out of the compiler's sight: it warns of a negative count. */
+	volatile int negative = -1;
+	unsigned char byte = 'x';
+	int c = -1, s = -1, i;
+	ssize_t r;
+
+	TRY(make_pair(t, &c, &s, 0));
+	for (i = 0; i <= UIO_MAXIOV; i++) {
+		many[i].iov_base = &byte;
+		many[i].iov_len = 1;
+	}
+	ASSERT_ERR(writev(c, many, negative), EINVAL);
+	ASSERT_ERR(writev(c, many, UIO_MAXIOV + 1), EINVAL);
+	ASSERT_ERR(sendmsg(c, &msg, 0), EMSGSIZE);
+	ASSERT_ERR(readv(s, many, negative), EINVAL);
+	ASSERT_ERR(recvmsg(s, &msg, MSG_DONTWAIT), EMSGSIZE);
+	/* Nothing went: the next byte is the first. */
+	TRY(send_all(t, c, "y", 1));
+	r = recv(s, &byte, 1, 0);
+	ASSERT(r == 1 && byte == 'y', "recv after: %zd '%c'", r, byte);
+out:
+	close_fd(&c);
+	close_fd(&s);
+}
+
 static void waitall_blocks_until_full(struct tctx *t)
 {
 	struct dripper d = {
@@ -5609,6 +5707,10 @@ static const struct test tests[] = {
 	TEST(small_sndbuf_bounds_what_sends_queue),
 	/* message flags */
 	TEST(peek_does_not_consume),
+	TEST(zero_length_recv_waits_for_a_byte),
+	TEST(trunc_takes_bytes_without_a_buffer),
+	TEST(empty_error_queue_leaves_the_stream),
+	TEST(iovec_counts_are_checked_as_the_kernel_does),
 	TEST(waitall_blocks_until_full),
 	TEST(dontwait_gives_eagain_on_empty),
 	TEST(nosignal_send_to_closed_peer_gives_epipe),
