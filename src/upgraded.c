@@ -24,16 +24,24 @@ static int urgent_moves(struct conn *c, int flags)
 			       : 0;
 }
 
-/* The kernel's checks of the buffers (import_iovec()), made first. */
-static int iov_valid(const struct iovec *iov, int iovcnt)
+/*
+ * The kernel's checks of the buffers (import_iovec()), made first, and
+ * its EFAULT for a NULL one, which the ring's copy would crash on (the
+ * kernel's own copy fails without taking the bytes).  MSG_TRUNC copies
+ * nothing, so its buffers may be NULL.
+ */
+static int iov_valid(const struct iovec *iov, int iovcnt, int flags)
 {
 	int i;
 
 	if (iovcnt < 0 || iovcnt > UIO_MAXIOV)
 		return -EINVAL;
-	for (i = 0; i < iovcnt; i++)
+	for (i = 0; i < iovcnt; i++) {
 		if (iov[i].iov_len > SSIZE_MAX)
 			return -EINVAL;
+		if (!iov[i].iov_base && iov[i].iov_len && !(flags & MSG_TRUNC))
+			return -EFAULT;
+	}
 	return 0;
 }
 
@@ -44,7 +52,7 @@ ssize_t upgraded_send(struct sock *sock, int fd, const struct iovec *iov,
 	bool kernel;
 	ssize_t ret;
 
-	ret = iov_valid(iov, iovcnt);
+	ret = iov_valid(iov, iovcnt, 0);
 	if (ret)
 		return ret;
 	/* Connecting in the background: as a TCP connect in progress. */
@@ -94,7 +102,7 @@ ssize_t upgraded_recv(struct sock *sock, int fd, const struct iovec *iov,
 	bool kernel;
 	ssize_t ret;
 
-	ret = iov_valid(iov, iovcnt);
+	ret = iov_valid(iov, iovcnt, flags);
 	if (ret)
 		return ret;
 	if (flags & MSG_ERRQUEUE)

@@ -2481,7 +2481,7 @@ out:
 	close_fd(&s);
 }
 
-static void iovec_counts_are_checked_as_the_kernel_does(struct tctx *t)
+static void buffers_are_checked_as_the_kernel_does(struct tctx *t)
 {
 	static struct iovec many[UIO_MAXIOV + 1];
 	struct msghdr msg = { .msg_iov = many, .msg_iovlen = UIO_MAXIOV + 1 };
@@ -2501,8 +2501,12 @@ static void iovec_counts_are_checked_as_the_kernel_does(struct tctx *t)
 	ASSERT_ERR(sendmsg(c, &msg, 0), EMSGSIZE);
 	ASSERT_ERR(readv(s, many, negative), EINVAL);
 	ASSERT_ERR(recvmsg(s, &msg, MSG_DONTWAIT), EMSGSIZE);
+	ASSERT_ERR(send(c, NULL, 1, 0), EFAULT);
 	/* Nothing went: the next byte is the first. */
 	TRY(send_all(t, c, "y", 1));
+	TRY(wait_queued(t, s, 1));
+	/* A NULL buffer takes nothing either. */
+	ASSERT_ERR(recv(s, NULL, 1, 0), EFAULT);
 	r = recv(s, &byte, 1, 0);
 	ASSERT(r == 1 && byte == 'y', "recv after: %zd '%c'", r, byte);
 out:
@@ -5710,7 +5714,7 @@ static const struct test tests[] = {
 	TEST(zero_length_recv_waits_for_a_byte),
 	TEST(trunc_takes_bytes_without_a_buffer),
 	TEST(empty_error_queue_leaves_the_stream),
-	TEST(iovec_counts_are_checked_as_the_kernel_does),
+	TEST(buffers_are_checked_as_the_kernel_does),
 	TEST(waitall_blocks_until_full),
 	TEST(dontwait_gives_eagain_on_empty),
 	TEST(nosignal_send_to_closed_peer_gives_epipe),
