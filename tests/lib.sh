@@ -111,3 +111,32 @@ wait_port() {
 	done
 	return 1
 }
+
+# run_way WAY CMD...: CMD under roceshim over kernel TCP (WAY tcp:
+# ROCESHIM_RDMA=0) or with RDMA on (rdma: default settings), at most
+# 120 s; its transcript, with "rc N" last, goes to $tmp/WAY and is shown.
+run_way() {
+	local way=$1 rdma=0
+
+	shift
+	[ "$way" = rdma ] && rdma=1
+	ROCESHIM_RDMA=$rdma timeout 120 "$ROCESHIM_RUN" "$@" >"$tmp/$way" 2>&1
+	echo "rc $?" >>"$tmp/$way"
+	sed "s/^/    $way: /" "$tmp/$way"
+}
+
+# pair_check_both PROG: runs a check program of tests/fabric/pair_check.h
+# on the A address both ways (run_way): each run must pass every
+# behaviour and exit 0, and both must pass the same ones.  Each run's
+# roceshim-stat JSON is $tmp/tcp.json and $tmp/rdma.json.
+pair_check_both() {
+	local way
+
+	for way in tcp rdma; do
+		run_way "$way" "$1" "$ROCESHIM_FABRIC_ADDR_A" "$tmp/$way.json"
+		check_eq "${way}_every_behaviour_as_specified" "0 0" \
+			"$(grep -c '^FAIL' "$tmp/$way") $(awk '$1 == "rc" {print $2}' "$tmp/$way")"
+	done
+	check_eq same_behaviours_as_tcp "$(grep '^ok' "$tmp/tcp")" \
+		"$(grep '^ok' "$tmp/rdma")"
+}

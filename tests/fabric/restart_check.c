@@ -13,14 +13,12 @@
  * roceshim-stat's JSON of this process (when ROCESHIM_STAT is set) to
  * STATS_JSON before it exits.
  */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,32 +26,14 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include "pair_check.h"
+
 #define CHUNK	  (1 << 20)
 #define CHUNKS	  8
 #define PEER_WAIT 500000 /* us the peer waits before it answers */
 #define TICK_US	  20000
 
-static struct sockaddr_in server_addr = { .sin_family = AF_INET };
-static int listener;
-static int failures;
 static volatile sig_atomic_t signals;
-
-static void result(const char *name, int ok, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (ok) {
-		printf("ok %s\n", name);
-	} else {
-		failures++;
-		printf("FAIL %s: ", name);
-		va_start(ap, fmt);
-		vprintf(fmt, ap);
-		va_end(ap);
-		printf("\n");
-	}
-	fflush(stdout);
-}
 
 static void on_alarm(int sig)
 {
@@ -79,51 +59,9 @@ static void ticking(long us, bool once)
 	setitimer(ITIMER_REAL, &it, NULL);
 }
 
-/* A thread of its own, never the one SIGALRM interrupts. */
-static void start(pthread_t *t, void *(*fn)(void *), void *arg)
-{
-	sigset_t alarm, old;
-
-	sigemptyset(&alarm);
-	sigaddset(&alarm, SIGALRM);
-	pthread_sigmask(SIG_BLOCK, &alarm, &old);
-	pthread_create(t, NULL, fn, arg);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-}
-
-static void *connect_one(void *arg)
-{
-	int *fd = arg;
-
-	if (connect(*fd, (struct sockaddr *)&server_addr,
-		    sizeof(server_addr))) {
-		close(*fd);
-		*fd = -1;
-	}
-	return NULL;
-}
-
-/* A connection to our own listener: *client and *server, or exits. */
-static void pair(int *client, int *server)
-{
-	pthread_t t;
-
-	*client = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (*client >= 0)
-		start(&t, connect_one, client);
-	*server =
-		*client < 0 ? -1 : accept4(listener, NULL, NULL, SOCK_CLOEXEC);
-	if (*client >= 0)
-		pthread_join(t, NULL);
-	if (*client < 0 || *server < 0) {
-		printf("FAIL pair: %s\n", strerror(errno));
-		exit(1);
-	}
-}
-
 static void *accept_one(void *arg)
 {
-	*(int *)arg = accept4(listener, NULL, NULL, SOCK_CLOEXEC);
+	*(int *)arg = check_accept();
 	return NULL;
 }
 
@@ -156,7 +94,7 @@ static long recv_while_ticking(int client, int server, bool once)
 	ssize_t n;
 	int err;
 
-	start(&t, answer_later, &server);
+	check_thread(&t, answer_later, &server);
 	ticking(TICK_US, once);
 	n = recv(client, buf, sizeof(buf), 0);
 	err = errno;
@@ -172,11 +110,11 @@ static void recv_restarted_by_sa_restart(void)
 	int client, server;
 	long n;
 
-	pair(&client, &server);
+	check_pair(&client, &server);
 	handle_alarm(SA_RESTART);
 	n = recv_while_ticking(client, server, false);
-	result(__func__, n == 5 && signals > 0, "recv %ld after %d signals", n,
-	       (int)signals);
+	check_result(__func__, n == 5 && signals > 0,
+		     "recv %ld after %d signals", n, (int)signals);
 	close(client);
 	close(server);
 }
@@ -186,10 +124,10 @@ static void recv_interrupted_without_sa_restart(void)
 	int client, server;
 	long n;
 
-	pair(&client, &server);
+	check_pair(&client, &server);
 	handle_alarm(0);
 	n = recv_while_ticking(client, server, false);
-	result(__func__, n == -EINTR, "recv %ld", n);
+	check_result(__func__, n == -EINTR, "recv %ld", n);
 	close(client);
 	close(server);
 }
@@ -211,13 +149,13 @@ static void recv_interrupted_by_one_shot_handler(void)
 	int client, server;
 	long n;
 
-	pair(&client, &server);
+	check_pair(&client, &server);
 	sigemptyset(&usr2.sa_mask);
 	sigaction(SIGUSR2, &usr2, NULL);
 	handle_alarm(SA_RESETHAND);
 	n = recv_while_ticking(client, server, true);
 	signal(SIGUSR2, SIG_DFL);
-	result(__func__, n == -EINTR && signals == 1, "recv %ld", n);
+	check_result(__func__, n == -EINTR && signals == 1, "recv %ld", n);
 	close(client);
 	close(server);
 }
@@ -228,11 +166,11 @@ static void recv_interrupted_with_rcvtimeo(void)
 	int client, server;
 	long n;
 
-	pair(&client, &server);
+	check_pair(&client, &server);
 	setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	handle_alarm(SA_RESTART);
 	n = recv_while_ticking(client, server, false);
-	result(__func__, n == -EINTR, "recv %ld", n);
+	check_result(__func__, n == -EINTR, "recv %ld", n);
 	close(client);
 	close(server);
 }
@@ -246,9 +184,9 @@ static void send_restarted_by_sa_restart(void)
 	ssize_t n;
 	void *ret;
 
-	pair(&client, &server);
+	check_pair(&client, &server);
 	handle_alarm(SA_RESTART);
-	start(&t, read_later, &server);
+	check_thread(&t, read_later, &server);
 	ticking(TICK_US, false);
 	/* A short send is TCP's answer too (a signal after some bytes). */
 	while (sent < all) {
@@ -264,9 +202,10 @@ static void send_restarted_by_sa_restart(void)
 	ticking(0, false);
 	pthread_join(t, &ret);
 	got = (long)ret;
-	result(__func__, !eintr && sent == all && got == all && signals > 0,
-	       "%d EINTR, sent %ld, read %ld after %d signals", eintr, sent,
-	       got, (int)signals);
+	check_result(__func__,
+		     !eintr && sent == all && got == all && signals > 0,
+		     "%d EINTR, sent %ld, read %ld after %d signals", eintr,
+		     sent, got, (int)signals);
 	close(client);
 	close(server);
 }
@@ -282,15 +221,16 @@ static void connect_restarted_by_sa_restart(void)
 	pthread_t t;
 
 	client = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	start(&t, accept_one, &server);
+	check_thread(&t, accept_one, &server);
 	handle_alarm(SA_RESTART);
 	ticking(200, false);
-	ret = connect(client, (struct sockaddr *)&server_addr,
-		      sizeof(server_addr));
+	ret = connect(client, (struct sockaddr *)&check_server_addr,
+		      sizeof(check_server_addr));
 	err = errno;
 	ticking(0, false);
 	pthread_join(t, NULL);
-	result(__func__, !ret && server >= 0, "connect: %s", strerror(err));
+	check_result(__func__, !ret && server >= 0, "connect: %s",
+		     strerror(err));
 	close(client);
 	close(server);
 }
@@ -310,11 +250,11 @@ static void connect_goes_on_after_eintr(void)
 	char byte;
 
 	client = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	start(&t, accept_one, &server);
+	check_thread(&t, accept_one, &server);
 	handle_alarm(0);
 	ticking(200, false);
-	ret = connect(client, (struct sockaddr *)&server_addr,
-		      sizeof(server_addr));
+	ret = connect(client, (struct sockaddr *)&check_server_addr,
+		      sizeof(check_server_addr));
 	err = errno;
 	ticking(0, false);
 	interrupted = ret && err == EINTR;
@@ -327,41 +267,21 @@ static void connect_goes_on_after_eintr(void)
 	}
 	pthread_join(t, NULL);
 	printf("note connect interrupted: %s\n", interrupted ? "yes" : "no");
-	result(__func__,
-	       !ret && server >= 0 && write(client, "x", 1) == 1 &&
-		       read(server, &byte, 1) == 1,
-	       "connect: %s", strerror(err));
+	check_result(__func__,
+		     !ret && server >= 0 && write(client, "x", 1) == 1 &&
+			     read(server, &byte, 1) == 1,
+		     "connect: %s", strerror(err));
 	close(client);
 	close(server);
 }
 
-static void save_stats(const char *path)
-{
-	const char *stat = getenv("ROCESHIM_STAT");
-	char cmd[512];
-
-	if (!stat)
-		return;
-	snprintf(cmd, sizeof(cmd), "%s --json %d > %s", stat, (int)getpid(),
-		 path);
-	if (system(cmd))
-		printf("FAIL stats\n");
-}
-
 int main(int argc, char **argv)
 {
-	socklen_t len = sizeof(server_addr);
-
 	if (argc != 3) {
 		fprintf(stderr, "usage: %s ADDR STATS_JSON\n", argv[0]);
 		return 2;
 	}
-	listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	inet_pton(AF_INET, argv[1], &server_addr.sin_addr);
-	if (bind(listener, (struct sockaddr *)&server_addr,
-		 sizeof(server_addr)) ||
-	    listen(listener, 8) ||
-	    getsockname(listener, (struct sockaddr *)&server_addr, &len)) {
+	if (check_listen(argv[1])) {
 		perror("listener");
 		return 1;
 	}
@@ -372,6 +292,6 @@ int main(int argc, char **argv)
 	send_restarted_by_sa_restart();
 	connect_restarted_by_sa_restart();
 	connect_goes_on_after_eintr();
-	save_stats(argv[2]);
-	return failures ? 1 : 0;
+	check_save_stats(argv[2]);
+	return check_failures ? 1 : 0;
 }

@@ -22,7 +22,6 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,57 +29,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static struct sockaddr_in server_addr = { .sin_family = AF_INET };
-static int listener;
-static int failures;
-
-static void result(const char *name, int ok, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (ok) {
-		printf("ok %s\n", name);
-	} else {
-		failures++;
-		printf("FAIL %s: ", name);
-		va_start(ap, fmt);
-		vprintf(fmt, ap);
-		va_end(ap);
-		printf("\n");
-	}
-	fflush(stdout);
-}
-
-static void *connect_one(void *arg)
-{
-	int *fd = arg;
-
-	if (connect(*fd, (struct sockaddr *)&server_addr,
-		    sizeof(server_addr))) {
-		close(*fd);
-		*fd = -1;
-	}
-	return NULL;
-}
-
-/* A connection to our own listener: *client and *server, or exits. */
-static void pair(int *client, int *server)
-{
-	pthread_t t;
-
-	/* Made here, before accept(): the numbers do not depend on timing. */
-	*client = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (*client >= 0)
-		pthread_create(&t, NULL, connect_one, client);
-	*server =
-		*client < 0 ? -1 : accept4(listener, NULL, NULL, SOCK_CLOEXEC);
-	if (*client >= 0)
-		pthread_join(t, NULL);
-	if (*client < 0 || *server < 0) {
-		printf("FAIL pair: %s\n", strerror(errno));
-		exit(1);
-	}
-}
+#include "pair_check.h"
 
 /* Reads exactly len bytes (blocking), 0 on success. */
 static int read_all(int fd, char *buf, size_t len)
@@ -104,37 +53,40 @@ static void fdopen_stream(void)
 	int client, server;
 	FILE *in, *out;
 
-	pair(&client, &server);
+	check_pair(&client, &server);
 	printf("fd client %d\nfd server %d\n", client, server);
 	in = fdopen(server, "r");
-	result("fdopen_gives_a_stream", in != NULL, "%s", strerror(errno));
+	check_result("fdopen_gives_a_stream", in != NULL, "%s",
+		     strerror(errno));
 	if (!in)
 		return;
-	result("fileno_is_the_socket", fileno(in) == server, "fileno %d",
-	       fileno(in));
+	check_result("fileno_is_the_socket", fileno(in) == server, "fileno %d",
+		     fileno(in));
 	if (write(client, line, strlen(line)) != (ssize_t)strlen(line))
-		result("write_to_stream", 0, "%s", strerror(errno));
-	result("fgets_reads_the_peers_bytes",
-	       fgets(buf, sizeof(buf), in) && !strcmp(buf, line), "got '%s'",
-	       buf);
+		check_result("write_to_stream", 0, "%s", strerror(errno));
+	check_result("fgets_reads_the_peers_bytes",
+		     fgets(buf, sizeof(buf), in) && !strcmp(buf, line),
+		     "got '%s'", buf);
 	out = fdopen(fcntl(server, F_DUPFD_CLOEXEC, 0), "w");
-	result("fdopen_of_a_dup_gives_a_stream", out != NULL, "%s",
-	       strerror(errno));
+	check_result("fdopen_of_a_dup_gives_a_stream", out != NULL, "%s",
+		     strerror(errno));
 	if (!out)
 		return;
 	fprintf(out, "%s %d\n", "fprintf", 42);
-	result("fflush_sends", fflush(out) == 0, "%s", strerror(errno));
+	check_result("fflush_sends", fflush(out) == 0, "%s", strerror(errno));
 	memset(buf, 0, sizeof(buf));
-	result("peer_reads_fprintf_bytes",
-	       !read_all(client, buf, 11) && !memcmp(buf, "fprintf 42\n", 11),
-	       "got '%s'", buf);
-	result("fclose_succeeds", (fclose(in) | fclose(out)) == 0, "%s",
-	       strerror(errno));
-	result("fclose_closes_the_socket",
-	       fcntl(server, F_GETFD) < 0 && errno == EBADF, "still open");
+	check_result("peer_reads_fprintf_bytes",
+		     !read_all(client, buf, 11) &&
+			     !memcmp(buf, "fprintf 42\n", 11),
+		     "got '%s'", buf);
+	check_result("fclose_succeeds", (fclose(in) | fclose(out)) == 0, "%s",
+		     strerror(errno));
+	check_result("fclose_closes_the_socket",
+		     fcntl(server, F_GETFD) < 0 && errno == EBADF,
+		     "still open");
 	/* The peer sees EOF only once both streams (both fds) closed. */
-	result("peer_sees_eof", read(client, buf, 1) == 0, "%s",
-	       strerror(errno));
+	check_result("peer_sees_eof", read(client, buf, 1) == 0, "%s",
+		     strerror(errno));
 	close(client);
 }
 
@@ -143,21 +95,22 @@ static void dprintf_to_socket(void)
 	char buf[5000];
 	int client, server, n;
 
-	pair(&client, &server);
+	check_pair(&client, &server);
 	n = dprintf(client, "dprintf %s %d\n", "works", 7);
-	result("dprintf_returns_its_length", n == 16, "returned %d", n);
+	check_result("dprintf_returns_its_length", n == 16, "returned %d", n);
 	memset(buf, 0, sizeof(buf));
-	result("peer_reads_dprintf_bytes",
-	       !read_all(server, buf, 16) &&
-		       !memcmp(buf, "dprintf works 7\n", 16),
-	       "got '%s'", buf);
+	check_result("peer_reads_dprintf_bytes",
+		     !read_all(server, buf, 16) &&
+			     !memcmp(buf, "dprintf works 7\n", 16),
+		     "got '%s'", buf);
 	/* Longer than any buffer of the wrapper's own. */
 	n = dprintf(client, "%4999d", 1);
-	result("long_dprintf_returns_its_length", n == 4999, "returned %d", n);
-	result("peer_reads_long_dprintf",
-	       !read_all(server, buf, 4999) && buf[4998] == '1' &&
-		       buf[0] == ' ',
-	       "short or wrong");
+	check_result("long_dprintf_returns_its_length", n == 4999,
+		     "returned %d", n);
+	check_result("peer_reads_long_dprintf",
+		     !read_all(server, buf, 4999) && buf[4998] == '1' &&
+			     buf[0] == ' ',
+		     "short or wrong");
 	close(client);
 	close(server);
 }
@@ -168,7 +121,7 @@ static void stdout_is_socket(void)
 	char buf[64] = "";
 	int client, server, saved;
 
-	pair(&client, &server);
+	check_pair(&client, &server);
 	fflush(stdout);
 	saved = fcntl(1, F_DUPFD_CLOEXEC, 0);
 	dup2(server, 1);
@@ -176,15 +129,15 @@ static void stdout_is_socket(void)
 	fflush(stdout);
 	dup2(saved, 1);
 	close(saved);
-	result("peer_reads_printf_on_dup2_stdout",
-	       !read_all(client, buf, 9) && !memcmp(buf, "printf 1\n", 9),
-	       "got '%s'", buf);
+	check_result("peer_reads_printf_on_dup2_stdout",
+		     !read_all(client, buf, 9) && !memcmp(buf, "printf 1\n", 9),
+		     "got '%s'", buf);
 	/* The connection still carries both ways. */
 	if (write(client, "back", 4) != 4)
 		buf[0] = 0;
-	result("socket_still_reads_after_stdout",
-	       !read_all(server, buf, 4) && !memcmp(buf, "back", 4), "got '%s'",
-	       buf);
+	check_result("socket_still_reads_after_stdout",
+		     !read_all(server, buf, 4) && !memcmp(buf, "back", 4),
+		     "got '%s'", buf);
 	close(client);
 	close(server);
 }
@@ -196,7 +149,7 @@ static void fork_child_stdout(void)
 	int client, server, status = -1;
 	pid_t pid;
 
-	pair(&client, &server);
+	check_pair(&client, &server);
 	fflush(stdout);
 	pid = fork();
 	if (pid == 0) {
@@ -206,27 +159,14 @@ static void fork_child_stdout(void)
 		_exit(0);
 	}
 	waitpid(pid, &status, 0);
-	result("fork_child_printf_reaches_peer",
-	       !read_all(client, buf, 8) && !memcmp(buf, "child 2\n", 8),
-	       "got '%s'", buf);
-	result("fork_child_exits_0", WIFEXITED(status) && !WEXITSTATUS(status),
-	       "status %d", status);
+	check_result("fork_child_printf_reaches_peer",
+		     !read_all(client, buf, 8) && !memcmp(buf, "child 2\n", 8),
+		     "got '%s'", buf);
+	check_result("fork_child_exits_0",
+		     WIFEXITED(status) && !WEXITSTATUS(status), "status %d",
+		     status);
 	close(client);
 	close(server);
-}
-
-/* roceshim-stat's JSON of this process, into path. */
-static void save_stats(const char *path)
-{
-	const char *stat = getenv("ROCESHIM_STAT");
-	char cmd[512];
-
-	if (!stat)
-		return;
-	snprintf(cmd, sizeof(cmd), "'%s' --json %d > '%s'", stat, (int)getpid(),
-		 path);
-	if (system(cmd))
-		printf("FAIL stats: roceshim-stat failed\n");
 }
 
 /*
@@ -235,6 +175,7 @@ static void save_stats(const char *path)
  */
 static int send_at_exit(const char *addr, const char *port)
 {
+	struct sockaddr_in server_addr = { .sin_family = AF_INET };
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
 	FILE *out;
 
@@ -253,21 +194,15 @@ static int send_at_exit(const char *addr, const char *port)
 
 int main(int argc, char **argv)
 {
-	socklen_t len = sizeof(server_addr);
 	int fd;
 
 	if (argc == 4 && !strcmp(argv[1], "--send-at-exit"))
 		return send_at_exit(argv[2], argv[3]);
-	if (argc != 3 ||
-	    inet_pton(AF_INET, argv[1], &server_addr.sin_addr) != 1) {
+	if (argc != 3) {
 		fprintf(stderr, "usage: stdio_check ADDR STATS_JSON\n");
 		return 2;
 	}
-	listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (bind(listener, (struct sockaddr *)&server_addr,
-		 sizeof(server_addr)) ||
-	    listen(listener, 8) ||
-	    getsockname(listener, (struct sockaddr *)&server_addr, &len)) {
+	if (check_listen(argv[1])) {
 		perror("listener");
 		return 1;
 	}
@@ -277,6 +212,6 @@ int main(int argc, char **argv)
 	fork_child_stdout();
 	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	printf("fd after %d\n", fd);
-	save_stats(argv[2]);
-	return failures ? 1 : 0;
+	check_save_stats(argv[2]);
+	return check_failures ? 1 : 0;
 }

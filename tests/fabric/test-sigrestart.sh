@@ -19,19 +19,7 @@ trap 'rm -rf "$tmp"' EXIT
 # shellcheck source=../lib.sh
 . "$top_srcdir/tests/lib.sh"
 
-# run NAME RDMA
-run() {
-	ROCESHIM_RDMA=$2 timeout 60 "$ROCESHIM_RUN" "$prog" \
-		"$ROCESHIM_FABRIC_ADDR_A" "$tmp/$1.json" >"$tmp/$1" 2>&1
-	echo "rc $?" >>"$tmp/$1"
-	sed "s/^/    $1: /" "$tmp/$1"
-	check_eq "${1}_every_behaviour_as_specified" "0 0" \
-		"$(grep -c '^FAIL' "$tmp/$1") $(awk '$1 == "rc" {print $2}' "$tmp/$1")"
-}
-run tcp 0
-run rdma 1
-check_eq same_behaviours_as_tcp "$(grep '^ok' "$tmp/tcp")" \
-	"$(grep '^ok' "$tmp/rdma")"
+pair_check_both "$prog"
 on_rdma=$("$PYTHON" -c 'import json, sys
 print(json.load(open(sys.argv[1]))["global"]["connections_rdma"])' \
 	"$tmp/rdma.json" 2>/dev/null)

@@ -21,13 +21,8 @@ trap 'rm -rf "$tmp"' EXIT
 . "$top_srcdir/tests/lib.sh"
 
 for way in tcp rdma; do
-	rdma=0
-	[ "$way" = rdma ] && rdma=1
-	ROCESHIM_RDMA=$rdma timeout 120 "$ROCESHIM_RUN" "$PYTHON" \
-		"$top_srcdir/tests/fabric/sockopt.py" "$ROCESHIM_FABRIC_ADDR_A" \
-		>"$tmp/$way" 2>&1
-	echo "rc $?" >>"$tmp/$way"
-	sed "s/^/    $way: /" "$tmp/$way"
+	run_way "$way" "$PYTHON" "$top_srcdir/tests/fabric/sockopt.py" \
+		"$ROCESHIM_FABRIC_ADDR_A"
 done
 check_eq tcp_runs "rc 0" "$(grep '^rc' "$tmp/tcp")"
 check_eq same_as_tcp "$(grep -v '^row ' "$tmp/tcp")" \
