@@ -458,27 +458,30 @@ static ssize_t send_some(struct conn *c, struct zerocopy *z, struct blocking *b,
 
 /*
  * How many of iov's buffers, from the first, are in host memory: the
- * kernel's copy stops with EFAULT at the first in GPU memory, having
- * moved the bytes before it.  Such a buffer is never read or written
- * here, nor registered: with a peer-memory module loaded, a registration
- * of it would succeed where TCP fails.
+ * kernel's copy stops with EFAULT at the first in GPU memory (or NULL),
+ * having moved the bytes before it.  Such a buffer is never read or
+ * written here, nor registered: with a peer-memory module loaded, a
+ * registration of it would succeed where TCP fails.
  */
 static int host_memory(const struct iovec *iov, int iovcnt)
 {
+	bool cuda = cuda_mem_active_now();
 	int i;
 
-	if (!cuda_mem_active_now())
-		return iovcnt;
-	for (i = 0; i < iovcnt; i++)
-		if (iov[i].iov_len &&
-		    cuda_mem_class(iov[i].iov_base) == ROCESHIM_MEM_DEVICE)
+	for (i = 0; i < iovcnt; i++) {
+		if (!iov[i].iov_len)
+			continue;
+		if (!iov[i].iov_base ||
+		    (cuda &&
+		     cuda_mem_class(iov[i].iov_base) == ROCESHIM_MEM_DEVICE))
 			break;
+	}
 	return i;
 }
 
 /*
- * A read into buf, or, where buf is GPU memory, what the kernel's would
- * find before its copy fails: data (then EFAULT), EOF, an error, or
+ * A read into buf, or, where buf is GPU memory or NULL, what the kernel's
+ * would find before its copy fails: data (then EFAULT), EOF, an error, or
  * nothing yet.
  */
 static ssize_t recv_into(struct conn *c, bool device, uint8_t *buf, size_t len,
@@ -492,16 +495,19 @@ static ssize_t recv_into(struct conn *c, bool device, uint8_t *buf, size_t len,
 	n = transport_recv(c->t, &probe, 1, true);
 	if (n <= 0)
 		return n;
-	stats_mem_event(STATS_MEM_DEVICE_REFUSED, 1);
+	if (buf)
+		stats_mem_event(STATS_MEM_DEVICE_REFUSED, 1);
 	return -EFAULT;
 }
 
 /*
- * A send whose first bytes are in GPU memory: the kernel refuses it with
- * EFAULT when it would copy them, after a failed connection's error, and
- * once there is room (a full socket blocks, or says EAGAIN).
+ * A send whose first bytes are in GPU memory (or NULL): the kernel
+ * refuses it with EFAULT when it would copy them, after a failed
+ * connection's error, and once there is room (a full socket blocks, or
+ * says EAGAIN).
  */
-static ssize_t send_device(struct conn *c, struct blocking *b)
+static ssize_t send_device(struct conn *c, struct blocking *b,
+			   const void *first)
 {
 	bool corked;
 	ssize_t n;
@@ -518,7 +524,8 @@ static ssize_t send_device(struct conn *c, struct blocking *b)
 		if (n)
 			return n;
 	}
-	stats_mem_event(STATS_MEM_DEVICE_REFUSED, 1);
+	if (first)
+		stats_mem_event(STATS_MEM_DEVICE_REFUSED, 1);
 	return -EFAULT;
 }
 
@@ -538,7 +545,7 @@ ssize_t conn_rdma_send(struct conn *c, int tcp_fd, const struct iovec *iov,
 
 	host = host_memory(iov, iovcnt);
 	if (host < iovcnt && !iov_bytes(iov, host))
-		return send_device(c, &b);
+		return send_device(c, &b, iov[host].iov_base);
 	iovcnt = host;
 	len = iov_bytes(iov, iovcnt); /* to stage before returning */
 	for (;;) {
@@ -581,6 +588,30 @@ ssize_t conn_rdma_send(struct conn *c, int tcp_fd, const struct iovec *iov,
 	return total ? total : n;
 }
 
+/*
+ * A recv() of nothing: TCP's reports an error, or waits once for a byte,
+ * the end, its timeout or a signal, and then returns 0 (tcp_recvmsg());
+ * EAGAIN if it must not block.
+ */
+static ssize_t recv_nothing(struct conn *c, struct blocking *b)
+{
+	uint8_t probe;
+	ssize_t n;
+
+	n = transport_recv(c->t, &probe, 1, true);
+	if (n == -EAGAIN) {
+		check_peer(c, b->fd);
+		n = transport_recv(c->t, &probe, 1, true);
+	}
+	if (n != -EAGAIN)
+		return n < 0 ? n : 0;
+	if (must_not_block(b))
+		return -EAGAIN;
+	n = readiness_wait_readable(c->r, b->deadline);
+	readiness_after_recv(c->r);
+	return n == -EXDEV ? n : 0;
+}
+
 ssize_t conn_rdma_recv(struct conn *c, int tcp_fd, const struct iovec *iov,
 		       int iovcnt, int flags)
 {
@@ -589,24 +620,15 @@ ssize_t conn_rdma_recv(struct conn *c, int tcp_fd, const struct iovec *iov,
 			      .timeout_opt = SO_RCVTIMEO };
 	bool peek = flags & MSG_PEEK;
 	bool waitall = (flags & MSG_WAITALL) && !peek;
-	/* MSG_TRUNC: TCP takes the bytes without a copy; buffers may be NULL.
-	 */
+	/* TCP takes the bytes without a copy: the buffers may be NULL. */
 	bool discard = flags & MSG_TRUNC;
 	struct wait_clock w = { .policy = &c->rx_spin };
 	ssize_t total = 0, n = 0;
 	size_t off = 0;
 	int i = 0, host;
 
-	/* A read of nothing waits, as TCP's, for a byte or the end: then 0. */
-	if (!iov_bytes(iov, iovcnt)) {
-		uint8_t probe;
-		struct iovec one = { .iov_base = &probe, .iov_len = 1 };
-
-		n = conn_rdma_recv(c, tcp_fd, &one, 1,
-				   (flags | MSG_PEEK) &
-					   ~(MSG_TRUNC | MSG_WAITALL));
-		return n < 0 ? n : 0;
-	}
+	if (!iov_bytes(iov, iovcnt))
+		return recv_nothing(c, &b);
 	/* A peek looks at the start of the stream: one buffer at a time. */
 	if (peek && iovcnt > 1)
 		iovcnt = 1;

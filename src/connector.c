@@ -580,11 +580,11 @@ bool connector_abort(struct sock *sock, int how)
 /*
  * The connect must end on kernel TCP, for why: one still in its RDMA
  * handshake gives it up, and its kernel connect goes out now; one whose
- * TCP connect is on its way is waited for, at most wait_ms.  shared:
- * another process may hold the socket from now on.
+ * TCP connect is on its way is waited for, at most 3 s (past the first
+ * retransmission of its SYN).  shared: another process may hold the
+ * socket from now on.
  */
-static void keep_tcp(struct sock *sock, enum roceshim_reason why, bool shared,
-		     int wait_ms)
+static void keep_tcp(struct sock *sock, enum roceshim_reason why, bool shared)
 {
 	struct connector *c =
 		__atomic_load_n(&sock->connector, __ATOMIC_ACQUIRE);
@@ -613,17 +613,17 @@ static void keep_tcp(struct sock *sock, enum roceshim_reason why, bool shared,
 	 * ends, the caller finds the connection to move.
 	 */
 	if (wait)
-		wait_connect_end(c, wait_ms);
+		wait_connect_end(c, SHARE_WAIT_MS);
 }
 
 void connector_share(struct sock *sock)
 {
-	keep_tcp(sock, ROCESHIM_REASON_SHARED, true, SHARE_WAIT_MS);
+	keep_tcp(sock, ROCESHIM_REASON_SHARED, true);
 }
 
 void connector_keep_tcp(struct sock *sock, enum roceshim_reason why)
 {
-	keep_tcp(sock, why, false, ABORT_WAIT_MS);
+	keep_tcp(sock, why, false);
 }
 
 /* Whether a and b name the same socket. */

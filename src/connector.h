@@ -118,8 +118,7 @@ bool connector_any_pending(void);
 void connector_share(struct sock *sock);
 /*
  * The same for the program's own reason (an option only TCP has): the
- * socket stays the program's alone, and a TCP connect on its way is
- * waited for at most 1 s.
+ * socket stays the program's alone.
  */
 void connector_keep_tcp(struct sock *sock, enum roceshim_reason why);
 

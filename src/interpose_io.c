@@ -101,8 +101,10 @@ tracked_recv(struct sock *sock, int fd, void *buf, size_t len, int flags,
 	if (upgraded_carried(sock)) {
 		struct iovec iov = { .iov_base = buf, .iov_len = len };
 
-		return done_upgraded(sock,
-				     upgraded_recv(sock, fd, &iov, 1, flags));
+		return done_upgraded(
+			sock,
+			as_read ? upgraded_read(sock, fd, &iov, 1, flags)
+				: upgraded_recv(sock, fd, &iov, 1, flags));
 	}
 	ret = as_read ? real.read(fd, buf, len)
 		      : real.recv(fd, buf, len, flags);
@@ -170,7 +172,7 @@ SHIM_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
 
 	sock = lookup(fd, &up);
 	if (up)
-		return done_upgraded(up, upgraded_recv(up, fd, iov, iovcnt, 0));
+		return done_upgraded(up, upgraded_read(up, fd, iov, iovcnt, 0));
 	ret = real.readv(fd, iov, iovcnt);
 	return sock ? done_rx(sock, ret, iov, iovcnt) : ret;
 }
@@ -240,7 +242,7 @@ static ssize_t rw2_upgraded(struct sock *up, int fd, const struct iovec *iov,
 	    ((flags & RWF_NOWAIT) && !sockets_take_nowait()))
 		return done_upgraded(up, -EOPNOTSUPP);
 	return done_upgraded(up, tx ? upgraded_send(up, fd, iov, iovcnt, msg)
-				    : upgraded_recv(up, fd, iov, iovcnt, msg));
+				    : upgraded_read(up, fd, iov, iovcnt, msg));
 }
 
 static ssize_t rw2(int fd, const struct iovec *iov, int iovcnt, off_t offset,

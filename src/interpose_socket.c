@@ -127,8 +127,12 @@ SHIM_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 		err = ret ? errno : 0;
 		track_connect(sock, fd, addr, len, ret, err, reason);
 		sock_put(sock);
-		/* Interrupted, unless the kernel's connect failed at once. */
-		errno = err && err != EINPROGRESS ? err : EINTR;
+		/* Interrupted, unless the kernel's connect ended at once. */
+		if (!ret) {
+			errno = entry;
+			return 0;
+		}
+		errno = err == EINPROGRESS ? EINTR : err;
 		return -1;
 	}
 	if (err && err != EINPROGRESS) {

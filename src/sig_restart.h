@@ -9,10 +9,10 @@
  * Which signal interrupted is not known, so the answer is true only when
  * every handler that could have run on this thread (its signal unblocked
  * here, not one the kernel raises only on a faulting thread) has
- * SA_RESTART, both as the kernel has them now and as the program
- * installed them (a one-shot handler is reset before its EINTR is seen),
- * and at least one such handler is there; otherwise the call fails with
- * EINTR.
+ * SA_RESTART, and at least one is there.  A handler counts as the kernel
+ * has it now; a signal whose handler is gone counts once more as the
+ * program last installed it, since a one-shot handler (SA_RESETHAND) is
+ * reset before its EINTR is seen.
  *
  * Contract: thread safe; errno is left as it was.  sig_restart_allowed()
  * is called at once after a wait returned EINTR, on the thread that
@@ -25,7 +25,10 @@
 
 bool sig_restart_allowed(void);
 
-/* The program installed a disposition for sig (interpose_signal.c). */
-void sig_restart_note(int sig);
+/*
+ * The program installed a disposition for sig (interpose_signal.c): a
+ * handler or not, with SA_RESTART or not.
+ */
+void sig_restart_note(int sig, bool handler, bool restart);
 
 #endif /* ROCESHIM_SIG_RESTART_H */

@@ -48,7 +48,8 @@ int track_fcntl_result(int fd, int cmd, int ret);
  * -EINTR: a signal handler interrupted the blocking handshake where the
  * kernel's connect would fail with EINTR; the caller starts the kernel's
  * connect without waiting for it (connector_kernel_connect()) and
- * reports EINTR, as the kernel's goes on after it.  Another negative
+ * reports EINTR, as the kernel's goes on after it (or the kernel's
+ * result, if that connect ended at once).  Another negative
  * errno: the connect() fails with it, as the kernel's would (EALREADY
  * while one is in the background, or the error of one that failed).  0:
  * the real connect() goes on.

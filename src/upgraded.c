@@ -25,23 +25,18 @@ static int urgent_moves(struct conn *c, int flags)
 }
 
 /*
- * The kernel's checks of the buffers (import_iovec()), made first, and
- * its EFAULT for a NULL one, which the ring's copy would crash on (the
- * kernel's own copy fails without taking the bytes).  MSG_TRUNC copies
- * nothing, so its buffers may be NULL.
+ * The kernel's checks of the buffers (import_iovec()), made first; a
+ * NULL buffer fails later, where a copy would be made (conn_rdma.c).
  */
-static int iov_valid(const struct iovec *iov, int iovcnt, int flags)
+static int iov_valid(const struct iovec *iov, int iovcnt)
 {
 	int i;
 
 	if (iovcnt < 0 || iovcnt > UIO_MAXIOV)
 		return -EINVAL;
-	for (i = 0; i < iovcnt; i++) {
+	for (i = 0; i < iovcnt; i++)
 		if (iov[i].iov_len > SSIZE_MAX)
 			return -EINVAL;
-		if (!iov[i].iov_base && iov[i].iov_len && !(flags & MSG_TRUNC))
-			return -EFAULT;
-	}
 	return 0;
 }
 
@@ -52,7 +47,7 @@ ssize_t upgraded_send(struct sock *sock, int fd, const struct iovec *iov,
 	bool kernel;
 	ssize_t ret;
 
-	ret = iov_valid(iov, iovcnt, 0);
+	ret = iov_valid(iov, iovcnt);
 	if (ret)
 		return ret;
 	/* Connecting in the background: as a TCP connect in progress. */
@@ -102,7 +97,7 @@ ssize_t upgraded_recv(struct sock *sock, int fd, const struct iovec *iov,
 	bool kernel;
 	ssize_t ret;
 
-	ret = iov_valid(iov, iovcnt, flags);
+	ret = iov_valid(iov, iovcnt);
 	if (ret)
 		return ret;
 	if (flags & MSG_ERRQUEUE)
@@ -129,6 +124,22 @@ ssize_t upgraded_recv(struct sock *sock, int fd, const struct iovec *iov,
 		log_debug("fd %d: rdma read ends: %s", fd,
 			  ret ? strerror((int)-ret) : "EOF");
 	return ret;
+}
+
+ssize_t upgraded_read(struct sock *sock, int fd, const struct iovec *iov,
+		      int iovcnt, int flags)
+{
+	ssize_t ret = iov_valid(iov, iovcnt);
+	int i;
+
+	if (ret)
+		return ret;
+	/* A read of nothing returns 0 at once on a socket (sock_read_iter()).
+	 */
+	for (i = 0; i < iovcnt; i++)
+		if (iov[i].iov_len)
+			return upgraded_recv(sock, fd, iov, iovcnt, flags);
+	return 0;
 }
 
 int upgraded_shutdown(struct sock *sock, int fd, int how)

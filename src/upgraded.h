@@ -34,6 +34,12 @@ ssize_t upgraded_send(struct sock *sock, int fd, const struct iovec *iov,
 		      int iovcnt, int flags);
 ssize_t upgraded_recv(struct sock *sock, int fd, const struct iovec *iov,
 		      int iovcnt, int flags);
+/*
+ * read(), readv() and preadv2(): as upgraded_recv(), but a read of
+ * nothing returns 0 at once, where a recv() of nothing waits for a byte.
+ */
+ssize_t upgraded_read(struct sock *sock, int fd, const struct iovec *iov,
+		      int iovcnt, int flags);
 /* shutdown(): SHUT_WR sends FIN after the queued data. */
 int upgraded_shutdown(struct sock *sock, int fd, int how);
 /* FIONREAD. */

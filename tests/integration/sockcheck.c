@@ -2412,15 +2412,21 @@ out:
 	close_fd(&s);
 }
 
-static void zero_length_recv_waits_for_a_byte(struct tctx *t)
+static void zero_length_reads_as_the_kernel_does(struct tctx *t)
 {
+	struct timeval tv = { .tv_usec = 100000 };
 	unsigned char src[3], buf[3];
 	int c = -1, s = -1;
 	ssize_t r;
 
 	TRY(make_pair(t, &c, &s, 0));
-	/* Not 0, which would read as the end of the stream. */
+	/* read() of nothing returns 0 at once; recv() of nothing waits. */
+	r = read(s, buf, 0);
+	ASSERT(r == 0, "read of 0 bytes: %zd", r);
 	ASSERT_ERR(recv(s, buf, 0, MSG_DONTWAIT), EAGAIN);
+	ASSERT_OK(setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)));
+	r = recv(s, buf, 0, 0);
+	ASSERT(r == 0, "recv of 0 bytes after its timeout: %zd", r);
 	pattern_fill(src, sizeof(src), 23, 0);
 	TRY(send_all(t, c, src, sizeof(src)));
 	TRY(wait_queued(t, s, sizeof(src)));
@@ -5711,7 +5717,7 @@ static const struct test tests[] = {
 	TEST(small_sndbuf_bounds_what_sends_queue),
 	/* message flags */
 	TEST(peek_does_not_consume),
-	TEST(zero_length_recv_waits_for_a_byte),
+	TEST(zero_length_reads_as_the_kernel_does),
 	TEST(trunc_takes_bytes_without_a_buffer),
 	TEST(empty_error_queue_leaves_the_stream),
 	TEST(buffers_are_checked_as_the_kernel_does),

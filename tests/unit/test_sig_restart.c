@@ -25,13 +25,13 @@ static void install(int sig, int flags)
 
 	sigemptyset(&act.sa_mask);
 	assert_int_equal(sigaction(sig, &act, NULL), 0);
-	sig_restart_note(sig);
+	sig_restart_note(sig, true, flags & SA_RESTART);
 }
 
 static void reset(int sig)
 {
 	signal(sig, SIG_DFL);
-	sig_restart_note(sig);
+	sig_restart_note(sig, false, false);
 }
 
 static int reset_all(void **state)
@@ -100,6 +100,36 @@ static void one_shot_handler_counts_once_reset(void **state)
 	assert_false(sig_restart_allowed());
 }
 
+static void one_shot_handler_with_sa_restart_restarts_once_reset(void **state)
+{
+	(void)state;
+	install(SIGUSR2, SA_RESTART | SA_RESETHAND);
+	signal(SIGUSR2, SIG_DFL);
+	assert_true(sig_restart_allowed());
+}
+
+static void reset_handler_counts_for_one_decision(void **state)
+{
+	(void)state;
+	install(SIGALRM, SA_RESTART);
+	install(SIGUSR2, SA_RESETHAND);
+	signal(SIGUSR2, SIG_DFL);
+	assert_false(sig_restart_allowed());
+	assert_true(sig_restart_allowed());
+}
+
+static void live_handler_outweighs_the_note(void **state)
+{
+	struct sigaction act = { .sa_handler = on_signal,
+				 .sa_flags = SA_RESTART };
+
+	(void)state;
+	install(SIGUSR1, 0);
+	sigemptyset(&act.sa_mask);
+	assert_int_equal(sigaction(SIGUSR1, &act, NULL), 0);
+	assert_true(sig_restart_allowed());
+}
+
 static void handler_put_back_to_default_counts_no_more(void **state)
 {
 	(void)state;
@@ -131,6 +161,13 @@ int main(void)
 				       reset_all),
 		cmocka_unit_test_setup(fault_handler_does_not_count, reset_all),
 		cmocka_unit_test_setup(one_shot_handler_counts_once_reset,
+				       reset_all),
+		cmocka_unit_test_setup(
+			one_shot_handler_with_sa_restart_restarts_once_reset,
+			reset_all),
+		cmocka_unit_test_setup(reset_handler_counts_for_one_decision,
+				       reset_all),
+		cmocka_unit_test_setup(live_handler_outweighs_the_note,
 				       reset_all),
 		cmocka_unit_test_setup(
 			handler_put_back_to_default_counts_no_more, reset_all),
