@@ -97,8 +97,6 @@ static void real_resolve(void)
 	RESOLVE(popen);
 	RESOLVE(daemon);
 	RESOLVE(sigaction);
-	RESOLVE(signal);
-	RESOLVE(sysv_signal);
 	/* glibc before 2.28 has no fcntl64; both names mean the same call. */
 	if (!real.fcntl64)
 		real.fcntl64 = real.fcntl;

@@ -119,8 +119,6 @@ struct real_libc {
 	FILE *(*popen)(const char *, const char *);
 	int (*daemon)(int, int);
 	int (*sigaction)(int, const struct sigaction *, struct sigaction *);
-	__sighandler_t (*signal)(int, __sighandler_t);
-	__sighandler_t (*sysv_signal)(int, __sighandler_t);
 };
 
 extern struct real_libc real;
