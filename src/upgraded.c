@@ -27,17 +27,20 @@ static int urgent_moves(struct conn *c, int flags)
 /*
  * The kernel's checks of the buffers (import_iovec()), made first; a
  * NULL buffer fails later, where a copy would be made (conn_rdma.c).
+ * -EINVAL, 0 if they hold no byte, 1 if they do.
  */
-static int iov_valid(const struct iovec *iov, int iovcnt)
+static int iov_check(const struct iovec *iov, int iovcnt)
 {
-	int i;
+	int i, bytes = 0;
 
 	if (iovcnt < 0 || iovcnt > UIO_MAXIOV)
 		return -EINVAL;
-	for (i = 0; i < iovcnt; i++)
+	for (i = 0; i < iovcnt; i++) {
 		if (iov[i].iov_len > SSIZE_MAX)
 			return -EINVAL;
-	return 0;
+		bytes |= iov[i].iov_len != 0;
+	}
+	return bytes;
 }
 
 ssize_t upgraded_send(struct sock *sock, int fd, const struct iovec *iov,
@@ -47,8 +50,8 @@ ssize_t upgraded_send(struct sock *sock, int fd, const struct iovec *iov,
 	bool kernel;
 	ssize_t ret;
 
-	ret = iov_valid(iov, iovcnt);
-	if (ret)
+	ret = iov_check(iov, iovcnt);
+	if (ret < 0)
 		return ret;
 	/* Connecting in the background: as a TCP connect in progress. */
 	if (!c)
@@ -90,16 +93,14 @@ static ssize_t recv_error_queue(int fd, const struct iovec *iov, int iovcnt,
 	return ret < 0 ? -errno : ret;
 }
 
-ssize_t upgraded_recv(struct sock *sock, int fd, const struct iovec *iov,
-		      int iovcnt, int flags)
+/* upgraded_recv(), its buffers checked. */
+static ssize_t recv_checked(struct sock *sock, int fd, const struct iovec *iov,
+			    int iovcnt, int flags)
 {
 	struct conn *c = __atomic_load_n(&sock->conn, __ATOMIC_ACQUIRE);
 	bool kernel;
 	ssize_t ret;
 
-	ret = iov_valid(iov, iovcnt);
-	if (ret)
-		return ret;
 	if (flags & MSG_ERRQUEUE)
 		return recv_error_queue(fd, iov, iovcnt, flags);
 	if (!c)
@@ -126,20 +127,22 @@ ssize_t upgraded_recv(struct sock *sock, int fd, const struct iovec *iov,
 	return ret;
 }
 
+ssize_t upgraded_recv(struct sock *sock, int fd, const struct iovec *iov,
+		      int iovcnt, int flags)
+{
+	int ret = iov_check(iov, iovcnt);
+
+	return ret < 0 ? ret : recv_checked(sock, fd, iov, iovcnt, flags);
+}
+
 ssize_t upgraded_read(struct sock *sock, int fd, const struct iovec *iov,
 		      int iovcnt, int flags)
 {
-	ssize_t ret = iov_valid(iov, iovcnt);
-	int i;
+	int ret = iov_check(iov, iovcnt);
 
-	if (ret)
-		return ret;
 	/* A read of nothing returns 0 at once on a socket (sock_read_iter()).
 	 */
-	for (i = 0; i < iovcnt; i++)
-		if (iov[i].iov_len)
-			return upgraded_recv(sock, fd, iov, iovcnt, flags);
-	return 0;
+	return ret <= 0 ? ret : recv_checked(sock, fd, iov, iovcnt, flags);
 }
 
 int upgraded_shutdown(struct sock *sock, int fd, int how)
