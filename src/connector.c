@@ -21,6 +21,7 @@
 #include "progress.h"
 #include "readiness.h"
 #include "real.h"
+#include "sig_restart.h"
 #include "stats.h"
 
 enum connector_state {
@@ -98,6 +99,7 @@ bool FORK_CODE connector_any_pending(void)
 
 static void dialed(void *arg, enum roceshim_reason reason, struct conn *c,
 		   bool no_listener);
+static void destroy(struct connector *c);
 
 bool connector_pending(const struct sock *sock)
 {
@@ -184,20 +186,23 @@ void connector_wait_release(struct sock *sock)
 		wait_fd_release(c);
 }
 
-bool connector_start(const struct config *cfg, struct sock *sock, int fd,
-		     const struct sockaddr *addr, socklen_t len,
-		     enum roceshim_reason *reason)
+/* A connector for sock (fd) and addr, not yet published; NULL: *reason. */
+static struct connector *connector_new(const struct config *cfg,
+				       struct sock *sock, int fd,
+				       const struct sockaddr *addr,
+				       socklen_t len,
+				       enum roceshim_reason *reason)
 {
 	struct connector *c;
 
 	if (len > sizeof(c->addr)) {
 		*reason = ROCESHIM_REASON_UNSUPPORTED;
-		return false;
+		return NULL;
 	}
 	c = calloc(1, sizeof(*c));
 	if (!c) {
 		*reason = ROCESHIM_REASON_RESOURCE;
-		return false;
+		return NULL;
 	}
 	pthread_mutex_init(&c->lock, NULL);
 	c->generation = fork_generation;
@@ -210,12 +215,30 @@ bool connector_start(const struct config *cfg, struct sock *sock, int fd,
 	/* Ours: the program may close its fd while the work goes on. */
 	c->dup = fd_room_dup(fd);
 	c->dup_number = c->dup;
-	if (c->wait_fd < 0 || c->dup < 0) {
-		*reason = c->wait_fd == -EMFILE || c->dup == -EMFILE
-				  ? ROCESHIM_REASON_FD_LIMIT
-				  : ROCESHIM_REASON_RESOURCE;
-		goto fail;
-	}
+	if (c->wait_fd >= 0 && c->dup >= 0)
+		return c;
+	*reason = c->wait_fd == -EMFILE || c->dup == -EMFILE
+			  ? ROCESHIM_REASON_FD_LIMIT
+			  : ROCESHIM_REASON_RESOURCE;
+	destroy(c);
+	return NULL;
+}
+
+/* Under c->lock: c is on its way, and sock's from now on. */
+static void publish_locked(struct connector *c)
+{
+	__atomic_add_fetch(&pending_count, 1, __ATOMIC_ACQ_REL);
+	__atomic_store_n(&c->sock->connector, c, __ATOMIC_RELEASE);
+}
+
+bool connector_start(const struct config *cfg, struct sock *sock, int fd,
+		     const struct sockaddr *addr, socklen_t len,
+		     enum roceshim_reason *reason)
+{
+	struct connector *c = connector_new(cfg, sock, fd, addr, len, reason);
+
+	if (!c)
+		return false;
 	/*
 	 * Published only once the dial is on its way (a fork walks the
 	 * connectors), under c->lock, which the dial's end needs.
@@ -223,20 +246,12 @@ bool connector_start(const struct config *cfg, struct sock *sock, int fd,
 	pthread_mutex_lock(&c->lock);
 	*reason =
 		handshake_dial(cfg, c->dup, addr, len, 0, dialed, c, &c->dial);
-	if (!*reason) {
-		__atomic_add_fetch(&pending_count, 1, __ATOMIC_ACQ_REL);
-		__atomic_store_n(&sock->connector, c, __ATOMIC_RELEASE);
-	}
+	if (!*reason)
+		publish_locked(c);
 	pthread_mutex_unlock(&c->lock);
 	if (!*reason)
 		return true;
-fail:
-	if (c->wait_fd >= 0)
-		real.close(c->wait_fd);
-	if (c->dup >= 0)
-		real.close(c->dup);
-	pthread_mutex_destroy(&c->lock);
-	free(c);
+	destroy(c);
 	return false;
 }
 
@@ -261,6 +276,8 @@ static void destroy(struct connector *c)
 {
 	if (c->wait_fd >= 0)
 		real.close(c->wait_fd);
+	if (c->dup >= 0)
+		real.close(c->dup);
 	pthread_mutex_destroy(&c->lock);
 	free(c);
 }
@@ -485,6 +502,53 @@ out:
 	pthread_mutex_unlock(&c->lock);
 	if (orphan)
 		destroy(c);
+}
+
+bool connector_adopt(const struct config *cfg, struct sock *sock, int fd,
+		     const struct sockaddr *addr, socklen_t len,
+		     struct conn *conn)
+{
+	enum roceshim_reason reason;
+	struct connector *c = connector_new(cfg, sock, fd, addr, len, &reason);
+	bool ok;
+
+	if (!c)
+		return false;
+	pthread_mutex_lock(&c->lock);
+	c->conn = conn;
+	c->reason = ROCESHIM_REASON_NONE;
+	c->state = CONNECTOR_TCP;
+	note_local(c);
+	c->watcher.fn = tcp_connected;
+	ok = !progress_add(c->dup, EPOLLOUT | EPOLLONESHOT, &c->watcher);
+	if (ok)
+		publish_locked(c);
+	pthread_mutex_unlock(&c->lock);
+	if (!ok)
+		destroy(c);
+	return ok;
+}
+
+int connector_wait_end(struct sock *sock)
+{
+	struct connector *c =
+		__atomic_load_n(&sock->connector, __ATOMIC_ACQUIRE);
+	struct pollfd pfd = { .events = POLLIN };
+	int ret = 0;
+
+	if (!c || foreign(c))
+		return 0;
+	pfd.fd = wait_fd_hold(c);
+	if (pfd.fd < 0)
+		return 0;
+	while (real.poll(&pfd, 1, -1) < 0 && errno == EINTR) {
+		if (!sig_restart_allowed()) {
+			ret = -EINTR;
+			break;
+		}
+	}
+	wait_fd_release(c);
+	return ret;
 }
 
 void connector_cancel(struct sock *sock)

@@ -4,16 +4,20 @@
  * once, and the RDMA handshake, then the real TCP connect, go on in the
  * background (the progress thread).  Until both are over the socket is
  * pending: calls on it behave as on a TCP socket whose connect is in
- * progress (another connect() gives EALREADY, sends and reads EAGAIN,
- * SO_ERROR 0, poll and epoll report nothing), and then it is either an
- * upgraded connection or a plain TCP socket, with the kernel's own
- * readiness and SO_ERROR.  A refusal for want of a CM listener is asked
- * again once the TCP connection is up (handshake.h), still pending.  A connect
- * that fails at once (a refused port on this host) reports its error through
- * SO_ERROR and the next connect(), as the kernel does for one that fails later.
+ * progress (another connect() gives EALREADY, sends and reads EAGAIN or,
+ * on a blocking socket, wait, SO_ERROR 0, poll and epoll report
+ * nothing), and then it is either an upgraded connection or a plain TCP
+ * socket, with the kernel's own readiness and SO_ERROR.  A refusal for
+ * want of a CM listener is asked again once the TCP connection is up
+ * (handshake.h), still pending.  A connect that fails at once (a refused
+ * port on this host) reports its error through SO_ERROR and the next
+ * connect(), as the kernel does for one that fails later.  A blocking
+ * connect() interrupted in its kernel connect, past its handshake, goes
+ * on the same way (connector_adopt()).
  *
- * Contract: connector_start() runs in connect(); the others are thread
- * safe.  The connector belongs to its sock, which frees it.
+ * Contract: connector_start() and connector_adopt() run in connect(); the
+ * others are thread safe.  The connector belongs to its sock, which frees
+ * it.
  */
 #ifndef ROCESHIM_CONNECTOR_H
 #define ROCESHIM_CONNECTOR_H
@@ -84,6 +88,24 @@ bool connector_abort(struct sock *sock, int how);
  */
 int connector_kernel_connect(int fd, const struct sockaddr *addr,
 			     socklen_t len);
+
+/*
+ * A blocking connect whose RDMA handshake made conn, and whose kernel
+ * connect a signal then interrupted (EINTR): the kernel goes on with it,
+ * so the connection goes on too, in the background as a non-blocking
+ * one does, and attaches once TCP connects.  false: it could not (no
+ * descriptor or memory); conn is still the caller's.
+ */
+bool connector_adopt(const struct config *cfg, struct sock *sock, int fd,
+		     const struct sockaddr *addr, socklen_t len,
+		     struct conn *conn);
+
+/*
+ * A blocking call on sock while its connect is in the background waits,
+ * as TCP's does, until the connect is over: 0, or -EINTR when a signal
+ * handler interrupted the wait where the kernel would not restart it.
+ */
+int connector_wait_end(struct sock *sock);
 
 /* The program closes the socket: the background connect stops. */
 void connector_cancel(struct sock *sock);

@@ -355,6 +355,16 @@ void track_connect(struct sock *sock, int fd, const struct sockaddr *addr,
 	}
 	if (!ret && sock->dial_again)
 		dial_again(sock, fd, addr, len, &reason);
+	/*
+	 * A signal interrupted the kernel's connect after the handshake: the
+	 * kernel goes on with it, and the peer will take the connection on
+	 * RDMA, so this end goes on too (connector.h).
+	 */
+	if (ret && err == EINTR && sock->conn &&
+	    connector_adopt(&shim_config, sock, fd, addr, len, sock->conn)) {
+		sock->conn = NULL;
+		err = EINPROGRESS;
+	}
 	if (ret && err != EINPROGRESS) {
 		/* The TCP connection failed: so does the RDMA one. */
 		if (sock->conn) {

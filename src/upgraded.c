@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
@@ -7,6 +8,7 @@
 #include <sys/socket.h>
 
 #include "conn.h"
+#include "connector.h"
 #include "cuda_mem.h"
 #include "log.h"
 #include "real.h"
@@ -22,6 +24,51 @@ static int urgent_moves(struct conn *c, int flags)
 {
 	return flags & MSG_OOB ? conn_make_plain(c, ROCESHIM_DOWNGRADE_URGENT)
 			       : 0;
+}
+
+/*
+ * sock connects in the background, as a TCP connect in progress: a
+ * non-blocking call fails with EAGAIN, a blocking one waits for the end.
+ * The connection, NULL if it ended on TCP (the call goes to the kernel
+ * then), or *err set.
+ */
+static struct conn *connected(struct sock *sock, int fd, int flags, int *err)
+{
+	int fl;
+
+	*err = 0;
+	fl = real.fcntl(fd, F_GETFL);
+	if ((flags & MSG_DONTWAIT) || fl < 0 || (fl & O_NONBLOCK)) {
+		*err = -EAGAIN;
+		return NULL;
+	}
+	*err = connector_wait_end(sock);
+	return *err ? NULL : __atomic_load_n(&sock->conn, __ATOMIC_ACQUIRE);
+}
+
+/* The kernel's sendmsg() or recvmsg() of the buffers: bytes or -errno. */
+static ssize_t kernel_io(int fd, const struct iovec *iov, int iovcnt, int flags,
+			 bool send)
+{
+	struct msghdr msg = { .msg_iov = (struct iovec *)iov,
+			      .msg_iovlen = iovcnt };
+	ssize_t ret = send ? real.sendmsg(fd, &msg, flags)
+			   : real.recvmsg(fd, &msg, flags);
+
+	return ret < 0 ? -errno : ret;
+}
+
+/* kernel_io() on a connection that ended on TCP, counted as TCP's. */
+static ssize_t plain_io(struct sock *sock, int fd, const struct iovec *iov,
+			int iovcnt, int flags, bool send)
+{
+	ssize_t ret = kernel_io(fd, iov, iovcnt, flags, send);
+
+	if (ret > 0 && send)
+		stats_tcp_tx(sock_row(sock), ret);
+	else if (ret > 0 && !(flags & MSG_PEEK))
+		stats_tcp_rx(sock_row(sock), ret);
+	return ret;
 }
 
 /*
@@ -49,13 +96,18 @@ ssize_t upgraded_send(struct sock *sock, int fd, const struct iovec *iov,
 	struct conn *c = __atomic_load_n(&sock->conn, __ATOMIC_ACQUIRE);
 	bool kernel;
 	ssize_t ret;
+	int err;
 
 	ret = iov_check(iov, iovcnt);
 	if (ret < 0)
 		return ret;
-	/* Connecting in the background: as a TCP connect in progress. */
-	if (!c)
-		return -EAGAIN;
+	if (!c) {
+		c = connected(sock, fd, flags, &err);
+		if (!c)
+			return err ? err
+				   : plain_io(sock, fd, iov, iovcnt, flags,
+					      true);
+	}
 	ret = urgent_moves(c, flags);
 	if (ret)
 		return ret;
@@ -79,20 +131,6 @@ ssize_t upgraded_send(struct sock *sock, int fd, const struct iovec *iov,
 	return ret;
 }
 
-/*
- * MSG_ERRQUEUE reads the kernel socket's error queue, which the RDMA
- * stream never fills: TCP's answer, EAGAIN while it is empty.
- */
-static ssize_t recv_error_queue(int fd, const struct iovec *iov, int iovcnt,
-				int flags)
-{
-	struct msghdr msg = { .msg_iov = (struct iovec *)iov,
-			      .msg_iovlen = iovcnt };
-	ssize_t ret = real.recvmsg(fd, &msg, flags);
-
-	return ret < 0 ? -errno : ret;
-}
-
 /* upgraded_recv(), its buffers checked. */
 static ssize_t recv_checked(struct sock *sock, int fd, const struct iovec *iov,
 			    int iovcnt, int flags)
@@ -100,11 +138,21 @@ static ssize_t recv_checked(struct sock *sock, int fd, const struct iovec *iov,
 	struct conn *c = __atomic_load_n(&sock->conn, __ATOMIC_ACQUIRE);
 	bool kernel;
 	ssize_t ret;
+	int err;
 
+	/*
+	 * MSG_ERRQUEUE reads the kernel socket's error queue, which the RDMA
+	 * stream never fills: TCP's answer, EAGAIN while it is empty.
+	 */
 	if (flags & MSG_ERRQUEUE)
-		return recv_error_queue(fd, iov, iovcnt, flags);
-	if (!c)
-		return -EAGAIN;
+		return kernel_io(fd, iov, iovcnt, flags, false);
+	if (!c) {
+		c = connected(sock, fd, flags, &err);
+		if (!c)
+			return err ? err
+				   : plain_io(sock, fd, iov, iovcnt, flags,
+					      false);
+	}
 	ret = urgent_moves(c, flags);
 	if (ret)
 		return ret;

@@ -34,6 +34,11 @@
 #define TICK_US	  20000
 /* A single signal, well inside the peer's wait even on a slow guest. */
 #define ONE_SHOT_US 200000
+/*
+ * Into a connect whose SYN a full accept queue drops: past the handshake,
+ * between the SYN's first retransmission (1 s) and its second (3 s).
+ */
+#define QUEUE_FULL_US 1500000
 
 static volatile sig_atomic_t signals;
 
@@ -54,7 +59,8 @@ static void handle_alarm(int flags)
 /* SIGALRM every us microseconds from now on (once: only once); 0: none. */
 static void ticking(long us, bool once)
 {
-	struct itimerval it = { { 0, once ? 0 : us }, { 0, us } };
+	struct timeval every = { us / 1000000, us % 1000000 };
+	struct itimerval it = { once ? (struct timeval){ 0 } : every, every };
 
 	if (us)
 		signals = 0;
@@ -277,6 +283,80 @@ static void connect_goes_on_after_eintr(void)
 	close(server);
 }
 
+/* A listener beside the check's, on its address, with no backlog. */
+static int listen_no_backlog(struct sockaddr_in *addr)
+{
+	socklen_t len = sizeof(*addr);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	*addr = check_server_addr;
+	addr->sin_port = 0;
+	if (fd < 0 || bind(fd, (struct sockaddr *)addr, len) || listen(fd, 0) ||
+	    getsockname(fd, (struct sockaddr *)addr, &len)) {
+		perror("listen_no_backlog");
+		exit(1);
+	}
+	return fd;
+}
+
+/* fd is readable within ms, then one byte is read: the byte, or -1. */
+static int read_byte(int fd, int ms)
+{
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+	char byte;
+
+	if (poll(&pfd, 1, ms) != 1 || read(fd, &byte, 1) != 1)
+		return -1;
+	return byte;
+}
+
+/*
+ * A blocking connect whose SYN the listener drops (its accept queue is
+ * full), so that a signal without SA_RESTART interrupts it in the
+ * kernel's own connect: EINTR, and the kernel goes on with it; a
+ * blocking write waits for it, and once there is room it connects, and
+ * the connection carries both ways.
+ * Over RDMA the handshake is over by then, and the connection goes on
+ * with it.
+ */
+static void connect_interrupted_in_tcp_goes_on(void)
+{
+	int listener, filler, filler_end, client, server = -1, ret, err;
+	int so_error = -1;
+	ssize_t sent;
+	socklen_t len = sizeof(so_error);
+	struct sockaddr_in addr;
+	bool ok;
+
+	listener = listen_no_backlog(&addr);
+	filler = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (connect(filler, (struct sockaddr *)&addr, sizeof(addr))) {
+		perror("filler");
+		exit(1);
+	}
+	client = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	handle_alarm(0);
+	ticking(QUEUE_FULL_US, true);
+	ret = connect(client, (struct sockaddr *)&addr, sizeof(addr));
+	err = errno;
+	ticking(0, false);
+	filler_end = accept4(listener, NULL, NULL, SOCK_CLOEXEC);
+	/* A blocking write waits for the connect, as TCP's does. */
+	sent = ret && err == EINTR ? write(client, "x", 1) : -1;
+	getsockopt(client, SOL_SOCKET, SO_ERROR, &so_error, &len);
+	if (sent == 1 && !so_error)
+		server = accept4(listener, NULL, NULL, SOCK_CLOEXEC);
+	ok = server >= 0 && read_byte(server, 5000) == 'x' &&
+	     write(server, "y", 1) == 1 && read_byte(client, 5000) == 'y';
+	check_result(__func__, ok, "connect %d (%s), write %zd, SO_ERROR %d",
+		     ret, strerror(err), sent, so_error);
+	close(client);
+	close(server);
+	close(filler_end);
+	close(filler);
+	close(listener);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 3) {
@@ -294,6 +374,7 @@ int main(int argc, char **argv)
 	send_restarted_by_sa_restart();
 	connect_restarted_by_sa_restart();
 	connect_goes_on_after_eintr();
+	connect_interrupted_in_tcp_goes_on();
 	check_save_stats(argv[2]);
 	return check_failures ? 1 : 0;
 }
