@@ -564,11 +564,6 @@ static struct pending **find(const struct roceshim_stats_endpoint *peer,
 }
 
 /*
- * The client connects TCP as soon as its side is ESTABLISHED, so its SYN
- * may overtake the RTU that makes this side ESTABLISHED: wait for it, at
- * most the connect timeout, which is as long as the client waits too.
- */
-/*
  * Another process accepted fd's connection on the CM: it moves to TCP
  * before its first byte.
  */
@@ -742,6 +737,11 @@ struct conn *handshake_take_pending(const struct config *cfg,
 	 * started, so this end waits at least as long as the client.
 	 */
 	clock_timespec_in(CLOCK_MONOTONIC, cfg->connect_timeout_ms, &deadline);
+	/*
+	 * The client connects TCP as soon as its side is ESTABLISHED, so its
+	 * SYN may overtake the RTU that makes this side ESTABLISHED: wait for
+	 * it, at most the connect timeout, as long as the client waits too.
+	 */
 	for (;;) {
 		pp = find(peer, local_port);
 		if (!pp || (!(*pp)->busy &&
