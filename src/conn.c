@@ -801,6 +801,13 @@ bool conn_is_plain(struct conn *c)
 	       !__atomic_load_n(&c->taken_error, __ATOMIC_ACQUIRE);
 }
 
+void conn_move_start(struct conn *c, enum roceshim_downgrade cause)
+{
+	pthread_mutex_lock(&c->lock);
+	conn_move_begin_locked(c, cause);
+	pthread_mutex_unlock(&c->lock);
+}
+
 int conn_make_plain(struct conn *c, enum roceshim_downgrade cause)
 {
 	static const struct timespec catch_up_pause = { .tv_nsec = 1000000 };

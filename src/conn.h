@@ -109,6 +109,13 @@ bool conn_is_plain(struct conn *c);
  * answer in time: the connection is then reset).
  */
 int conn_make_plain(struct conn *c, enum roceshim_downgrade cause);
+/*
+ * Starts that move without waiting for it: the program's calls wait for
+ * it, or find it under way, as when the peer starts one.  For a
+ * connection whose peer may not have accepted it yet, whose marker can
+ * come only then.
+ */
+void conn_move_start(struct conn *c, enum roceshim_downgrade cause);
 
 /*
  * Before a call of the program's that goes to the moved connection's

@@ -50,10 +50,14 @@ struct connector {
 	enum connector_state state; /* atomic reads */
 	int error;		    /* a connect that failed at once */
 	bool cancelled;
-	bool aborted; /* shutdown() or a fork abandoned its upgrade */
-	enum roceshim_reason abort_reason; /* and its row says why */
+	bool aborted; /* shutdown() abandoned it: the socket is the kernel's */
+	/*
+	 * Its upgrade is given up, for tcp_reason: its handshake is
+	 * cancelled, and one that completes anyway moves to TCP (keep_tcp()).
+	 */
+	bool tcp_wanted;
+	enum roceshim_reason tcp_reason; /* that of aborted, too */
 	bool shared;	 /* another process may hold its socket */
-	bool plain_now;	 /* atomic: the kernel's socket, though not over */
 	bool orphaned;	 /* its sock is gone: the last step frees it */
 	bool dial_again; /* refused for want of a listener: ask once more */
 	bool tcp_up;	 /* its TCP connection is up */
@@ -108,7 +112,7 @@ bool connector_pending(const struct sock *sock)
 
 	return c &&
 	       __atomic_load_n(&c->state, __ATOMIC_ACQUIRE) != CONNECTOR_DONE &&
-	       !__atomic_load_n(&c->plain_now, __ATOMIC_ACQUIRE) && !foreign(c);
+	       !foreign(c);
 }
 
 bool connector_started(const struct sock *sock)
@@ -345,8 +349,8 @@ static bool finish_locked(struct connector *c)
 			conn_discard(conn);
 		conn = c->conn = NULL;
 	} else {
-		if (c->aborted)
-			c->reason = c->abort_reason;
+		if (c->aborted || (c->tcp_wanted && !conn))
+			c->reason = c->tcp_reason;
 		else if (c->reason == ROCESHIM_REASON_NONE && !conn)
 			c->reason = ROCESHIM_REASON_RESOURCE;
 		if (conn)
@@ -464,7 +468,8 @@ static void dialed(void *arg, enum roceshim_reason reason, struct conn *conn,
 		orphan = finish_locked(c);
 		goto out;
 	}
-	c->dial_again = no_listener;
+	/* Its kernel connect goes out now, after a cancelled handshake too. */
+	c->dial_again = no_listener && !c->tcp_wanted;
 	ret = connector_kernel_connect(c->dup, (struct sockaddr *)&c->addr,
 				       c->len);
 	if (ret)
@@ -594,23 +599,6 @@ static void wait_connect_end(struct connector *c, int ms)
 	wait_fd_release(c);
 }
 
-/*
- * Under c->lock: the connect gives up its upgrade for why.  A handshake
- * under way ends as on a timeout (which the peer resolves to TCP too),
- * and the kernel's own connect goes out from the socket at once.
- */
-static void give_up_upgrade_locked(struct connector *c,
-				   enum roceshim_reason why)
-{
-	c->aborted = true;
-	c->abort_reason = why;
-	if (c->dial) {
-		(void)connector_kernel_connect(
-			c->dup, (struct sockaddr *)&c->addr, c->len);
-		handshake_dial_cancel(c->dial);
-	}
-}
-
 bool connector_abort(struct sock *sock, int how)
 {
 	struct connector *c =
@@ -628,9 +616,16 @@ bool connector_abort(struct sock *sock, int how)
 		 * the shutdown meets it where it stands: a SYN still
 		 * unanswered is abandoned (ECONNRESET, POLLERR|POLLHUP,
 		 * EPIPE), a connection already made is shut as asked.
-		 * Either way the socket is the kernel's from now on.
+		 * Either way the socket is the kernel's from now on, and a
+		 * handshake that completes anyway is dropped.
 		 */
-		give_up_upgrade_locked(c, ROCESHIM_REASON_ABANDONED);
+		c->aborted = true;
+		c->tcp_reason = ROCESHIM_REASON_ABANDONED;
+		if (c->dial) {
+			(void)connector_kernel_connect(
+				c->dup, (struct sockaddr *)&c->addr, c->len);
+			handshake_dial_cancel(c->dial);
+		}
 		real.shutdown(c->dup, how);
 	} else if (c->state != CONNECTOR_DONE && c->dial) {
 		handshake_dial_cancel(c->dial);
@@ -642,11 +637,14 @@ bool connector_abort(struct sock *sock, int how)
 }
 
 /*
- * The connect must end on kernel TCP, for why: one still in its RDMA
- * handshake gives it up, and its kernel connect goes out now; one whose
- * TCP connect is on its way is waited for, at most 3 s (past the first
- * retransmission of its SYN).  shared: another process may hold the
- * socket from now on.
+ * The connect must end on kernel TCP, for why, and is waited for, at most
+ * 3 s (past the first retransmission of its SYN).  One still in its RDMA
+ * handshake cancels it, and its kernel connect goes out once the
+ * handshake has ended: not before, since one that completes anyway is
+ * the server's RDMA connection once accept() takes it.  So such a
+ * connection is kept, as one whose TCP connect was on its way, and the
+ * caller moves it.  shared: another process may hold the socket from now
+ * on.
  */
 static void keep_tcp(struct sock *sock, enum roceshim_reason why, bool shared)
 {
@@ -660,22 +658,12 @@ static void keep_tcp(struct sock *sock, enum roceshim_reason why, bool shared)
 	wait = c->state != CONNECTOR_DONE && !c->aborted && !c->cancelled;
 	if (shared)
 		c->shared = true;
-	if (wait && c->state == CONNECTOR_DIALING && !c->tcp_up && c->dial &&
-	    c->dup >= 0) {
-		give_up_upgrade_locked(c, why);
-		/*
-		 * The socket is the kernel's from now on, in every process
-		 * that holds it: so are its epoll registrations.
-		 */
-		__atomic_store_n(&c->plain_now, true, __ATOMIC_RELEASE);
-		readiness_resolve_pending(c->sock, NULL);
-		wait = false;
+	if (wait && c->dial && !c->tcp_wanted) {
+		c->tcp_wanted = true;
+		c->tcp_reason = why;
+		handshake_dial_cancel(c->dial);
 	}
 	pthread_mutex_unlock(&c->lock);
-	/*
-	 * Its TCP connection is on its way with a handshake made: once it
-	 * ends, the caller finds the connection to move.
-	 */
 	if (wait)
 		wait_connect_end(c, SHARE_WAIT_MS);
 }

@@ -1025,11 +1025,19 @@ void track_option(struct sock *sock, int fd)
 		   (why = sockopt_tcp_only_on(fd, false))) {
 		log_info("fd %d: %s: the connection moves to TCP", fd, why);
 		/* A connect in the background ends first, on TCP if it can. */
-		if (__atomic_load_n(&sock->connector, __ATOMIC_ACQUIRE))
+		if (connector_pending(sock))
 			connector_keep_tcp(sock, ROCESHIM_REASON_UNSUPPORTED);
+		/*
+		 * The move is started, not waited for, as setsockopt() never
+		 * waits: the peer may not have accepted the connection yet,
+		 * and answers only then.  One inherited across a fork is
+		 * its owner's to move.
+		 */
 		c = __atomic_load_n(&sock->conn, __ATOMIC_ACQUIRE);
-		if (c && (!conn_alive(c) || conn_on_rdma(c)))
+		if (c && !conn_alive(c))
 			conn_make_plain(c, ROCESHIM_DOWNGRADE_SOCKOPT);
+		else if (c)
+			conn_move_start(c, ROCESHIM_DOWNGRADE_SOCKOPT);
 	}
 	errno = err;
 }

@@ -23,6 +23,9 @@ from own_stats import row
 TCP_INQ = 36
 SO_ZEROCOPY = 60
 MSG_ZEROCOPY = 0x4000000
+# Moments of rcvlowat_while_connecting_sweep, past a handshake's length.
+SWEEP_STEPS = 40
+SWEEP_STEP_S = 0.0005
 libc = ctypes.CDLL(None, use_errno=True)
 libc.recv.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t,
                       ctypes.c_int]
@@ -88,6 +91,53 @@ def rcvlowat_while_connecting(listener):
     lowat(c, s)
     show_row("rcvlowat_while_connecting", c)
     return [c, s]
+
+
+def rcvlowat_before_accept(listener):
+    """Set on a connection the server has not accepted yet."""
+    c = socket.create_connection(listener.getsockname())
+    set_lowat(c)
+    s, _ = listener.accept()
+    lowat(c, s)
+    show_row("rcvlowat_before_accept", c)
+    return [c, s]
+
+
+def works_both_ways(c, s):
+    """4 bytes (c's low-water mark) each way within 5 s."""
+    for sock in (c, s):
+        sock.setblocking(True)
+        sock.settimeout(5)
+    try:
+        s.sendall(b"from")
+        c.sendall(b"back")
+        return (c.recv(4, socket.MSG_WAITALL) == b"from" and
+                s.recv(4, socket.MSG_WAITALL) == b"back")
+    except OSError:
+        return False
+
+
+def rcvlowat_while_connecting_sweep(listener):
+    """
+    Set at SWEEP_STEPS moments of a non-blocking connect, so that some
+    fall where its handshake completes: each connection works.
+    """
+    broken = 0
+    for step in range(SWEEP_STEPS):
+        c = socket.socket(listener.family, socket.SOCK_STREAM)
+        c.setblocking(False)
+        start = time.monotonic()
+        c.connect_ex(listener.getsockname())
+        while time.monotonic() - start < step * SWEEP_STEP_S:
+            pass
+        set_lowat(c)
+        select.select([], [c], [], 5)
+        s, _ = listener.accept()
+        broken += not works_both_ways(c, s)
+        c.close()
+        s.close()
+    print("sweep connections that failed:", broken)
+    return []
 
 
 def rcvlowat_on_listener(addr):
@@ -215,8 +265,9 @@ def main():
     listener = socket.create_server((addr, 0))
     held = [listener]
     for check in (rcvlowat_on_connection, rcvlowat_before_connect,
-                  rcvlowat_while_connecting, inq,
-                  zerocopy, async_io, error_queue, trunc):
+                  rcvlowat_while_connecting, rcvlowat_before_accept,
+                  rcvlowat_while_connecting_sweep, inq, zerocopy, async_io,
+                  error_queue, trunc):
         held += check(listener)
     held += rcvlowat_on_listener(addr)
     for sock in held:
