@@ -122,7 +122,7 @@ SHIM_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 		return real.connect(fd, addr, len);
 	/* RDMA or TCP is settled before the first TCP byte. */
 	err = -track_connect_prepare(sock, fd, addr, len, &reason);
-	if (err == EINTR) {
+	if (err == EINTR && reason == ROCESHIM_REASON_ABANDONED) {
 		ret = connector_kernel_connect(fd, addr, len);
 		err = ret ? errno : 0;
 		track_connect(sock, fd, addr, len, ret, err, reason);

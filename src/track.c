@@ -258,9 +258,17 @@ int track_connect_prepare(struct sock *sock, int fd,
 	int err;
 
 	*reason = ROCESHIM_REASON_NONE;
-	/* A connect in the background: as the kernel's in progress. */
-	if (connector_pending(sock))
-		return -EALREADY;
+	/*
+	 * A connect in the background: as the kernel's in progress, which a
+	 * blocking connect() waits for (one retried after EINTR).
+	 */
+	if (connector_pending(sock)) {
+		if (nonblocking(fd))
+			return -EALREADY;
+		err = connector_wait_end(sock);
+		if (err)
+			return err;
+	}
 	err = connector_take_error(sock);
 	if (err)
 		return -err;
@@ -344,6 +352,7 @@ void track_connect(struct sock *sock, int fd, const struct sockaddr *addr,
 {
 	struct roceshim_stats_endpoint local, peer;
 	enum roceshim_row_state state;
+	struct conn *conn;
 
 	/* A later connect() on the same socket only reports progress. */
 	if (__atomic_load_n(&sock->published, __ATOMIC_ACQUIRE)) {
@@ -360,10 +369,15 @@ void track_connect(struct sock *sock, int fd, const struct sockaddr *addr,
 	 * kernel goes on with it, and the peer will take the connection on
 	 * RDMA, so this end goes on too (connector.h).
 	 */
-	if (ret && err == EINTR && sock->conn &&
-	    connector_adopt(&shim_config, sock, fd, addr, len, sock->conn)) {
-		sock->conn = NULL;
-		err = EINPROGRESS;
+	if (ret && err == EINTR && sock->conn) {
+		/* Before the connector may attach it, on the progress thread.
+		 */
+		conn = sock->conn;
+		__atomic_store_n(&sock->conn, NULL, __ATOMIC_RELEASE);
+		if (connector_adopt(&shim_config, sock, fd, addr, len, conn))
+			err = EINPROGRESS;
+		else
+			__atomic_store_n(&sock->conn, conn, __ATOMIC_RELEASE);
 	}
 	if (ret && err != EINPROGRESS) {
 		/* The TCP connection failed: so does the RDMA one. */
@@ -609,14 +623,15 @@ static bool kept(int fd, const struct sock *sock, const struct leaving *how)
 static void leave(int fd, struct sock *sock, void *arg)
 {
 	const struct leaving *how = arg;
-	struct conn *c = sock->conn;
+	struct conn *c;
 
-	if (!c) {
-		if (__atomic_load_n(&sock->connector, __ATOMIC_ACQUIRE) &&
-		    kept(fd, sock, how))
-			connector_share(sock);
+	/* A connect in the background ends first, and may end on RDMA. */
+	if (__atomic_load_n(&sock->connector, __ATOMIC_ACQUIRE) &&
+	    kept(fd, sock, how))
+		connector_share(sock);
+	c = __atomic_load_n(&sock->conn, __ATOMIC_ACQUIRE);
+	if (!c)
 		return;
-	}
 	if (conn_alive(c) && !conn_on_rdma(c))
 		return;
 	/*

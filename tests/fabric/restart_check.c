@@ -313,17 +313,18 @@ static int read_byte(int fd, int ms)
 /*
  * A blocking connect whose SYN the listener drops (its accept queue is
  * full), so that a signal without SA_RESTART interrupts it in the
- * kernel's own connect: EINTR, and the kernel goes on with it; a
- * blocking write waits for it, and once there is room it connects, and
- * the connection carries both ways.
- * Over RDMA the handshake is over by then, and the connection goes on
- * with it.
+ * kernel's own connect: EINTR, and the kernel goes on with it.  Then
+ * then_what(client, its peer) waits for it, and once there is room it connects,
+ * and the connection carries both ways.  Over RDMA the handshake is over
+ * by then, and the connection goes on with it.
  */
-static void connect_interrupted_in_tcp_goes_on(void)
+static void interrupted_in_tcp(const char *name,
+			       ssize_t (*then_what)(int,
+						    const struct sockaddr_in *))
 {
 	int listener, filler, filler_end, client, server = -1, ret, err;
 	int so_error = -1;
-	ssize_t sent;
+	ssize_t then;
 	socklen_t len = sizeof(so_error);
 	struct sockaddr_in addr;
 	bool ok;
@@ -341,20 +342,43 @@ static void connect_interrupted_in_tcp_goes_on(void)
 	err = errno;
 	ticking(0, false);
 	filler_end = accept4(listener, NULL, NULL, SOCK_CLOEXEC);
-	/* A blocking write waits for the connect, as TCP's does. */
-	sent = ret && err == EINTR ? write(client, "x", 1) : -1;
+	then = ret && err == EINTR ? then_what(client, &addr) : -1;
 	getsockopt(client, SOL_SOCKET, SO_ERROR, &so_error, &len);
-	if (sent == 1 && !so_error)
+	if (then >= 0 && !so_error)
 		server = accept4(listener, NULL, NULL, SOCK_CLOEXEC);
-	ok = server >= 0 && read_byte(server, 5000) == 'x' &&
-	     write(server, "y", 1) == 1 && read_byte(client, 5000) == 'y';
-	check_result(__func__, ok, "connect %d (%s), write %zd, SO_ERROR %d",
-		     ret, strerror(err), sent, so_error);
+	ok = server >= 0 && (then || write(client, "x", 1) == 1) &&
+	     read_byte(server, 5000) == 'x' && write(server, "y", 1) == 1 &&
+	     read_byte(client, 5000) == 'y';
+	check_result(name, ok, "connect %d (%s), then %zd, SO_ERROR %d", ret,
+		     strerror(err), then, so_error);
 	close(client);
 	close(server);
 	close(filler_end);
 	close(filler);
 	close(listener);
+}
+
+/* A blocking write waits for the connect, as TCP's does: 1. */
+static ssize_t write_byte(int client, const struct sockaddr_in *peer)
+{
+	(void)peer;
+	return write(client, "x", 1);
+}
+
+/* connect() again waits for it, and returns 0 (__inet_stream_connect()). */
+static ssize_t connect_again(int client, const struct sockaddr_in *peer)
+{
+	return connect(client, (const struct sockaddr *)peer, sizeof(*peer));
+}
+
+static void write_after_eintr_in_tcp_waits(void)
+{
+	interrupted_in_tcp(__func__, write_byte);
+}
+
+static void connect_again_after_eintr_in_tcp_waits(void)
+{
+	interrupted_in_tcp(__func__, connect_again);
 }
 
 int main(int argc, char **argv)
@@ -374,7 +398,8 @@ int main(int argc, char **argv)
 	send_restarted_by_sa_restart();
 	connect_restarted_by_sa_restart();
 	connect_goes_on_after_eintr();
-	connect_interrupted_in_tcp_goes_on();
+	write_after_eintr_in_tcp_waits();
+	connect_again_after_eintr_in_tcp_waits();
 	check_save_stats(argv[2]);
 	return check_failures ? 1 : 0;
 }
