@@ -534,26 +534,37 @@ bool connector_adopt(const struct config *cfg, struct sock *sock, int fd,
 	return ok;
 }
 
+/*
+ * Until the connect ends, at most ms (-1: no limit).  A signal handler
+ * ends the wait, with -EINTR, only where the program's call would fail
+ * with EINTR (for_program) and the kernel would not restart it.
+ */
+static int wait_connect_end(struct connector *c, int ms, bool for_program)
+{
+	struct pollfd pfd = { .fd = wait_fd_hold(c), .events = POLLIN };
+	int64_t end = clock_ms() + ms;
+	int left = ms, ret = 0;
+
+	if (pfd.fd < 0)
+		return 0;
+	while (real.poll(&pfd, 1, left) < 0 && errno == EINTR) {
+		if (for_program && !sig_restart_allowed()) {
+			ret = -EINTR;
+			break;
+		}
+		if (ms >= 0 && (left = (int)(end - clock_ms())) <= 0)
+			break;
+	}
+	wait_fd_release(c);
+	return ret;
+}
+
 int connector_wait_end(struct sock *sock)
 {
 	struct connector *c =
 		__atomic_load_n(&sock->connector, __ATOMIC_ACQUIRE);
-	struct pollfd pfd = { .events = POLLIN };
-	int ret = 0;
 
-	if (!c || foreign(c))
-		return 0;
-	pfd.fd = wait_fd_hold(c);
-	if (pfd.fd < 0)
-		return 0;
-	while (real.poll(&pfd, 1, -1) < 0 && errno == EINTR) {
-		if (!sig_restart_allowed()) {
-			ret = -EINTR;
-			break;
-		}
-	}
-	wait_fd_release(c);
-	return ret;
+	return c && !foreign(c) ? wait_connect_end(c, -1, true) : 0;
 }
 
 void connector_cancel(struct sock *sock)
@@ -583,20 +594,6 @@ static bool tcp_connect_over(int dup)
 	struct pollfd pfd = { .fd = dup, .events = POLLOUT };
 
 	return real.poll(&pfd, 1, 0) == 1;
-}
-
-/* Until the connect ends, at most ms, whatever signals come. */
-static void wait_connect_end(struct connector *c, int ms)
-{
-	struct pollfd pfd = { .fd = wait_fd_hold(c), .events = POLLIN };
-	int64_t end = clock_ms() + ms, left;
-
-	if (pfd.fd < 0)
-		return;
-	while ((left = end - clock_ms()) > 0)
-		if (real.poll(&pfd, 1, (int)left) >= 0 || errno != EINTR)
-			break;
-	wait_fd_release(c);
 }
 
 bool connector_abort(struct sock *sock, int how)
@@ -632,7 +629,7 @@ bool connector_abort(struct sock *sock, int how)
 	}
 	pthread_mutex_unlock(&c->lock);
 	/* The progress thread ends it at once; a call after sees the end. */
-	wait_connect_end(c, ABORT_WAIT_MS);
+	(void)wait_connect_end(c, ABORT_WAIT_MS, false);
 	return abort;
 }
 
@@ -665,7 +662,7 @@ static void keep_tcp(struct sock *sock, enum roceshim_reason why, bool shared)
 	}
 	pthread_mutex_unlock(&c->lock);
 	if (wait)
-		wait_connect_end(c, SHARE_WAIT_MS);
+		(void)wait_connect_end(c, SHARE_WAIT_MS, false);
 }
 
 void connector_share(struct sock *sock)

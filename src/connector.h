@@ -133,9 +133,11 @@ bool connector_any_pending(void);
  * keeps its fd, an fd passed with SCM_RIGHTS), if its connect is in the
  * background: that process sees the kernel socket, so it must be one that
  * the kernel connects, or an upgraded connection made before it shares
- * it.  A connect still in its RDMA handshake gives up the upgrade (reason
- * shared) and its kernel connect goes out now; one whose TCP connect is
- * on its way is waited for, at most 3 s.
+ * it.  The connect is waited for, at most 3 s: one still in its RDMA
+ * handshake cancels it (reason shared) and its kernel connect goes out
+ * once the handshake has ended; one whose handshake completed anyway, or
+ * whose TCP connect is on its way, ends upgraded, and the caller moves
+ * it.
  */
 void connector_share(struct sock *sock);
 /*

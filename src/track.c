@@ -370,8 +370,7 @@ void track_connect(struct sock *sock, int fd, const struct sockaddr *addr,
 	 * RDMA, so this end goes on too (connector.h).
 	 */
 	if (ret && err == EINTR && sock->conn) {
-		/* Before the connector may attach it, on the progress thread.
-		 */
+		/* Cleared first: the connector may attach it at once. */
 		conn = sock->conn;
 		__atomic_store_n(&sock->conn, NULL, __ATOMIC_RELEASE);
 		if (connector_adopt(&shim_config, sock, fd, addr, len, conn))

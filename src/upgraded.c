@@ -26,26 +26,6 @@ static int urgent_moves(struct conn *c, int flags)
 			       : 0;
 }
 
-/*
- * sock connects in the background, as a TCP connect in progress: a
- * non-blocking call fails with EAGAIN, a blocking one waits for the end.
- * The connection, NULL if it ended on TCP (the call goes to the kernel
- * then), or *err set.
- */
-static struct conn *connected(struct sock *sock, int fd, int flags, int *err)
-{
-	int fl;
-
-	*err = 0;
-	fl = real.fcntl(fd, F_GETFL);
-	if ((flags & MSG_DONTWAIT) || fl < 0 || (fl & O_NONBLOCK)) {
-		*err = -EAGAIN;
-		return NULL;
-	}
-	*err = connector_wait_end(sock);
-	return *err ? NULL : __atomic_load_n(&sock->conn, __ATOMIC_ACQUIRE);
-}
-
 /* The kernel's sendmsg() or recvmsg() of the buffers: bytes or -errno. */
 static ssize_t kernel_io(int fd, const struct iovec *iov, int iovcnt, int flags,
 			 bool send)
@@ -69,6 +49,32 @@ static ssize_t plain_io(struct sock *sock, int fd, const struct iovec *iov,
 	else if (ret > 0 && !(flags & MSG_PEEK))
 		stats_tcp_rx(sock_row(sock), ret);
 	return ret;
+}
+
+/*
+ * sock connects in the background, as a TCP connect in progress: a
+ * non-blocking call fails with EAGAIN, a blocking one waits for the end.
+ * The connection it ended with, or NULL with *ret the call's result
+ * (-EAGAIN, -EINTR, or the kernel's, if it ended on TCP).
+ */
+static struct conn *connected(struct sock *sock, int fd,
+			      const struct iovec *iov, int iovcnt, int flags,
+			      bool send, ssize_t *ret)
+{
+	struct conn *c;
+	int fl = real.fcntl(fd, F_GETFL);
+
+	if ((flags & MSG_DONTWAIT) || fl < 0 || (fl & O_NONBLOCK)) {
+		*ret = -EAGAIN;
+		return NULL;
+	}
+	*ret = connector_wait_end(sock);
+	if (*ret)
+		return NULL;
+	c = __atomic_load_n(&sock->conn, __ATOMIC_ACQUIRE);
+	if (!c)
+		*ret = plain_io(sock, fd, iov, iovcnt, flags, send);
+	return c;
 }
 
 /*
@@ -96,17 +102,14 @@ ssize_t upgraded_send(struct sock *sock, int fd, const struct iovec *iov,
 	struct conn *c = __atomic_load_n(&sock->conn, __ATOMIC_ACQUIRE);
 	bool kernel;
 	ssize_t ret;
-	int err;
 
 	ret = iov_check(iov, iovcnt);
 	if (ret < 0)
 		return ret;
 	if (!c) {
-		c = connected(sock, fd, flags, &err);
+		c = connected(sock, fd, iov, iovcnt, flags, true, &ret);
 		if (!c)
-			return err ? err
-				   : plain_io(sock, fd, iov, iovcnt, flags,
-					      true);
+			return ret;
 	}
 	ret = urgent_moves(c, flags);
 	if (ret)
@@ -138,7 +141,6 @@ static ssize_t recv_checked(struct sock *sock, int fd, const struct iovec *iov,
 	struct conn *c = __atomic_load_n(&sock->conn, __ATOMIC_ACQUIRE);
 	bool kernel;
 	ssize_t ret;
-	int err;
 
 	/*
 	 * MSG_ERRQUEUE reads the kernel socket's error queue, which the RDMA
@@ -147,11 +149,9 @@ static ssize_t recv_checked(struct sock *sock, int fd, const struct iovec *iov,
 	if (flags & MSG_ERRQUEUE)
 		return kernel_io(fd, iov, iovcnt, flags, false);
 	if (!c) {
-		c = connected(sock, fd, flags, &err);
+		c = connected(sock, fd, iov, iovcnt, flags, false, &ret);
 		if (!c)
-			return err ? err
-				   : plain_io(sock, fd, iov, iovcnt, flags,
-					      false);
+			return ret;
 	}
 	ret = urgent_moves(c, flags);
 	if (ret)
