@@ -674,7 +674,7 @@ ssize_t conn_recv(struct conn *c, int tcp_fd, const struct iovec *iov,
 
 int conn_shutdown(struct conn *c, int fd, int how)
 {
-	bool to_kernel = false, on_rdma;
+	bool to_kernel, on_rdma;
 	int ret = 0;
 
 	claim_if_inherited(c);
@@ -704,30 +704,19 @@ int conn_shutdown(struct conn *c, int fd, int how)
 		ret = transport_shutdown(c->t);
 		conn_rdma_wait_writes(c);
 		readiness_sync(c->r);
-		pthread_mutex_lock(&c->lock);
-		/*
-		 * The kernel socket's FIN waits while the connection may still
-		 * move: the markers and the bytes that move with it go there.
-		 */
-		if (__atomic_load_n(&c->peer_closed, __ATOMIC_ACQUIRE) ||
-		    __atomic_load_n(&c->peer_reset, __ATOMIC_ACQUIRE))
-			to_kernel = true;
-		else
-			c->shut_kernel = true;
-		pthread_mutex_unlock(&c->lock);
 		break;
 	case CONN_TCP:
-		pthread_mutex_lock(&c->lock);
-		if (conn_move_flush_locked(c))
-			to_kernel = true;
-		else
-			c->shut_kernel = true;
-		pthread_mutex_unlock(&c->lock);
 		break;
 	default:
-		ret = -ENOTCONN;
-		break;
+		return -ENOTCONN;
 	}
+	/*
+	 * The kernel socket's FIN waits while the connection may still move:
+	 * the markers and the bytes that move with it go there.
+	 */
+	pthread_mutex_lock(&c->lock);
+	to_kernel = conn_move_shut_write_locked(c);
+	pthread_mutex_unlock(&c->lock);
 	if (to_kernel && real.shutdown(fd, SHUT_WR))
 		return -errno;
 	return ret == -EXDEV ? 0 : ret;

@@ -99,6 +99,12 @@ void conn_move_kernel_event_locked(struct conn *c, uint32_t events);
 /* Writes what it can of the backlog; true when none is left. */
 bool conn_move_flush_locked(struct conn *c);
 /*
+ * The program shut its write side (over RDMA, its RDMA FIN is out).  True
+ * if the kernel FIN may go now, which the caller sends; else it goes after
+ * the bytes of a move that may still come or is not yet written out.
+ */
+bool conn_move_shut_write_locked(struct conn *c);
+/*
  * After a move: whether the kernel socket has received the first of what
  * the peer resends (what its ring held that this end's program had not
  * read), or has given up waiting for it.  Over TCP those bytes would be

@@ -276,6 +276,19 @@ bool conn_move_flush_locked(struct conn *c)
 	return true;
 }
 
+bool conn_move_shut_write_locked(struct conn *c)
+{
+	/* Read here, under the lock: a move may have ended since the call. */
+	if (path_of(c) == CONN_TCP && conn_move_flush_locked(c))
+		return true;
+	if (path_of(c) != CONN_TCP &&
+	    (__atomic_load_n(&c->peer_closed, __ATOMIC_ACQUIRE) ||
+	     __atomic_load_n(&c->peer_reset, __ATOMIC_ACQUIRE)))
+		return true;
+	c->shut_kernel = true;
+	return false;
+}
+
 /* Both markers are out: the socket carries the connection from now on. */
 static void finish_locked(struct conn *c, uint64_t from)
 {

@@ -551,6 +551,89 @@ static void backlog_waits_for_room_and_then_goes_out_whole(void **state)
 	expect_nothing(ends[1].fd);
 }
 
+static bool shut_write(struct end *e)
+{
+	bool now;
+
+	pthread_mutex_lock(&e->c.lock);
+	now = conn_move_shut_write_locked(&e->c);
+	pthread_mutex_unlock(&e->c.lock);
+	return now;
+}
+
+/* b reads a's marker, then a's resend past what b consumed, then EOF. */
+static void expect_resend_then_eof(struct end *ends)
+{
+	char byte;
+
+	read_marker(ends[1].fd);
+	expect_stream(ends[1].fd, 1, b_pos.consumed,
+		      a_pos.staged - b_pos.consumed);
+	assert_int_equal(recv(ends[1].fd, &byte, 1, 0), 0);
+}
+
+static void write_shut_on_rdma_sends_fin_after_the_move_s_resend(void **state)
+{
+	struct end *ends = *state;
+
+	assert_false(shut_write(&ends[0]));
+	begin(&ends[1], ROCESHIM_DOWNGRADE_FORK);
+	kernel_event(&ends[0]);
+	assert_int_equal(path(&ends[0]), CONN_TCP);
+	expect_resend_then_eof(ends);
+}
+
+/*
+ * The program's shutdown() sent the RDMA FIN while the connection was on
+ * RDMA, and the peer's move ended before it took the lock: its kernel FIN
+ * goes now, not never.
+ */
+static void write_shut_after_a_move_ended_meanwhile_sends_fin(void **state)
+{
+	struct end *ends = *state;
+
+	begin(&ends[1], ROCESHIM_DOWNGRADE_FORK);
+	kernel_event(&ends[0]);
+	assert_int_equal(path(&ends[0]), CONN_TCP);
+	assert_true(shut_write(&ends[0]));
+	assert_int_equal(shutdown(ends[0].fd, SHUT_WR), 0);
+	expect_resend_then_eof(ends);
+}
+
+static void
+write_shut_before_the_backlog_is_out_sends_fin_after_it(void **state)
+{
+	struct end *ends = *state;
+	struct pollfd pfd = { .fd = ends[0].fd, .events = POLLOUT };
+	int small = 4096;
+	pthread_t reader;
+	char byte;
+
+	ends[0].t.pos = (struct wire_positions){ .staged = STREAM_MAX };
+	ends[1].t.pos = (struct wire_positions){ .staged = a_pos.consumed };
+	setsockopt(ends[0].fd, SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
+	setsockopt(ends[1].fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+	begin(&ends[1], ROCESHIM_DOWNGRADE_FORK);
+	kernel_event(&ends[0]);
+	assert_true(ends[0].c.backlog_from < STREAM_MAX);
+	assert_false(shut_write(&ends[0]));
+	assert_int_equal(
+		pthread_create(&reader, NULL, read_whole_stream_of_a, &ends[1]),
+		0);
+	while (!flush(&ends[0]))
+		assert_int_equal(poll(&pfd, 1, 2000), 1);
+	assert_int_equal(pthread_join(reader, NULL), 0);
+	assert_int_equal(recv(ends[1].fd, &byte, 1, 0), 0);
+}
+
+static void write_shut_after_the_peer_closed_sends_fin_at_once(void **state)
+{
+	struct end *ends = *state;
+
+	ends[0].c.peer_closed = true;
+	assert_true(shut_write(&ends[0]));
+}
+
 /* a moves on b's marker alone: b's resend is held back. */
 static void moved_without_b_s_resend(struct end *ends)
 {
@@ -646,6 +729,10 @@ int main(void)
 		CASE(peer_reset_before_its_marker_is_left_for_the_program),
 		CASE(no_move_starts_on_a_socket_holding_a_reset),
 		CASE(backlog_waits_for_room_and_then_goes_out_whole),
+		CASE(write_shut_on_rdma_sends_fin_after_the_move_s_resend),
+		CASE(write_shut_after_a_move_ended_meanwhile_sends_fin),
+		CASE(write_shut_before_the_backlog_is_out_sends_fin_after_it),
+		CASE(write_shut_after_the_peer_closed_sends_fin_at_once),
 		CASE(catch_up_waits_for_the_first_bytes_the_peer_resends),
 		CASE(catch_up_ends_with_the_peer_s_close),
 		CASE(unanswered_marker_fails_the_move_after_its_timeout),
