@@ -441,14 +441,21 @@ static ssize_t kernel_recv(int fd, const struct iovec *iov, int iovcnt,
  */
 static void claim_inherited(struct conn *c)
 {
+	enum conn_path path = path_of(c);
 	enum share_state state;
 
-	if (path_of(c) != CONN_RDMA && path_of(c) != CONN_MOVING)
+	/*
+	 * On TCP at the fork, the owner may not have written the bytes that
+	 * moved with it yet: they go first, and only the owner has them.
+	 */
+	if (path == CONN_FAILED ||
+	    (path == CONN_TCP && c->backlog_from == c->backlog_to))
 		return;
 	state = share_request(c->slot, c->timeout_ms);
+	c->backlog_from = c->backlog_to = 0;
+	c->shut_kernel = false;
 	__atomic_store_n(&c->path, state == SHARE_TCP ? CONN_TCP : CONN_FAILED,
 			 __ATOMIC_RELEASE);
-	c->backlog_from = c->backlog_to = 0;
 }
 
 struct share_slot *conn_slot(struct conn *c)
@@ -461,6 +468,9 @@ void conn_on_share_request(struct conn *c)
 {
 	pthread_mutex_lock(&c->lock);
 	conn_move_begin_locked(c, ROCESHIM_DOWNGRADE_FORK);
+	/* It cannot move (its peer is gone): the descendant need not wait. */
+	if (path_of(c) == CONN_RDMA)
+		share_publish(c->slot, SHARE_FAILED);
 	pthread_mutex_unlock(&c->lock);
 }
 
@@ -763,12 +773,10 @@ bool conn_forked(void)
 
 void conn_exit(struct conn *c, int fd)
 {
-	if (conn_shared(c)) {
-		conn_make_plain(c, ROCESHIM_DOWNGRADE_EXIT);
+	if (conn_shared(c) || path_of(c) != CONN_RDMA) {
+		conn_hand_over(c, ROCESHIM_DOWNGRADE_EXIT);
 		return;
 	}
-	if (path_of(c) != CONN_RDMA)
-		return;
 	pthread_mutex_lock(&c->lock);
 	reset_if_unread(c, fd);
 	pthread_mutex_unlock(&c->lock);
@@ -797,10 +805,41 @@ void conn_move_start(struct conn *c, enum roceshim_downgrade cause)
 	pthread_mutex_unlock(&c->lock);
 }
 
-int conn_make_plain(struct conn *c, enum roceshim_downgrade cause)
+/*
+ * After a move: waits until the first of the peer's resend is in (see
+ * conn_move_caught_up_locked()) and, with backlog_too, until this end's
+ * backlog is written, as the process or the staging ring may go next.  A
+ * peer that takes none of the backlog for the move's timeout gets a reset
+ * rather than a stream with a hole.
+ */
+static void wait_moved_out_locked(struct conn *c, bool backlog_too)
 {
-	static const struct timespec catch_up_pause = { .tv_nsec = 1000000 };
+	static const struct timespec pause = { .tv_nsec = 1000000 };
+	uint64_t left = UINT64_MAX;
+	int64_t now, stalled_at = 0;
+	bool written;
 
+	while (path_of(c) == CONN_TCP) {
+		written = !backlog_too || conn_move_flush_locked(c);
+		now = clock_ms();
+		if (conn_move_caught_up_locked(c, now) && written)
+			return;
+		if (c->backlog_to - c->backlog_from != left) {
+			left = c->backlog_to - c->backlog_from;
+			stalled_at = now + c->timeout_ms;
+		} else if (!written && now >= stalled_at) {
+			conn_move_reset_locked(c, "the peer took none of it");
+			return;
+		}
+		pthread_mutex_unlock(&c->lock);
+		nanosleep(&pause, NULL);
+		pthread_mutex_lock(&c->lock);
+	}
+}
+
+static int move_to_kernel(struct conn *c, enum roceshim_downgrade cause,
+			  bool backlog_too)
+{
 	if (!conn_alive(c)) {
 		claim_inherited(c);
 	} else {
@@ -808,12 +847,7 @@ int conn_make_plain(struct conn *c, enum roceshim_downgrade cause)
 		conn_move_begin_locked(c, cause);
 		while (path_of(c) == CONN_MOVING)
 			pthread_cond_wait(&c->moved, &c->lock);
-		while (path_of(c) == CONN_TCP &&
-		       !conn_move_caught_up_locked(c, clock_ms())) {
-			pthread_mutex_unlock(&c->lock);
-			nanosleep(&catch_up_pause, NULL);
-			pthread_mutex_lock(&c->lock);
-		}
+		wait_moved_out_locked(c, backlog_too);
 		pthread_mutex_unlock(&c->lock);
 	}
 	switch (path_of(c)) {
@@ -825,6 +859,16 @@ int conn_make_plain(struct conn *c, enum roceshim_downgrade cause)
 	default:
 		return -ECONNRESET;
 	}
+}
+
+int conn_make_plain(struct conn *c, enum roceshim_downgrade cause)
+{
+	return move_to_kernel(c, cause, false);
+}
+
+int conn_hand_over(struct conn *c, enum roceshim_downgrade cause)
+{
+	return move_to_kernel(c, cause, true);
 }
 
 /* ---- events ----------------------------------------------------------- */

@@ -110,6 +110,13 @@ bool conn_is_plain(struct conn *c);
  */
 int conn_make_plain(struct conn *c, enum roceshim_downgrade cause);
 /*
+ * conn_make_plain(), then waits until the bytes that moved with it are
+ * written to the kernel socket (they are this process's alone): before
+ * the process goes, or another takes the socket.  A peer that takes none
+ * of them for the move's timeout gets a reset, as does the socket.
+ */
+int conn_hand_over(struct conn *c, enum roceshim_downgrade cause);
+/*
  * Starts that move without waiting for it: the program's calls wait for
  * it, or find it under way, as when the peer starts one.  For a
  * connection whose peer may not have accepted it yet, whose marker can
@@ -160,9 +167,10 @@ bool conn_shared(const struct conn *c);
 /* This process has forked: its sockets may be shared. */
 bool conn_forked(void);
 /*
- * The process exits with it open on fd: a shared one moves to TCP, any
- * other ends as the kernel's close of it would (FIN, or a reset with
- * unread bytes).
+ * The process exits with it open on fd: a shared one moves to TCP, and
+ * one that moved writes what moved with it (conn_hand_over()); any other
+ * ends as the kernel's close of it would (FIN, or a reset with unread
+ * bytes).
  */
 void conn_exit(struct conn *c, int fd);
 

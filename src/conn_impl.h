@@ -105,6 +105,11 @@ bool conn_move_flush_locked(struct conn *c);
  */
 bool conn_move_shut_write_locked(struct conn *c);
 /*
+ * The backlog cannot be written (why): the kernel socket is reset, for
+ * the peer and for this end's program, and the backlog dropped.
+ */
+void conn_move_reset_locked(struct conn *c, const char *why);
+/*
  * After a move: whether the kernel socket has received the first of what
  * the peer resends (what its ring held that this end's program had not
  * read), or has given up waiting for it.  Over TCP those bytes would be

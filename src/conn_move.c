@@ -273,7 +273,29 @@ bool conn_move_flush_locked(struct conn *c)
 	if (c->shut_kernel && c->kfd >= 0)
 		real.shutdown(c->kfd, SHUT_WR);
 	c->shut_kernel = false;
+	/* A fork child writes to the socket once told: after the backlog. */
+	if (path_of(c) == CONN_TCP && share_state(c->slot) < SHARE_TCP)
+		share_publish(c->slot, SHARE_TCP);
 	return true;
+}
+
+void conn_move_reset_locked(struct conn *c, const char *why)
+{
+	struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+	struct sockaddr unspec = { .sa_family = AF_UNSPEC };
+
+	log_warn("rdma: connection (fd %d) could not write what moved with "
+		 "it to TCP (%s): reset",
+		 c->kfd, why);
+	c->backlog_from = c->backlog_to;
+	c->shut_kernel = false;
+	if (c->kfd < 0)
+		return;
+	real.setsockopt(c->kfd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+	/* A TCP disconnect: the peer gets a reset, this socket ECONNRESET. */
+	real.connect(c->kfd, &unspec, sizeof(unspec));
+	if (share_state(c->slot) < SHARE_TCP)
+		share_publish(c->slot, SHARE_TCP);
 }
 
 bool conn_move_shut_write_locked(struct conn *c)
@@ -298,7 +320,6 @@ static void finish_locked(struct conn *c, uint64_t from)
 	set_path(c, CONN_TCP);
 	if (c->rx_shut)
 		real.shutdown(c->kfd, SHUT_RD);
-	share_publish(c->slot, SHARE_TCP);
 	stats_downgrade(__atomic_load_n(&c->row, __ATOMIC_ACQUIRE), c->cause);
 	log_move(c, "moved to TCP");
 	readiness_release(c->r);

@@ -631,8 +631,12 @@ static void leave(int fd, struct sock *sock, void *arg)
 	c = __atomic_load_n(&sock->conn, __ATOMIC_ACQUIRE);
 	if (!c)
 		return;
-	if (conn_alive(c) && !conn_on_rdma(c))
+	/* Moved: what moved with it goes out first, kept or not. */
+	if (conn_alive(c) && !conn_on_rdma(c)) {
+		if (!conn_is_plain(c))
+			conn_hand_over(c, how->cause);
 		return;
+	}
 	/*
 	 * A fork child that execs leaves the fds it does not keep to their
 	 * owner.  An owner that shares a connection with its fork children
@@ -641,7 +645,7 @@ static void leave(int fd, struct sock *sock, void *arg)
 	 */
 	if (!(conn_alive(c) && conn_shared(c)) && !kept(fd, sock, how))
 		return;
-	conn_make_plain(c, how->cause);
+	conn_hand_over(c, how->cause);
 }
 
 /* Whether a walk for upgraded connections can find one. */
@@ -1100,7 +1104,7 @@ void track_spawn_dup(int fd)
 static void end(int fd, struct sock *sock, void *arg)
 {
 	(void)arg;
-	if (!sock->conn || !conn_alive(sock->conn) || !conn_on_rdma(sock->conn))
+	if (!sock->conn || !conn_alive(sock->conn) || conn_is_plain(sock->conn))
 		return;
 	if (__atomic_load_n(&sock->stdio_stream, __ATOMIC_ACQUIRE))
 		conn_make_plain(sock->conn, ROCESHIM_DOWNGRADE_STDIO);

@@ -54,6 +54,7 @@ void __wrap_transport_unfreeze(struct transport *t);
 void __wrap_transport_peer_closed(struct transport *t);
 void __wrap_transport_peer_gone(struct transport *t);
 void __wrap_share_publish(struct share_slot *slot, enum share_state state);
+enum share_state __wrap_share_state(const struct share_slot *slot);
 void __wrap_readiness_release(struct readiness *r);
 void __wrap_readiness_sync(struct readiness *r);
 void __wrap_stats_downgrade(int row, enum roceshim_downgrade cause);
@@ -108,6 +109,12 @@ void __wrap_share_publish(struct share_slot *slot, enum share_state state)
 {
 	(void)slot;
 	published = state;
+}
+
+enum share_state __wrap_share_state(const struct share_slot *slot)
+{
+	(void)slot;
+	return published;
 }
 
 void __wrap_readiness_release(struct readiness *r)
@@ -634,6 +641,63 @@ static void write_shut_after_the_peer_closed_sends_fin_at_once(void **state)
 	assert_true(shut_write(&ends[0]));
 }
 
+/* a moved with a backlog that b's socket cannot take all of at once. */
+static void moved_with_a_large_backlog(struct end *ends)
+{
+	int small = 4096;
+
+	ends[0].t.pos = (struct wire_positions){ .staged = STREAM_MAX };
+	ends[1].t.pos = (struct wire_positions){ .staged = a_pos.consumed };
+	setsockopt(ends[0].fd, SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
+	setsockopt(ends[1].fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+	begin(&ends[1], ROCESHIM_DOWNGRADE_FORK);
+	kernel_event(&ends[0]);
+	assert_int_equal(path(&ends[0]), CONN_TCP);
+	assert_true(ends[0].c.backlog_from < STREAM_MAX);
+}
+
+static void
+fork_children_are_told_tcp_only_once_the_backlog_is_out(void **state)
+{
+	struct end *ends = *state;
+	struct pollfd pfd = { .fd = ends[0].fd, .events = POLLOUT };
+	pthread_t reader;
+
+	moved_with_a_large_backlog(ends);
+	assert_int_equal(published, SHARE_MOVING);
+	assert_int_equal(
+		pthread_create(&reader, NULL, read_whole_stream_of_a, &ends[1]),
+		0);
+	while (!flush(&ends[0]))
+		assert_int_equal(poll(&pfd, 1, 2000), 1);
+	assert_int_equal(pthread_join(reader, NULL), 0);
+	assert_int_equal(published, SHARE_TCP);
+}
+
+static void backlog_that_cannot_go_resets_both_ends(void **state)
+{
+	struct end *ends = *state;
+	struct pollfd pfd = { .fd = ends[1].fd, .events = POLLIN };
+	char buf[4096];
+	ssize_t n;
+
+	moved_with_a_large_backlog(ends);
+	pthread_mutex_lock(&ends[0].c.lock);
+	conn_move_reset_locked(&ends[0].c, "a test");
+	pthread_mutex_unlock(&ends[0].c.lock);
+	assert_int_equal(ends[0].c.backlog_from, ends[0].c.backlog_to);
+	assert_int_equal(published, SHARE_TCP);
+	assert_int_equal(recv(ends[0].fd, buf, 1, MSG_DONTWAIT), -1);
+	assert_int_equal(errno, ECONNRESET);
+	/* b reads what had arrived, then the reset, never an EOF. */
+	do {
+		assert_int_equal(poll(&pfd, 1, 2000), 1);
+		n = recv(ends[1].fd, buf, sizeof(buf), 0);
+	} while (n > 0);
+	assert_int_equal(n, -1);
+	assert_int_equal(errno, ECONNRESET);
+}
+
 /* a moves on b's marker alone: b's resend is held back. */
 static void moved_without_b_s_resend(struct end *ends)
 {
@@ -733,6 +797,8 @@ int main(void)
 		CASE(write_shut_after_a_move_ended_meanwhile_sends_fin),
 		CASE(write_shut_before_the_backlog_is_out_sends_fin_after_it),
 		CASE(write_shut_after_the_peer_closed_sends_fin_at_once),
+		CASE(fork_children_are_told_tcp_only_once_the_backlog_is_out),
+		CASE(backlog_that_cannot_go_resets_both_ends),
 		CASE(catch_up_waits_for_the_first_bytes_the_peer_resends),
 		CASE(catch_up_ends_with_the_peer_s_close),
 		CASE(unanswered_marker_fails_the_move_after_its_timeout),
