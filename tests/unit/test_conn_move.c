@@ -531,12 +531,24 @@ static void *read_whole_stream_of_a(void *arg)
 	return NULL;
 }
 
+/* a writes out its backlog as b's socket makes room: b reads it all. */
+static void backlog_read_by_b(struct end *ends)
+{
+	struct pollfd pfd = { .fd = ends[0].fd, .events = POLLOUT };
+	pthread_t reader;
+
+	assert_int_equal(
+		pthread_create(&reader, NULL, read_whole_stream_of_a, &ends[1]),
+		0);
+	while (!flush(&ends[0]))
+		assert_int_equal(poll(&pfd, 1, 2000), 1);
+	assert_int_equal(pthread_join(reader, NULL), 0);
+}
+
 static void backlog_waits_for_room_and_then_goes_out_whole(void **state)
 {
 	struct end *ends = *state;
-	struct pollfd pfd = { .fd = ends[0].fd, .events = POLLOUT };
 	int small = 4096;
-	pthread_t reader;
 
 	ends[0].t.pos = (struct wire_positions){ .staged = STREAM_MAX };
 	ends[1].t.pos = (struct wire_positions){ .staged = a_pos.consumed };
@@ -548,14 +560,24 @@ static void backlog_waits_for_room_and_then_goes_out_whole(void **state)
 	assert_int_equal(path(&ends[0]), CONN_TCP);
 	assert_true(ends[0].c.backlog_from < STREAM_MAX);
 	assert_int_equal(ends[0].c.backlog_to, STREAM_MAX);
-	assert_int_equal(
-		pthread_create(&reader, NULL, read_whole_stream_of_a, &ends[1]),
-		0);
-	while (!flush(&ends[0]))
-		assert_int_equal(poll(&pfd, 1, 2000), 1);
-	assert_int_equal(pthread_join(reader, NULL), 0);
+	backlog_read_by_b(ends);
 	assert_int_equal(ends[0].c.backlog_from, STREAM_MAX);
 	expect_nothing(ends[1].fd);
+}
+
+/* a moved with a backlog that b's socket cannot take all of at once. */
+static void moved_with_a_large_backlog(struct end *ends)
+{
+	int small = 4096;
+
+	ends[0].t.pos = (struct wire_positions){ .staged = STREAM_MAX };
+	ends[1].t.pos = (struct wire_positions){ .staged = a_pos.consumed };
+	setsockopt(ends[0].fd, SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
+	setsockopt(ends[1].fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+	begin(&ends[1], ROCESHIM_DOWNGRADE_FORK);
+	kernel_event(&ends[0]);
+	assert_int_equal(path(&ends[0]), CONN_TCP);
+	assert_true(ends[0].c.backlog_from < STREAM_MAX);
 }
 
 static bool shut_write(struct end *e)
@@ -611,25 +633,11 @@ static void
 write_shut_before_the_backlog_is_out_sends_fin_after_it(void **state)
 {
 	struct end *ends = *state;
-	struct pollfd pfd = { .fd = ends[0].fd, .events = POLLOUT };
-	int small = 4096;
-	pthread_t reader;
 	char byte;
 
-	ends[0].t.pos = (struct wire_positions){ .staged = STREAM_MAX };
-	ends[1].t.pos = (struct wire_positions){ .staged = a_pos.consumed };
-	setsockopt(ends[0].fd, SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
-	setsockopt(ends[1].fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
-	begin(&ends[1], ROCESHIM_DOWNGRADE_FORK);
-	kernel_event(&ends[0]);
-	assert_true(ends[0].c.backlog_from < STREAM_MAX);
+	moved_with_a_large_backlog(ends);
 	assert_false(shut_write(&ends[0]));
-	assert_int_equal(
-		pthread_create(&reader, NULL, read_whole_stream_of_a, &ends[1]),
-		0);
-	while (!flush(&ends[0]))
-		assert_int_equal(poll(&pfd, 1, 2000), 1);
-	assert_int_equal(pthread_join(reader, NULL), 0);
+	backlog_read_by_b(ends);
 	assert_int_equal(recv(ends[1].fd, &byte, 1, 0), 0);
 }
 
@@ -641,36 +649,14 @@ static void write_shut_after_the_peer_closed_sends_fin_at_once(void **state)
 	assert_true(shut_write(&ends[0]));
 }
 
-/* a moved with a backlog that b's socket cannot take all of at once. */
-static void moved_with_a_large_backlog(struct end *ends)
-{
-	int small = 4096;
-
-	ends[0].t.pos = (struct wire_positions){ .staged = STREAM_MAX };
-	ends[1].t.pos = (struct wire_positions){ .staged = a_pos.consumed };
-	setsockopt(ends[0].fd, SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
-	setsockopt(ends[1].fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
-	begin(&ends[1], ROCESHIM_DOWNGRADE_FORK);
-	kernel_event(&ends[0]);
-	assert_int_equal(path(&ends[0]), CONN_TCP);
-	assert_true(ends[0].c.backlog_from < STREAM_MAX);
-}
-
 static void
 fork_children_are_told_tcp_only_once_the_backlog_is_out(void **state)
 {
 	struct end *ends = *state;
-	struct pollfd pfd = { .fd = ends[0].fd, .events = POLLOUT };
-	pthread_t reader;
 
 	moved_with_a_large_backlog(ends);
 	assert_int_equal(published, SHARE_MOVING);
-	assert_int_equal(
-		pthread_create(&reader, NULL, read_whole_stream_of_a, &ends[1]),
-		0);
-	while (!flush(&ends[0]))
-		assert_int_equal(poll(&pfd, 1, 2000), 1);
-	assert_int_equal(pthread_join(reader, NULL), 0);
+	backlog_read_by_b(ends);
 	assert_int_equal(published, SHARE_TCP);
 }
 
