@@ -239,6 +239,13 @@ void conn_move_begin_locked(struct conn *c, enum roceshim_downgrade cause)
 	conn_watch_kernel_locked(c, EPOLLIN | EPOLLRDHUP);
 }
 
+/* A fork child writes to the socket once told: after the backlog. */
+static void publish_tcp_locked(struct conn *c)
+{
+	if (share_state(c->slot) < SHARE_TCP)
+		share_publish(c->slot, SHARE_TCP);
+}
+
 bool conn_move_flush_locked(struct conn *c)
 {
 	struct msghdr msg = { .msg_iovlen = 0 };
@@ -273,9 +280,8 @@ bool conn_move_flush_locked(struct conn *c)
 	if (c->shut_kernel && c->kfd >= 0)
 		real.shutdown(c->kfd, SHUT_WR);
 	c->shut_kernel = false;
-	/* A fork child writes to the socket once told: after the backlog. */
-	if (path_of(c) == CONN_TCP && share_state(c->slot) < SHARE_TCP)
-		share_publish(c->slot, SHARE_TCP);
+	if (path_of(c) == CONN_TCP)
+		publish_tcp_locked(c);
 	return true;
 }
 
@@ -294,19 +300,19 @@ void conn_move_reset_locked(struct conn *c, const char *why)
 	real.setsockopt(c->kfd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
 	/* A TCP disconnect: the peer gets a reset, this socket ECONNRESET. */
 	real.connect(c->kfd, &unspec, sizeof(unspec));
-	if (share_state(c->slot) < SHARE_TCP)
-		share_publish(c->slot, SHARE_TCP);
+	publish_tcp_locked(c);
 }
 
 bool conn_move_shut_write_locked(struct conn *c)
 {
 	/* Read here, under the lock: a move may have ended since the call. */
-	if (path_of(c) == CONN_TCP && conn_move_flush_locked(c))
+	if (path_of(c) == CONN_TCP) {
+		if (conn_move_flush_locked(c))
+			return true;
+	} else if (__atomic_load_n(&c->peer_closed, __ATOMIC_ACQUIRE) ||
+		   __atomic_load_n(&c->peer_reset, __ATOMIC_ACQUIRE)) {
 		return true;
-	if (path_of(c) != CONN_TCP &&
-	    (__atomic_load_n(&c->peer_closed, __ATOMIC_ACQUIRE) ||
-	     __atomic_load_n(&c->peer_reset, __ATOMIC_ACQUIRE)))
-		return true;
+	}
 	c->shut_kernel = true;
 	return false;
 }
