@@ -27,10 +27,15 @@
 
 unsigned int conn_fork_epoch FORK_DATA;
 
-/* Closed connections whose FIN is still on its way. */
+/*
+ * Closed connections whose FIN is still on its way, or, moved to TCP,
+ * whose backlog is (the bytes that moved with it).
+ */
 struct closing {
 	struct conn *conn;
 	int64_t deadline_ms;
+	uint64_t backlog_left; /* at the last change */
+	int64_t stalled_at_ms; /* reset if still backlog_left then */
 	struct closing *next;
 };
 
@@ -38,6 +43,8 @@ static pthread_mutex_t closing_lock FORK_DATA = PTHREAD_MUTEX_INITIALIZER;
 static struct closing *closing_list FORK_DATA;
 /* Atomic: entries not yet destroyed. */
 static unsigned int closing_count FORK_DATA;
+/* Atomic: entries that had a backlog at the last tick. */
+static unsigned int closing_writing FORK_DATA;
 
 /*
  * The connections whose kernel socket only roceshim's own dup holds: the
@@ -989,28 +996,59 @@ void conn_closing_drain(void)
 	int64_t deadline = clock_ms() + LINGER_TIMEOUT_MS;
 
 	while (__atomic_load_n(&closing_count, __ATOMIC_ACQUIRE) &&
-	       clock_ms() < deadline) {
+	       (clock_ms() < deadline ||
+		__atomic_load_n(&closing_writing, __ATOMIC_ACQUIRE))) {
 		progress_wake();
 		nanosleep(&pause, NULL);
 	}
 }
 
-/* Whether a closed connection is done: its FIN out, or its move over. */
-static bool finished(struct conn *c, int64_t now, int64_t deadline)
+/*
+ * Under c->lock, for a closed connection on TCP: writes what it can of the
+ * backlog; true once it is out.  A peer that takes none of it for the
+ * move's timeout gets a reset, as in wait_moved_out_locked().
+ */
+static bool closed_backlog_out_locked(struct closing *cl, int64_t now)
 {
+	struct conn *c = cl->conn;
+	uint64_t left;
+
+	if (conn_move_flush_locked(c))
+		return true;
+	left = c->backlog_to - c->backlog_from;
+	if (left != cl->backlog_left) {
+		cl->backlog_left = left;
+		cl->stalled_at_ms = now + c->timeout_ms;
+		return false;
+	}
+	if (now < cl->stalled_at_ms)
+		return false;
+	conn_move_reset_locked(c, "the peer took none of it");
+	return true;
+}
+
+/*
+ * Whether a closed connection is done: its FIN out, or its move over and
+ * its backlog written.  *writing: whether a backlog is left.
+ */
+static bool finished(struct closing *cl, int64_t now, bool *writing)
+{
+	struct conn *c = cl->conn;
 	bool done;
 
+	*writing = false;
 	switch (path_of(c)) {
 	case CONN_MOVING:
 		return false;
 	case CONN_TCP:
 		pthread_mutex_lock(&c->lock);
-		done = c->backlog_from == c->backlog_to &&
-		       conn_move_caught_up_locked(c, now);
+		*writing = !closed_backlog_out_locked(cl, now);
+		done = !*writing && conn_move_caught_up_locked(c, now);
 		pthread_mutex_unlock(&c->lock);
 		return done;
 	case CONN_RDMA:
-		return now >= deadline || !transport_writes_in_flight(c->t) ||
+		return now >= cl->deadline_ms ||
+		       !transport_writes_in_flight(c->t) ||
 		       __atomic_load_n(&c->qp_lost, __ATOMIC_ACQUIRE) ||
 		       transport_progress(c->t);
 	default:
@@ -1023,6 +1061,8 @@ bool conn_reap_tick(void)
 {
 	struct closing *list, *cl, *keep = NULL;
 	int64_t now = clock_ms();
+	unsigned int writing_count = 0;
+	bool writing;
 
 	pthread_mutex_lock(&closing_lock);
 	list = closing_list;
@@ -1030,16 +1070,18 @@ bool conn_reap_tick(void)
 	pthread_mutex_unlock(&closing_lock);
 	while ((cl = list)) {
 		list = cl->next;
-		if (finished(cl->conn, now, cl->deadline_ms)) {
+		if (finished(cl, now, &writing)) {
 			rdmacm.disconnect(cl->conn->id);
 			conn_destroy(cl->conn);
 			free(cl);
 			__atomic_sub_fetch(&closing_count, 1, __ATOMIC_RELEASE);
 			continue;
 		}
+		writing_count += writing;
 		cl->next = keep;
 		keep = cl;
 	}
+	__atomic_store_n(&closing_writing, writing_count, __ATOMIC_RELEASE);
 	if (!keep)
 		return conn_move_tick();
 	pthread_mutex_lock(&closing_lock);

@@ -148,9 +148,11 @@ void conn_qp_lost(struct conn *c, enum roceshim_downgrade cause);
 void conn_release(struct conn *c, bool abortive);
 bool conn_reap_tick(void);
 /*
- * Before the process leaves (exit, exec, daemon()): waits, at most as
- * long as a close lingers, until the closed connections are done, as the
- * kernel finishes a closed socket's work after its process has gone.
+ * Before the process leaves (exit, exec, daemon()): waits until the closed
+ * connections are done, as the kernel finishes a closed socket's work
+ * after its process has gone: at most as long as a close lingers, and
+ * beyond that while a moved one's backlog is still written (a peer that
+ * takes none of it for the move's timeout gets a reset).
  */
 void conn_closing_drain(void);
 

@@ -1,19 +1,20 @@
 # SPDX-License-Identifier: MIT
-"""A client that leaves (exit, or an exec that closes the socket) right
-after the server moved its connection to TCP, while the bytes that moved
+"""A client that leaves (exit, an exec that closes the socket, or a close
+and then exit) right after the server moved its connection to TCP, while the bytes that moved
 with it are not yet all written to the kernel socket: the server must
 still read every byte, then EOF.
 
     backlog_exit.py server ADDR
         prints "port N"; per connection, waits 0.3 s, forks a child that
         reads one byte (its recv() moves the connection), reads nothing
-        more for 2 s, then reads until EOF and prints "got N
+        more for 3 s, then reads until EOF and prints "got N
         same|DIFFERENT".
-    backlog_exit.py client ADDR PORT exit|exec [--bind ADDR]
+    backlog_exit.py client ADDR PORT exit|exec|close [--bind ADDR]
         sends PAYLOAD bytes, which the server's ring holds unread, sets
         SO_SNDBUF to 32 KiB, waits 0.6 s for the server's move, then
-        leaves: exit() with a dup of the socket open, or an exec of
-        /bin/true with the socket closed on exec.
+        leaves: exit() with a dup of the socket open, an exec of
+        /bin/true with the socket closed on exec, or close() and then
+        exit().
 
 Over TCP the kernel keeps what the client wrote after it has gone.  Under
 roceshim, what the server's program had not read when it moved is in the
@@ -42,7 +43,7 @@ def server(args):
         if os.fork() == 0:
             lsn.close()
             got = conn.recv(1)
-            time.sleep(2)
+            time.sleep(3)
             while True:
                 data = conn.recv(1 << 16)
                 if not data:
@@ -65,6 +66,9 @@ def client(args):
     time.sleep(0.6)
     if args.how == "exec":
         os.execv("/bin/true", ["true"])
+    if args.how == "close":
+        s.close()
+        sys.exit(0)
     # A descriptor Python does not close before the process exits.
     os.dup(s.fileno())
     sys.exit(0)
@@ -78,7 +82,7 @@ def main():
     c = sub.add_parser("client")
     c.add_argument("addr")
     c.add_argument("port", type=int)
-    c.add_argument("how", choices=["exit", "exec"])
+    c.add_argument("how", choices=["exit", "exec", "close"])
     c.add_argument("--bind")
     args = p.parse_args()
     server(args) if args.cmd == "server" else client(args)
