@@ -4,7 +4,6 @@
  * the routing of each call to RDMA or to that socket, and its close.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -493,10 +492,8 @@ static int wait_moved(struct conn *c, int fd, int flags, int opt)
 	socklen_t len = sizeof(tv);
 	int64_t deadline = -1;
 	struct timespec ts;
-	int fl;
 
-	fl = flags & MSG_DONTWAIT ? O_NONBLOCK : real.fcntl(fd, F_GETFL);
-	if (fl >= 0 && (fl & O_NONBLOCK))
+	if (real_call_nonblocking(fd, flags))
 		return -EAGAIN;
 	if (!real.getsockopt(fd, SOL_SOCKET, opt, &tv, &len) &&
 	    (tv.tv_sec || tv.tv_usec))
@@ -527,7 +524,6 @@ static int backlog_out(struct conn *c, int fd, int flags)
 {
 	struct pollfd pfd = { .fd = fd, .events = POLLOUT };
 	bool empty;
-	int fl;
 
 	for (;;) {
 		pthread_mutex_lock(&c->lock);
@@ -535,9 +531,7 @@ static int backlog_out(struct conn *c, int fd, int flags)
 		pthread_mutex_unlock(&c->lock);
 		if (empty)
 			return 0;
-		fl = flags & MSG_DONTWAIT ? O_NONBLOCK
-					  : real.fcntl(fd, F_GETFL);
-		if (fl >= 0 && (fl & O_NONBLOCK))
+		if (real_call_nonblocking(fd, flags))
 			return -EAGAIN;
 		if (real.poll(&pfd, 1, -1) < 0 && errno != EINTR)
 			return -errno;

@@ -4,7 +4,6 @@
  * with spinning, zero-copy sends and sleeps on the completion channel.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -156,13 +155,10 @@ static int64_t timeout_ms(int fd, int name)
 
 static bool must_not_block(struct blocking *b)
 {
-	int fl;
-
 	if (b->known)
 		return b->nonblock;
 	b->known = true;
-	fl = b->flags & MSG_DONTWAIT ? O_NONBLOCK : real.fcntl(b->fd, F_GETFL);
-	b->nonblock = fl >= 0 && (fl & O_NONBLOCK);
+	b->nonblock = real_call_nonblocking(b->fd, b->flags);
 	if (!b->nonblock) {
 		int64_t ms = timeout_ms(b->fd, b->timeout_opt);
 

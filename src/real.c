@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -120,4 +121,14 @@ void real_init(void)
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	pthread_once(&real_once, real_resolve);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+bool real_call_nonblocking(int fd, int msg_flags)
+{
+	int fl;
+
+	if (msg_flags & MSG_DONTWAIT)
+		return true;
+	fl = real.fcntl(fd, F_GETFL);
+	return fl >= 0 && (fl & O_NONBLOCK);
 }

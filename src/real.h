@@ -16,6 +16,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <sys/epoll.h>
 #include <sys/select.h>
@@ -124,5 +125,12 @@ struct real_libc {
 extern struct real_libc real;
 
 void real_init(void);
+
+/*
+ * Whether a call on fd with these MSG_ flags must not block: MSG_DONTWAIT,
+ * or the file's O_NONBLOCK.  An fd whose flags cannot be read counts as
+ * blocking: the call itself then fails as the kernel fails it.
+ */
+bool real_call_nonblocking(int fd, int msg_flags);
 
 #endif /* ROCESHIM_REAL_H */

@@ -240,14 +240,6 @@ static void log_decision(int fd, const char *what,
 			  roceshim_reason_name(reason));
 }
 
-/* Whether the program made fd non-blocking. */
-static bool nonblocking(int fd)
-{
-	int fl = real.fcntl(fd, F_GETFL);
-
-	return fl >= 0 && (fl & O_NONBLOCK);
-}
-
 int track_connect_prepare(struct sock *sock, int fd,
 			  const struct sockaddr *addr, socklen_t len,
 			  enum roceshim_reason *reason)
@@ -263,7 +255,7 @@ int track_connect_prepare(struct sock *sock, int fd,
 	 * blocking connect() waits for (one retried after EINTR).
 	 */
 	if (connector_pending(sock)) {
-		if (nonblocking(fd))
+		if (real_call_nonblocking(fd, 0))
 			return -EALREADY;
 		err = connector_wait_end(sock);
 		if (err)
@@ -289,7 +281,7 @@ int track_connect_prepare(struct sock *sock, int fd,
 		*reason = ROCESHIM_REASON_UNSUPPORTED;
 		return 0;
 	}
-	if (nonblocking(fd)) {
+	if (real_call_nonblocking(fd, 0)) {
 		if (__atomic_load_n(&sock->watched_early, __ATOMIC_ACQUIRE)) {
 			*reason = ROCESHIM_REASON_UNSUPPORTED;
 			return 0;

@@ -1,6 +1,5 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
@@ -62,9 +61,8 @@ static struct conn *connected(struct sock *sock, int fd,
 			      bool send, ssize_t *ret)
 {
 	struct conn *c;
-	int fl = real.fcntl(fd, F_GETFL);
 
-	if ((flags & MSG_DONTWAIT) || fl < 0 || (fl & O_NONBLOCK)) {
+	if (real_call_nonblocking(fd, flags)) {
 		*ret = -EAGAIN;
 		return NULL;
 	}
