@@ -60,9 +60,14 @@ static ssize_t done_rx(struct sock *sock, ssize_t ret, const struct iovec *iov,
 	return ret;
 }
 
-/* An upgraded call's result (bytes or -errno) at the libc boundary. */
+/*
+ * An upgraded call's result (bytes or -errno) at the libc boundary.  Data
+ * moved: a connect in progress has completed (as in track_tx()).
+ */
 static ssize_t done_upgraded(struct sock *sock, ssize_t ret)
 {
+	if (ret > 0)
+		track_connect_result(sock, -1, 0);
 	sock_put(sock);
 	if (ret >= 0)
 		return ret;
