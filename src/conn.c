@@ -488,16 +488,14 @@ void conn_on_share_request(struct conn *c)
  */
 static int wait_moved(struct conn *c, int fd, int flags, int opt)
 {
-	struct timeval tv;
-	socklen_t len = sizeof(tv);
-	int64_t deadline = -1;
+	int64_t deadline = -1, ms;
 	struct timespec ts;
 
 	if (real_call_nonblocking(fd, flags))
 		return -EAGAIN;
-	if (!real.getsockopt(fd, SOL_SOCKET, opt, &tv, &len) &&
-	    (tv.tv_sec || tv.tv_usec))
-		deadline = clock_ms() + tv.tv_sec * 1000ll + tv.tv_usec / 1000;
+	ms = real_socket_timeout_ms(fd, opt);
+	if (ms >= 0)
+		deadline = clock_ms() + ms;
 	pthread_mutex_lock(&c->lock);
 	while (path_of(c) == CONN_MOVING) {
 		int left = clock_ms_left(deadline);

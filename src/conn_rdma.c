@@ -141,18 +141,6 @@ static bool restarts(struct blocking *b, ssize_t n, ssize_t total)
 	return true;
 }
 
-/* The socket's timeout option in milliseconds; -1 for none. */
-static int64_t timeout_ms(int fd, int name)
-{
-	struct timeval tv;
-	socklen_t len = sizeof(tv);
-
-	if (real.getsockopt(fd, SOL_SOCKET, name, &tv, &len) ||
-	    (!tv.tv_sec && !tv.tv_usec))
-		return -1;
-	return tv.tv_sec * 1000ll + (tv.tv_usec + 999) / 1000;
-}
-
 static bool must_not_block(struct blocking *b)
 {
 	if (b->known)
@@ -160,7 +148,7 @@ static bool must_not_block(struct blocking *b)
 	b->known = true;
 	b->nonblock = real_call_nonblocking(b->fd, b->flags);
 	if (!b->nonblock) {
-		int64_t ms = timeout_ms(b->fd, b->timeout_opt);
+		int64_t ms = real_socket_timeout_ms(b->fd, b->timeout_opt);
 
 		b->deadline = ms < 0 ? -1 : clock_ms() + ms;
 	}

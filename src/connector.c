@@ -539,32 +539,33 @@ bool connector_adopt(const struct config *cfg, struct sock *sock, int fd,
  * ends the wait, with -EINTR, only where the program's call would fail
  * with EINTR (for_program) and the kernel would not restart it.
  */
-static int wait_connect_end(struct connector *c, int ms, bool for_program)
+static int wait_connect_end(struct connector *c, int64_t ms, bool for_program)
 {
 	struct pollfd pfd = { .fd = wait_fd_hold(c), .events = POLLIN };
-	int64_t end = clock_ms() + ms;
-	int left = ms, ret = 0;
+	int64_t deadline = ms < 0 ? -1 : clock_ms() + ms;
+	int ret = 0, n;
 
 	if (pfd.fd < 0)
 		return 0;
-	while (real.poll(&pfd, 1, left) < 0 && errno == EINTR) {
+	while ((n = real.poll(&pfd, 1, clock_ms_left(deadline))) < 0 &&
+	       errno == EINTR) {
 		if (for_program && !sig_restart_allowed()) {
 			ret = -EINTR;
 			break;
 		}
-		if (ms >= 0 && (left = (int)(end - clock_ms())) <= 0)
-			break;
 	}
+	if (!n)
+		ret = -ETIMEDOUT;
 	wait_fd_release(c);
 	return ret;
 }
 
-int connector_wait_end(struct sock *sock)
+int connector_wait_end(struct sock *sock, int64_t timeout_ms)
 {
 	struct connector *c =
 		__atomic_load_n(&sock->connector, __ATOMIC_ACQUIRE);
 
-	return c && !foreign(c) ? wait_connect_end(c, -1, true) : 0;
+	return c && !foreign(c) ? wait_connect_end(c, timeout_ms, true) : 0;
 }
 
 void connector_cancel(struct sock *sock)

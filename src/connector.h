@@ -23,6 +23,7 @@
 #define ROCESHIM_CONNECTOR_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/socket.h>
 
 #include <roceshim/stats.h>
@@ -102,10 +103,12 @@ bool connector_adopt(const struct config *cfg, struct sock *sock, int fd,
 
 /*
  * A blocking call on sock while its connect is in the background waits,
- * as TCP's does, until the connect is over: 0, or -EINTR when a signal
- * handler interrupted the wait where the kernel would not restart it.
+ * as TCP's does, until the connect is over, or for timeout_ms (-1: no
+ * limit; the socket's SO_SNDTIMEO or SO_RCVTIMEO): 0, -ETIMEDOUT, or
+ * -EINTR when a signal handler interrupted the wait where the kernel
+ * would not restart it.
  */
-int connector_wait_end(struct sock *sock);
+int connector_wait_end(struct sock *sock, int64_t timeout_ms);
 
 /* The program closes the socket: the background connect stops. */
 void connector_cancel(struct sock *sock);

@@ -498,19 +498,6 @@ static struct rdma_cm_event *next_event(struct rdma_event_channel *ch,
 	return rdmacm.get_cm_event(ch, &ev) ? NULL : ev;
 }
 
-/* SO_SNDTIMEO, which bounds a connect and stops its restart (signal(7)). */
-static bool send_timeout_set(int fd)
-{
-	struct timeval tv = { 0 };
-	socklen_t len = sizeof(tv);
-	int err = errno;
-	bool set = !real.getsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, &len) &&
-		   (tv.tv_sec || tv.tv_usec);
-
-	errno = err;
-	return set;
-}
-
 static enum roceshim_reason connect_now(const struct config *cfg, int fd,
 					const struct sockaddr *addr,
 					socklen_t len, unsigned int flags,
@@ -520,7 +507,9 @@ static enum roceshim_reason connect_now(const struct config *cfg, int fd,
 	struct dial d = { .id = NULL };
 	struct rdma_cm_event *ev;
 	enum roceshim_reason reason;
-	bool may_restart = !send_timeout_set(fd), interrupted;
+	/* SO_SNDTIMEO bounds a connect and stops its restart (signal(7)). */
+	bool may_restart = real_socket_timeout_ms(fd, SO_SNDTIMEO) < 0,
+	     interrupted;
 
 	if (!shared)
 		return ROCESHIM_REASON_UNSUPPORTED;

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include <dlfcn.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
@@ -131,4 +132,16 @@ bool real_call_nonblocking(int fd, int msg_flags)
 		return true;
 	fl = real.fcntl(fd, F_GETFL);
 	return fl >= 0 && (fl & O_NONBLOCK);
+}
+
+int64_t real_socket_timeout_ms(int fd, int name)
+{
+	struct timeval tv = { 0 };
+	socklen_t len = sizeof(tv);
+	int err = errno;
+	bool set = !real.getsockopt(fd, SOL_SOCKET, name, &tv, &len) &&
+		   (tv.tv_sec || tv.tv_usec);
+
+	errno = err;
+	return set ? tv.tv_sec * 1000ll + (tv.tv_usec + 999) / 1000 : -1;
 }

@@ -17,6 +17,7 @@
 #include <spawn.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <sys/epoll.h>
 #include <sys/select.h>
@@ -132,5 +133,11 @@ void real_init(void);
  * blocking: the call itself then fails as the kernel fails it.
  */
 bool real_call_nonblocking(int fd, int msg_flags);
+
+/*
+ * The socket's SO_RCVTIMEO or SO_SNDTIMEO (name) in milliseconds, rounded
+ * up; -1 for none.  errno is left as it was.
+ */
+int64_t real_socket_timeout_ms(int fd, int name);
 
 #endif /* ROCESHIM_REAL_H */

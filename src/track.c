@@ -252,14 +252,16 @@ int track_connect_prepare(struct sock *sock, int fd,
 	*reason = ROCESHIM_REASON_NONE;
 	/*
 	 * A connect in the background: as the kernel's in progress, which a
-	 * blocking connect() waits for (one retried after EINTR).
+	 * blocking connect() waits for (one retried after EINTR), at most
+	 * SO_SNDTIMEO (then EALREADY, as __inet_stream_connect() says).
 	 */
 	if (connector_pending(sock)) {
 		if (real_call_nonblocking(fd, 0))
 			return -EALREADY;
-		err = connector_wait_end(sock);
+		err = connector_wait_end(
+			sock, real_socket_timeout_ms(fd, SO_SNDTIMEO));
 		if (err)
-			return err;
+			return err == -ETIMEDOUT ? -EALREADY : err;
 	}
 	err = connector_take_error(sock);
 	if (err)

@@ -52,9 +52,10 @@ static ssize_t plain_io(struct sock *sock, int fd, const struct iovec *iov,
 
 /*
  * sock connects in the background, as a TCP connect in progress: a
- * non-blocking call fails with EAGAIN, a blocking one waits for the end.
- * The connection it ended with, or NULL with *ret the call's result
- * (-EAGAIN, -EINTR, or the kernel's, if it ended on TCP).
+ * non-blocking call fails with EAGAIN, a blocking one waits for the end,
+ * at most the socket's timeout (then EAGAIN).  The connection it ended
+ * with, or NULL with *ret the call's result (-EAGAIN, -EINTR, or the
+ * kernel's, if it ended on TCP).
  */
 static struct conn *connected(struct sock *sock, int fd,
 			      const struct iovec *iov, int iovcnt, int flags,
@@ -66,7 +67,11 @@ static struct conn *connected(struct sock *sock, int fd,
 		*ret = -EAGAIN;
 		return NULL;
 	}
-	*ret = connector_wait_end(sock);
+	*ret = connector_wait_end(
+		sock,
+		real_socket_timeout_ms(fd, send ? SO_SNDTIMEO : SO_RCVTIMEO));
+	if (*ret == -ETIMEDOUT)
+		*ret = -EAGAIN;
 	if (*ret)
 		return NULL;
 	c = __atomic_load_n(&sock->conn, __ATOMIC_ACQUIRE);

@@ -24,6 +24,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "pair_check.h"
@@ -39,6 +40,8 @@
  * between the SYN's first retransmission (1 s) and its second (3 s).
  */
 #define QUEUE_FULL_US 1500000
+/* A socket timeout set while such a connect goes on. */
+#define TIMEOUT_MS 300
 
 static volatile sig_atomic_t signals;
 
@@ -314,13 +317,16 @@ static int read_byte(int fd, int ms)
  * A blocking connect whose SYN the listener drops (its accept queue is
  * full), so that a signal without SA_RESTART interrupts it in the
  * kernel's own connect: EINTR, and the kernel goes on with it.  Then
- * then_what(client, its peer) waits for it, and once there is room it connects,
- * and the connection carries both ways.  Over RDMA the handshake is over
- * by then, and the connection goes on with it.
+ * then_what(client, its peer) runs, after the listener made room
+ * (room_first) or before: with the queue still full, the connect goes
+ * on until the SYN's next retransmission (3 s).  Once there is room it
+ * connects, and the connection carries both ways.  Over RDMA the
+ * handshake is over by then, and the connection goes on with it.
  */
 static void interrupted_in_tcp(const char *name,
 			       ssize_t (*then_what)(int,
-						    const struct sockaddr_in *))
+						    const struct sockaddr_in *),
+			       bool room_first)
 {
 	int listener, filler, filler_end, client, server = -1, ret, err;
 	int so_error = -1;
@@ -341,8 +347,11 @@ static void interrupted_in_tcp(const char *name,
 	ret = connect(client, (struct sockaddr *)&addr, sizeof(addr));
 	err = errno;
 	ticking(0, false);
-	filler_end = accept4(listener, NULL, NULL, SOCK_CLOEXEC);
+	if (room_first)
+		filler_end = accept4(listener, NULL, NULL, SOCK_CLOEXEC);
 	then = ret && err == EINTR ? then_what(client, &addr) : -1;
+	if (!room_first)
+		filler_end = accept4(listener, NULL, NULL, SOCK_CLOEXEC);
 	getsockopt(client, SOL_SOCKET, SO_ERROR, &so_error, &len);
 	if (then >= 0 && !so_error)
 		server = accept4(listener, NULL, NULL, SOCK_CLOEXEC);
@@ -371,14 +380,96 @@ static ssize_t connect_again(int client, const struct sockaddr_in *peer)
 	return connect(client, (const struct sockaddr *)peer, sizeof(*peer));
 }
 
+static void set_timeout(int fd, int name, long ms)
+{
+	struct timeval tv = { ms / 1000, ms % 1000 * 1000 };
+
+	setsockopt(fd, SOL_SOCKET, name, &tv, sizeof(tv));
+}
+
+static long ms_since(const struct timespec *start)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (now.tv_sec - start->tv_sec) * 1000 +
+	       (now.tv_nsec - start->tv_nsec) / 1000000;
+}
+
+/*
+ * call(client, peer) under a socket timeout (name) while the
+ * connect goes on: it fails with err, after that timeout and well before
+ * the connect ends (the kernel waits with sock_sndtimeo() or
+ * sock_rcvtimeo()).  0, or -1.
+ */
+static ssize_t times_out(int client, const struct sockaddr_in *peer, int name,
+			 int err,
+			 ssize_t (*call)(int, const struct sockaddr_in *))
+{
+	struct timespec start;
+	ssize_t ret;
+	long ms;
+	int got;
+
+	set_timeout(client, name, TIMEOUT_MS);
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	ret = call(client, peer);
+	got = errno;
+	ms = ms_since(&start);
+	set_timeout(client, name, 0);
+	if (ret == -1 && got == err && ms >= TIMEOUT_MS - 20 && ms < 1000)
+		return 0;
+	printf("note %zd (%s) after %ld ms\n", ret, strerror(got), ms);
+	return -1;
+}
+
+static ssize_t read_byte_now(int client, const struct sockaddr_in *peer)
+{
+	char byte;
+
+	(void)peer;
+	return read(client, &byte, 1);
+}
+
+static ssize_t read_times_out(int client, const struct sockaddr_in *peer)
+{
+	return times_out(client, peer, SO_RCVTIMEO, EAGAIN, read_byte_now);
+}
+
+static ssize_t write_times_out(int client, const struct sockaddr_in *peer)
+{
+	return times_out(client, peer, SO_SNDTIMEO, EAGAIN, write_byte);
+}
+
+static ssize_t connect_again_times_out(int client,
+				       const struct sockaddr_in *peer)
+{
+	return times_out(client, peer, SO_SNDTIMEO, EALREADY, connect_again);
+}
+
 static void write_after_eintr_in_tcp_waits(void)
 {
-	interrupted_in_tcp(__func__, write_byte);
+	interrupted_in_tcp(__func__, write_byte, true);
 }
 
 static void connect_again_after_eintr_in_tcp_waits(void)
 {
-	interrupted_in_tcp(__func__, connect_again);
+	interrupted_in_tcp(__func__, connect_again, true);
+}
+
+static void read_while_connecting_ends_at_rcvtimeo(void)
+{
+	interrupted_in_tcp(__func__, read_times_out, false);
+}
+
+static void write_while_connecting_ends_at_sndtimeo(void)
+{
+	interrupted_in_tcp(__func__, write_times_out, false);
+}
+
+static void connect_again_while_connecting_ends_at_sndtimeo(void)
+{
+	interrupted_in_tcp(__func__, connect_again_times_out, false);
 }
 
 int main(int argc, char **argv)
@@ -400,6 +491,9 @@ int main(int argc, char **argv)
 	connect_goes_on_after_eintr();
 	write_after_eintr_in_tcp_waits();
 	connect_again_after_eintr_in_tcp_waits();
+	read_while_connecting_ends_at_rcvtimeo();
+	write_while_connecting_ends_at_sndtimeo();
+	connect_again_while_connecting_ends_at_sndtimeo();
 	check_save_stats(argv[2]);
 	return check_failures ? 1 : 0;
 }
