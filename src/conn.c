@@ -760,6 +760,13 @@ bool conn_on_rdma(const struct conn *c)
 	return path == CONN_RDMA || path == CONN_MOVING;
 }
 
+bool conn_moving_or_moved(const struct conn *c)
+{
+	enum conn_path path = path_of(c);
+
+	return path == CONN_MOVING || path == CONN_TCP;
+}
+
 bool conn_shared(const struct conn *c)
 {
 	return c->fork_epoch != conn_fork_epoch;

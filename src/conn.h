@@ -101,6 +101,8 @@ void conn_limit_send(struct conn *c, int bytes);
 
 /* Its bytes go over RDMA, or are about to go over TCP (the move). */
 bool conn_on_rdma(const struct conn *c);
+/* It moves, or moved, to TCP. */
+bool conn_moving_or_moved(const struct conn *c);
 /* The kernel socket carries it, and nothing of roceshim's is pending. */
 bool conn_is_plain(struct conn *c);
 /*

@@ -476,26 +476,45 @@ SHIM_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen,
 	return sock ? done_mmsg(sock, ret, vec, true) : ret;
 }
 
-/* sendfile into an upgraded socket: read a chunk, send it. */
+/*
+ * sendfile into an upgraded socket, a chunk at a time, on the program's
+ * stack.  As the kernel's, it goes on until count is sent, the file ends,
+ * or the socket takes no more (non-blocking, a signal, an error), and
+ * then reports what it sent; an error only if it sent nothing.
+ */
 static ssize_t upgraded_sendfile(struct sock *up, int out_fd, int in_fd,
 				 off_t *offset, size_t count)
 {
-	char buf[65536];
-	size_t want = count < sizeof(buf) ? count : sizeof(buf);
+	char buf[32768];
 	struct iovec iov = { .iov_base = buf };
+	size_t want, done = 0;
 	ssize_t got, sent;
 
-	got = offset ? pread(in_fd, buf, want, *offset)
-		     : real.read(in_fd, buf, want);
-	if (got <= 0)
-		return got < 0 ? -errno : 0;
-	iov.iov_len = got;
-	sent = upgraded_send(up, out_fd, &iov, 1, 0);
-	if (sent > 0 && offset)
-		*offset += sent;
-	else if (!offset && sent < got)
-		lseek(in_fd, (sent > 0 ? sent : 0) - got, SEEK_CUR);
-	return sent;
+	while (done < count) {
+		want = count - done < sizeof(buf) ? count - done : sizeof(buf);
+		got = offset ? pread(in_fd, buf, want, *offset)
+			     : real.read(in_fd, buf, want);
+		if (got <= 0) {
+			if (got < 0 && !done)
+				return -errno;
+			break;
+		}
+		iov.iov_len = got;
+		sent = upgraded_send(up, out_fd, &iov, 1, 0);
+		if (sent > 0) {
+			done += sent;
+			if (offset)
+				*offset += sent;
+		}
+		if (sent == got)
+			continue;
+		if (!offset)
+			lseek(in_fd, (sent > 0 ? sent : 0) - got, SEEK_CUR);
+		if (sent < 0 && !done)
+			return sent;
+		break;
+	}
+	return done;
 }
 
 SHIM_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count)

@@ -99,6 +99,55 @@ static int iov_check(const struct iovec *iov, int iovcnt)
 	return bytes;
 }
 
+static void count_tx(struct sock *sock, ssize_t bytes, bool kernel)
+{
+	if (kernel)
+		stats_tcp_tx(sock_row(sock), bytes);
+	else
+		stats_rdma_tx(sock_row(sock), bytes);
+}
+
+/*
+ * A blocking send that the connection's move to TCP cut short after sent
+ * bytes: the rest goes on over TCP, as the kernel's send would have taken
+ * it all.  The bytes of the rest it sent; an error ends it quietly, as the
+ * kernel's send returns what it sent before one (tcp_sendmsg()).
+ */
+static ssize_t send_rest(struct sock *sock, struct conn *c, int fd,
+			 const struct iovec *iov, int iovcnt, int flags,
+			 size_t sent)
+{
+	struct iovec part;
+	ssize_t n, more = 0;
+	bool kernel;
+	int i = 0;
+
+	if (!conn_moving_or_moved(c) || real_call_nonblocking(fd, flags))
+		return 0;
+	while (i < iovcnt && sent >= iov[i].iov_len)
+		sent -= iov[i++].iov_len;
+	if (i < iovcnt && sent) {
+		part.iov_base = (char *)iov[i].iov_base + sent;
+		part.iov_len = iov[i].iov_len - sent;
+		n = conn_send(c, fd, &part, 1, flags, &kernel);
+		if (n <= 0)
+			return 0;
+		count_tx(sock, n, kernel);
+		if ((size_t)n < part.iov_len)
+			return n;
+		more = n;
+		i++;
+	}
+	if (i < iovcnt) {
+		n = conn_send(c, fd, iov + i, iovcnt - i, flags, &kernel);
+		if (n > 0) {
+			count_tx(sock, n, kernel);
+			more += n;
+		}
+	}
+	return more;
+}
+
 ssize_t upgraded_send(struct sock *sock, int fd, const struct iovec *iov,
 		      int iovcnt, int flags)
 {
@@ -121,10 +170,9 @@ ssize_t upgraded_send(struct sock *sock, int fd, const struct iovec *iov,
 	ret = conn_send(c, fd, iov, iovcnt, flags, &kernel);
 
 	if (ret > 0) {
-		if (kernel)
-			stats_tcp_tx(sock_row(sock), ret);
-		else
-			stats_rdma_tx(sock_row(sock), ret);
+		count_tx(sock, ret, kernel);
+		if (!kernel)
+			ret += send_rest(sock, c, fd, iov, iovcnt, flags, ret);
 		cuda_mem_count(true, iov, iovcnt, ret);
 		return ret;
 	}

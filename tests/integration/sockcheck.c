@@ -2065,6 +2065,41 @@ out:
 	return -1;
 }
 
+/* The kernel's sendfile into a blocking socket sends all it is asked. */
+static void sendfile_to_blocking_socket_sends_all_in_one_call(struct tctx *t)
+{
+	const size_t len = (1 << 20) + 123;
+	struct stream rx = { .seed = 18, .len = len };
+	int c = -1, s = -1, f = -1;
+	bool running = false;
+	pthread_t th;
+	off_t off = 0;
+	ssize_t r;
+
+	TRY(make_pair(t, &c, &s, PAIR_BIND_CLIENT));
+	f = make_temp_file(t, 18, len);
+	TRY(f < 0);
+	rx.fd = s;
+	ASSERT(!start_thread(&th, stream_recv, &rx), "pthread_create");
+	running = true;
+	r = sendfile(c, f, &off, len);
+	ASSERT(r == (ssize_t)len && off == (off_t)len,
+	       "sendfile: %zd (%s), offset %lld", r, errname(errno),
+	       (long long)off);
+	pthread_join(th, NULL);
+	running = false;
+	ASSERT(!rx.err[0], "receiver: %s", rx.err);
+	note_digest(t, "sendfile in one call", len, rx.digest);
+out:
+	if (running) {
+		shutdown(s, SHUT_RDWR);
+		pthread_join(th, NULL);
+	}
+	close_fd(&f);
+	close_fd(&c);
+	close_fd(&s);
+}
+
 static void sendfile_streams_file_into_socket(struct tctx *t)
 {
 	const size_t len = (1 << 20) + 123;
@@ -4650,6 +4685,75 @@ out:
 	close_fd(&s);
 }
 
+struct one_send {
+	int fd;
+	const unsigned char *buf;
+	size_t len;
+	ssize_t ret;
+	int err;
+};
+
+static void *send_once(void *arg)
+{
+	struct one_send *o = arg;
+
+	o->ret = send(o->fd, o->buf, o->len, MSG_NOSIGNAL);
+	o->err = errno;
+	return NULL;
+}
+
+/*
+ * One blocking send of more than the peer's buffers take, while a fork
+ * child makes a call on the socket (under roceshim, it moves to TCP
+ * mid-send): the send returns every byte, as the kernel's does.
+ */
+static void blocking_send_completes_while_fork_child_uses_socket(struct tctx *t)
+{
+	const size_t len = 8 << 20;
+	struct one_send o = { .len = len, .ret = -2 };
+	unsigned char *buf = malloc(len);
+	int c = -1, s = -1, status;
+	bool running = false;
+	pthread_t th;
+	pid_t pid;
+	uint64_t h;
+
+	ASSERT(buf, "out of memory");
+	pattern_fill(buf, len, 27, 0);
+	TRY(make_pair(t, &c, &s, PAIR_BIND_CLIENT));
+	o.fd = c;
+	o.buf = buf;
+	ASSERT(!start_thread(&th, send_once, &o), "pthread_create");
+	running = true;
+	usleep(200000);
+	pid = fork_child();
+	ASSERT_OK(pid);
+	if (pid == 0) {
+		char byte;
+
+		_exit(recv(c, &byte, 1, MSG_DONTWAIT) == -1 && errno == EAGAIN
+			      ? 0
+			      : 1);
+	}
+	TRY(wait_child(t, pid, &status));
+	ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	       "child's recv() was not EAGAIN (status %#x)", status);
+	TRY(recv_pattern(t, s, 27, len, &h));
+	pthread_join(th, NULL);
+	running = false;
+	ASSERT(o.ret == (ssize_t)len, "send: %zd (%s)", o.ret, errname(o.err));
+	note_digest(t, "one send while a child used the socket", len, h);
+out:
+	if (running) {
+		shutdown(c, SHUT_RDWR);
+		shutdown(s, SHUT_RDWR);
+		pthread_join(th, NULL);
+	}
+	close_fd(&c);
+	close_fd(&s);
+	free(buf);
+}
+
 static void fork_child_opens_own_connection(struct tctx *t)
 {
 	const size_t len = 32 << 10;
@@ -5710,6 +5814,7 @@ static const struct test tests[] = {
 	TEST(sendmsg_recvmsg_with_iovecs),
 	TEST(sendmmsg_recvmmsg_on_stream),
 	SLOW_TEST(sendfile_streams_file_into_socket, 10),
+	SLOW_TEST(sendfile_to_blocking_socket_sends_all_in_one_call, 10),
 	SLOW_TEST(nonblocking_transfer_survives_partial_io, 15),
 	SLOW_TEST(full_duplex_transfer_with_blocking_threads, 15),
 	SLOW_TEST(large_sends_from_a_reused_buffer_arrive_intact, 15),
@@ -5791,6 +5896,7 @@ static const struct test tests[] = {
 	TEST(fcntl_dupfd_cloexec_sets_cloexec),
 	/* processes */
 	TEST(fork_child_writes_inherited_socket),
+	SLOW_TEST(blocking_send_completes_while_fork_child_uses_socket, 15),
 	TEST(fork_child_opens_own_connection),
 	TEST(fork_child_shares_connect_in_progress),
 	TEST(fork_child_closing_connect_in_progress_ends_it),
