@@ -99,51 +99,64 @@ static int iov_check(const struct iovec *iov, int iovcnt)
 	return bytes;
 }
 
-static void count_tx(struct sock *sock, ssize_t bytes, bool kernel)
+static void count_bytes(struct sock *sock, ssize_t bytes, bool send,
+			bool kernel)
 {
-	if (kernel)
+	if (send && kernel)
 		stats_tcp_tx(sock_row(sock), bytes);
-	else
+	else if (send)
 		stats_rdma_tx(sock_row(sock), bytes);
+	else if (kernel)
+		stats_tcp_rx(sock_row(sock), bytes);
+	else
+		stats_rdma_rx(sock_row(sock), bytes);
+}
+
+static ssize_t send_or_recv(struct sock *sock, struct conn *c, int fd,
+			    const struct iovec *iov, int iovcnt, int flags,
+			    bool send)
+{
+	bool kernel;
+	ssize_t n = send ? conn_send(c, fd, iov, iovcnt, flags, &kernel)
+			 : conn_recv(c, fd, iov, iovcnt, flags, &kernel);
+
+	if (n > 0)
+		count_bytes(sock, n, send, kernel);
+	return n;
 }
 
 /*
- * A blocking send that the connection's move to TCP cut short after sent
- * bytes: the rest goes on over TCP, as the kernel's send would have taken
- * it all.  The bytes of the rest it sent; an error ends it quietly, as the
- * kernel's send returns what it sent before one (tcp_sendmsg()).
+ * A blocking send, or a blocking MSG_WAITALL read, that the connection's
+ * move to TCP cut short after done bytes: the rest goes on over TCP, as
+ * the kernel's call would have gone on.  The bytes of the rest it moved;
+ * an error or the end of the stream ends it quietly, as the kernel's call
+ * returns what it moved before one (tcp_sendmsg(), tcp_recvmsg()).
  */
-static ssize_t send_rest(struct sock *sock, struct conn *c, int fd,
-			 const struct iovec *iov, int iovcnt, int flags,
-			 size_t sent)
+static ssize_t rest_over_tcp(struct sock *sock, struct conn *c, int fd,
+			     const struct iovec *iov, int iovcnt, int flags,
+			     size_t done, bool send)
 {
 	struct iovec part;
 	ssize_t n, more = 0;
-	bool kernel;
 	int i = 0;
 
 	if (!conn_moving_or_moved(c) || real_call_nonblocking(fd, flags))
 		return 0;
-	while (i < iovcnt && sent >= iov[i].iov_len)
-		sent -= iov[i++].iov_len;
-	if (i < iovcnt && sent) {
-		part.iov_base = (char *)iov[i].iov_base + sent;
-		part.iov_len = iov[i].iov_len - sent;
-		n = conn_send(c, fd, &part, 1, flags, &kernel);
-		if (n <= 0)
-			return 0;
-		count_tx(sock, n, kernel);
-		if ((size_t)n < part.iov_len)
-			return n;
+	while (i < iovcnt && done >= iov[i].iov_len)
+		done -= iov[i++].iov_len;
+	if (i < iovcnt && done) {
+		part.iov_base = (char *)iov[i].iov_base + done;
+		part.iov_len = iov[i].iov_len - done;
+		n = send_or_recv(sock, c, fd, &part, 1, flags, send);
+		if (n <= 0 || (size_t)n < part.iov_len)
+			return n > 0 ? n : 0;
 		more = n;
 		i++;
 	}
 	if (i < iovcnt) {
-		n = conn_send(c, fd, iov + i, iovcnt - i, flags, &kernel);
-		if (n > 0) {
-			count_tx(sock, n, kernel);
+		n = send_or_recv(sock, c, fd, iov + i, iovcnt - i, flags, send);
+		if (n > 0)
 			more += n;
-		}
 	}
 	return more;
 }
@@ -170,9 +183,10 @@ ssize_t upgraded_send(struct sock *sock, int fd, const struct iovec *iov,
 	ret = conn_send(c, fd, iov, iovcnt, flags, &kernel);
 
 	if (ret > 0) {
-		count_tx(sock, ret, kernel);
+		count_bytes(sock, ret, true, kernel);
 		if (!kernel)
-			ret += send_rest(sock, c, fd, iov, iovcnt, flags, ret);
+			ret += rest_over_tcp(sock, c, fd, iov, iovcnt, flags,
+					     ret, true);
 		cuda_mem_count(true, iov, iovcnt, ret);
 		return ret;
 	}
@@ -211,10 +225,11 @@ static ssize_t recv_checked(struct sock *sock, int fd, const struct iovec *iov,
 	ret = conn_recv(c, fd, iov, iovcnt, flags, &kernel);
 
 	if (ret > 0 && !(flags & MSG_PEEK)) {
-		if (kernel)
-			stats_tcp_rx(sock_row(sock), ret);
-		else
-			stats_rdma_rx(sock_row(sock), ret);
+		count_bytes(sock, ret, false, kernel);
+		if (!kernel &&
+		    (flags & (MSG_WAITALL | MSG_TRUNC)) == MSG_WAITALL)
+			ret += rest_over_tcp(sock, c, fd, iov, iovcnt, flags,
+					     ret, false);
 		if (!(flags & MSG_TRUNC))
 			cuda_mem_count(false, iov, iovcnt, ret);
 	} else if (ret < 0 && ret != -EAGAIN && ret != -EINTR) {

@@ -4754,6 +4754,113 @@ out:
 	free(buf);
 }
 
+struct halves {
+	int fd;	  /* sends on it */
+	int peek; /* a fork child peeks at it */
+	int gate[2];
+	const unsigned char *buf;
+	size_t len;
+	int child_status;
+	char err[64];
+};
+
+/* Half the buffer, then the rest once the gate opens. */
+static void *send_halves(void *arg)
+{
+	struct halves *h = arg;
+	size_t half = h->len / 2;
+	char byte;
+
+	if (send(h->fd, h->buf, half, MSG_NOSIGNAL) != (ssize_t)half ||
+	    read(h->gate[0], &byte, 1) != 1 ||
+	    send(h->fd, h->buf + half, h->len - half, MSG_NOSIGNAL) !=
+		    (ssize_t)(h->len - half))
+		snprintf(h->err, sizeof(h->err), "send: %s", errname(errno));
+	return NULL;
+}
+
+/* A fork child peeks at the socket, then the gate opens. */
+static void *fork_peeker(void *arg)
+{
+	struct halves *h = arg;
+	pid_t pid;
+	char byte;
+
+	usleep(300000);
+	pid = fork_child();
+	if (pid == 0)
+		_exit(recv(h->peek, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 1 ||
+				      errno == EAGAIN
+			      ? 0
+			      : 1);
+	if (pid < 0 || waitpid(pid, &h->child_status, 0) != pid)
+		h->child_status = -1;
+	if (write(h->gate[1], "g", 1) != 1)
+		h->child_status = -1;
+	return NULL;
+}
+
+/*
+ * A blocking MSG_WAITALL read of a stream that stops half-way while a
+ * fork child peeks at the socket (under roceshim, it moves to TCP then):
+ * the read returns every byte, as the kernel's does.
+ */
+static void waitall_recv_completes_while_fork_child_uses_socket(struct tctx *t)
+{
+	const size_t len = 8 << 20;
+	struct halves h = { .len = len, .gate = { -1, -1 } };
+	unsigned char *buf = malloc(len), *got = malloc(len);
+	pthread_t sender, peeker;
+	int c = -1, s = -1, threads = 0, err;
+	sigset_t chld;
+	size_t bad;
+	ssize_t r;
+
+	ASSERT(buf && got, "out of memory");
+	pattern_fill(buf, len, 28, 0);
+	ASSERT_OK(pipe(h.gate));
+	TRY(make_pair(t, &c, &s, PAIR_BIND_CLIENT));
+	h.fd = c;
+	h.peek = s;
+	h.buf = buf;
+	ASSERT(!start_thread(&sender, send_halves, &h), "pthread_create");
+	threads++;
+	ASSERT(!start_thread(&peeker, fork_peeker, &h), "pthread_create");
+	threads++;
+	/* The child's SIGCHLD would end the kernel's read early. */
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	pthread_sigmask(SIG_BLOCK, &chld, NULL);
+	r = recv(s, got, len, MSG_WAITALL);
+	err = errno;
+	pthread_sigmask(SIG_UNBLOCK, &chld, NULL);
+	ASSERT(r == (ssize_t)len, "recv(MSG_WAITALL): %zd (%s)", r,
+	       errname(err));
+	bad = pattern_mismatch(got, len, 28, 0);
+	ASSERT(bad == len, "data mismatch at byte %zu", bad);
+	note_digest(t, "one MSG_WAITALL read while a child peeked", len,
+		    fnv1a(FNV1A_INIT, got, len));
+out:
+	if (threads) {
+		/* Unblocks the sender wherever it waits. */
+		shutdown(c, SHUT_RDWR);
+		shutdown(s, SHUT_RDWR);
+		close_fd(&h.gate[1]);
+		pthread_join(sender, NULL);
+	}
+	if (threads > 1)
+		pthread_join(peeker, NULL);
+	if (threads > 1 && (h.err[0] || h.child_status))
+		fail_at(t, __LINE__, "sender %s, child status %#x", h.err,
+			h.child_status);
+	close_fd(&h.gate[0]);
+	close_fd(&h.gate[1]);
+	close_fd(&c);
+	close_fd(&s);
+	free(buf);
+	free(got);
+}
+
 static void fork_child_opens_own_connection(struct tctx *t)
 {
 	const size_t len = 32 << 10;
@@ -5897,6 +6004,7 @@ static const struct test tests[] = {
 	/* processes */
 	TEST(fork_child_writes_inherited_socket),
 	SLOW_TEST(blocking_send_completes_while_fork_child_uses_socket, 15),
+	SLOW_TEST(waitall_recv_completes_while_fork_child_uses_socket, 15),
 	TEST(fork_child_opens_own_connection),
 	TEST(fork_child_shares_connect_in_progress),
 	TEST(fork_child_closing_connect_in_progress_ends_it),
