@@ -91,6 +91,24 @@ static struct sock *lookup(int fd, struct sock **upgraded)
 	return *upgraded ? NULL : sock;
 }
 
+/* The kernel's cap on one call's bytes (MAX_RW_COUNT, 4 KiB pages). */
+#define MAX_RW_COUNT (INT_MAX & ~4095)
+
+/*
+ * One buffer of send(), recv(), sendto() or recvfrom(): the kernel caps
+ * its length before it checks the range (import_single_range()), where
+ * read() and write() check all of it (vfs_read(): EFAULT past the address
+ * space, and a length above SSIZE_MAX is past it).
+ */
+static struct iovec one_buffer(const void *buf, size_t len, bool capped)
+{
+	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
+
+	if (capped && len > MAX_RW_COUNT)
+		iov.iov_len = MAX_RW_COUNT;
+	return iov;
+}
+
 /*
  * read, write, recv and send: an untracked fd (rxe's doorbell, its
  * completion channel, files) goes straight to libc from the exported
@@ -104,8 +122,10 @@ tracked_recv(struct sock *sock, int fd, void *buf, size_t len, int flags,
 	ssize_t ret;
 
 	if (upgraded_carried(sock)) {
-		struct iovec iov = { .iov_base = buf, .iov_len = len };
+		struct iovec iov = one_buffer(buf, len, !as_read);
 
+		if (as_read && len > SSIZE_MAX)
+			return done_upgraded(sock, -EFAULT);
 		return done_upgraded(
 			sock,
 			as_read ? upgraded_read(sock, fd, &iov, 1, flags)
@@ -123,8 +143,10 @@ tracked_send(struct sock *sock, int fd, const void *buf, size_t len, int flags,
 	ssize_t ret;
 
 	if (upgraded_carried(sock)) {
-		struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
+		struct iovec iov = one_buffer(buf, len, !as_write);
 
+		if (as_write && len > SSIZE_MAX)
+			return done_upgraded(sock, -EFAULT);
 		return done_upgraded(sock,
 				     upgraded_send(sock, fd, &iov, 1, flags));
 	}
@@ -141,7 +163,7 @@ static ssize_t shim_recvfrom(int fd, void *buf, size_t len, int flags,
 
 	sock = lookup(fd, &up);
 	if (up) {
-		struct iovec iov = { .iov_base = buf, .iov_len = len };
+		struct iovec iov = one_buffer(buf, len, true);
 
 		/* A stream socket reports no source address. */
 		if (from && fromlen)
@@ -325,7 +347,7 @@ SHIM_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags,
 
 	sock = lookup(fd, &up);
 	if (up) {
-		struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
+		struct iovec iov = one_buffer(buf, len, true);
 
 		/* A connected stream ignores the address, as TCP does. */
 		return done_upgraded(up, upgraded_send(up, fd, &iov, 1, flags));

@@ -3,6 +3,7 @@
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -80,10 +81,15 @@ static struct conn *connected(struct sock *sock, int fd,
 	return c;
 }
 
+/* Above every user address space Linux gives, 5-level paging included. */
+#define USER_ADDRESS_END (UINT64_C(1) << 56)
+
 /*
- * The kernel's checks of the buffers (import_iovec()), made first; a
- * NULL buffer fails later, where a copy would be made (conn_rdma.c).
- * -EINVAL, 0 if they hold no byte, 1 if they do.
+ * The kernel's checks of the buffers (import_iovec()), made first: each
+ * length, then each range (access_ok(): a buffer that runs past the user
+ * address space is EFAULT, before any byte moves).  A NULL buffer fails
+ * later, where a copy would be made (conn_rdma.c).  -EINVAL, -EFAULT, 0
+ * if they hold no byte, 1 if they do.
  */
 static int iov_check(const struct iovec *iov, int iovcnt)
 {
@@ -96,6 +102,11 @@ static int iov_check(const struct iovec *iov, int iovcnt)
 			return -EINVAL;
 		bytes |= iov[i].iov_len != 0;
 	}
+	for (i = 0; i < iovcnt; i++)
+		if (iov[i].iov_len > USER_ADDRESS_END ||
+		    (uint64_t)(uintptr_t)iov[i].iov_base >
+			    USER_ADDRESS_END - iov[i].iov_len)
+			return -EFAULT;
 	return bytes;
 }
 
