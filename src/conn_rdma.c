@@ -469,14 +469,16 @@ static int host_memory(const struct iovec *iov, int iovcnt)
  * nothing yet.
  */
 static ssize_t recv_into(struct conn *c, bool device, uint8_t *buf, size_t len,
-			 bool peek)
+			 bool peek, uint64_t peeked)
 {
 	uint8_t probe;
 	ssize_t n;
 
+	if (!device && peek)
+		return transport_peek_at(c->t, buf, len, peeked);
 	if (!device)
-		return transport_recv(c->t, buf, len, peek);
-	n = transport_recv(c->t, &probe, 1, true);
+		return transport_recv(c->t, buf, len, false);
+	n = transport_peek_at(c->t, &probe, 1, peek ? peeked : 0);
 	if (n <= 0)
 		return n;
 	if (buf)
@@ -596,6 +598,20 @@ static ssize_t recv_nothing(struct conn *c, struct blocking *b)
 	return n == -EXDEV ? n : 0;
 }
 
+/*
+ * A MSG_PEEK|MSG_WAITALL read that has some of its bytes waits for more
+ * in ticks of 1 ms: the bytes it peeked keep the socket readable.  0, or
+ * -EAGAIN at the socket's timeout, -EINTR for a signal.
+ */
+static int wait_more_peeked(struct blocking *b)
+{
+	static const struct timespec tick = { .tv_nsec = 1000000 };
+
+	if (b->deadline >= 0 && clock_ms() >= b->deadline)
+		return -EAGAIN;
+	return nanosleep(&tick, NULL) ? -errno : 0;
+}
+
 ssize_t conn_rdma_recv(struct conn *c, int tcp_fd, const struct iovec *iov,
 		       int iovcnt, int flags)
 {
@@ -603,7 +619,7 @@ ssize_t conn_rdma_recv(struct conn *c, int tcp_fd, const struct iovec *iov,
 			      .flags = flags,
 			      .timeout_opt = SO_RCVTIMEO };
 	bool peek = flags & MSG_PEEK;
-	bool waitall = (flags & MSG_WAITALL) && !peek;
+	bool waitall = flags & MSG_WAITALL;
 	/* TCP takes the bytes without a copy: the buffers may be NULL. */
 	bool discard = flags & MSG_TRUNC;
 	struct wait_clock w = { .policy = &c->rx_spin };
@@ -613,9 +629,6 @@ ssize_t conn_rdma_recv(struct conn *c, int tcp_fd, const struct iovec *iov,
 
 	if (!iov_bytes(iov, iovcnt))
 		return recv_nothing(c, &b);
-	/* A peek looks at the start of the stream: one buffer at a time. */
-	if (peek && iovcnt > 1)
-		iovcnt = 1;
 	host = discard ? iovcnt : host_memory(iov, iovcnt);
 	while (i < iovcnt) {
 		uint8_t *base =
@@ -627,11 +640,11 @@ ssize_t conn_rdma_recv(struct conn *c, int tcp_fd, const struct iovec *iov,
 			off = 0;
 			continue;
 		}
-		n = recv_into(c, i >= host, base, want, peek);
+		n = recv_into(c, i >= host, base, want, peek, total);
 		if (n == -EAGAIN && (!total || waitall) && must_not_block(&b)) {
 			/* Before giving up: is the peer gone? */
 			check_peer(c, tcp_fd);
-			n = recv_into(c, i >= host, base, want, peek);
+			n = recv_into(c, i >= host, base, want, peek, total);
 		}
 		if (n > 0) {
 			wait_clock_stop(&w);
@@ -641,12 +654,19 @@ ssize_t conn_rdma_recv(struct conn *c, int tcp_fd, const struct iovec *iov,
 			 * A short read took all there was: only MSG_WAITALL
 			 * waits for more.
 			 */
-			if (peek || ((size_t)n < want && !waitall))
+			if ((size_t)n < want && !waitall)
 				break;
 			continue;
 		}
 		if (n != -EAGAIN || (total && !waitall) || must_not_block(&b))
 			break;
+		if (peek && total) {
+			/* What it peeked keeps the socket readable. */
+			n = wait_more_peeked(&b);
+			if (n)
+				break;
+			continue;
+		}
 		wait_clock_start(&w);
 		if (spin(c, &w, transport_readable))
 			continue;

@@ -626,28 +626,25 @@ static void copy_out_locked(struct transport *t, uint64_t pos, uint8_t *buf,
 		memcpy(buf + first, t->rx.buf, n - first);
 }
 
-ssize_t transport_recv(struct transport *t, void *buf, size_t len, bool peek)
+/* Up to len bytes from skip past the next unread one; a peek takes none. */
+static ssize_t recv_locked(struct transport *t, void *buf, size_t len,
+			   uint64_t skip, bool peek)
 {
 	uint64_t avail, n;
-	ssize_t ret;
 
-	pthread_mutex_lock(&t->lock);
 	progress_locked(t);
 	avail = stream_available(&t->s);
-	if (t->frozen) {
-		ret = -EXDEV;
-		goto out;
-	}
-	if (!avail) {
+	if (t->frozen)
+		return -EXDEV;
+	if (avail <= skip) {
 		if (t->s.rx_eof || t->rx_shut)
-			ret = 0;
-		else
-			ret = t->error ? t->error : -EAGAIN;
-		goto out;
+			return 0;
+		return t->error ? t->error : -EAGAIN;
 	}
+	avail -= skip;
 	n = len < avail ? len : avail;
 	if (buf)
-		copy_out_locked(t, t->s.rx_head, buf, n);
+		copy_out_locked(t, t->s.rx_head + skip, buf, n);
 	if (!peek) {
 		stream_consumed(&t->s, (uint32_t)n);
 		t->counters.rx_bytes += n;
@@ -655,8 +652,26 @@ ssize_t transport_recv(struct transport *t, void *buf, size_t len, bool peek)
 		if (rings_pending(t))
 			rings_progress_locked(t);
 	}
-	ret = (ssize_t)n;
-out:
+	return (ssize_t)n;
+}
+
+ssize_t transport_recv(struct transport *t, void *buf, size_t len, bool peek)
+{
+	ssize_t ret;
+
+	pthread_mutex_lock(&t->lock);
+	ret = recv_locked(t, buf, len, 0, peek);
+	pthread_mutex_unlock(&t->lock);
+	return ret;
+}
+
+ssize_t transport_peek_at(struct transport *t, void *buf, size_t len,
+			  uint64_t skip)
+{
+	ssize_t ret;
+
+	pthread_mutex_lock(&t->lock);
+	ret = recv_locked(t, buf, len, skip, true);
 	pthread_mutex_unlock(&t->lock);
 	return ret;
 }

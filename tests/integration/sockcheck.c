@@ -2447,6 +2447,64 @@ out:
 	close_fd(&s);
 }
 
+static void peek_fills_every_buffer_of_recvmsg(struct tctx *t)
+{
+	char x[5], y[5], all[16];
+	struct iovec iov[2] = { { x, sizeof(x) }, { y, sizeof(y) } };
+	struct msghdr msg = { .msg_iov = iov, .msg_iovlen = 2 };
+	int c = -1, s = -1;
+	ssize_t r;
+
+	TRY(make_pair(t, &c, &s, 0));
+	TRY(send_all(t, c, "0123456789", 10));
+	TRY(wait_queued(t, s, 10));
+	r = recvmsg(s, &msg, MSG_PEEK);
+	ASSERT(r == 10 && !memcmp(x, "01234", 5) && !memcmp(y, "56789", 5),
+	       "recvmsg(MSG_PEEK): %zd", r);
+	r = recv(s, all, sizeof(all), 0);
+	ASSERT(r == 10 && !memcmp(all, "0123456789", 10),
+	       "recv after peek: %zd", r);
+out:
+	close_fd(&c);
+	close_fd(&s);
+}
+
+/* MSG_PEEK with MSG_WAITALL waits for all of it, and takes none. */
+static void peek_waitall_waits_for_all(struct tctx *t)
+{
+	struct dripper d = {
+		.seed = 29, .piece = 1000, .pieces = 4, .delay_ms = 25
+	};
+	unsigned char buf[4000];
+	bool running = false;
+	int c = -1, s = -1;
+	pthread_t th;
+	ssize_t r;
+
+	TRY(make_pair(t, &c, &s, PAIR_BIND_CLIENT));
+	d.fd = c;
+	ASSERT(!start_thread(&th, drip_send, &d), "pthread_create");
+	running = true;
+	r = recv(s, buf, sizeof(buf), MSG_PEEK | MSG_WAITALL);
+	ASSERT(r == (ssize_t)sizeof(buf), "recv(MSG_PEEK|MSG_WAITALL): %zd", r);
+	ASSERT(pattern_mismatch(buf, sizeof(buf), 29, 0) == sizeof(buf),
+	       "peeked data corrupted");
+	pthread_join(th, NULL);
+	running = false;
+	ASSERT(!d.err[0], "sender: %s", d.err);
+	r = recv(s, buf, sizeof(buf), MSG_WAITALL);
+	ASSERT(r == (ssize_t)sizeof(buf) &&
+		       pattern_mismatch(buf, sizeof(buf), 29, 0) == sizeof(buf),
+	       "recv after the peek: %zd", r);
+out:
+	if (running) {
+		shutdown(c, SHUT_RDWR);
+		pthread_join(th, NULL);
+	}
+	close_fd(&c);
+	close_fd(&s);
+}
+
 static void zero_length_reads_as_the_kernel_does(struct tctx *t)
 {
 	struct timeval tv = { .tv_usec = 100000 };
@@ -2550,6 +2608,39 @@ static void buffers_are_checked_as_the_kernel_does(struct tctx *t)
 	ASSERT_ERR(recv(s, NULL, 1, 0), EFAULT);
 	r = recv(s, &byte, 1, 0);
 	ASSERT(r == 1 && byte == 'y', "recv after: %zd '%c'", r, byte);
+out:
+	close_fd(&c);
+	close_fd(&s);
+}
+
+/*
+ * A buffer that runs past the user address space fails with EFAULT before
+ * anything moves, even on a socket whose read would wait: readv(), writev(),
+ * read() and write() check each whole range (import_iovec(), vfs_read()).
+ * recv() and send() cap the length at MAX_RW_COUNT first
+ * (import_single_range()), so a length above the buffer's is not checked.
+ */
+static void buffers_past_the_address_space_fail_with_efault(struct tctx *t)
+{
+	static unsigned char buf[64];
+	struct iovec huge[2] = { { buf, SSIZE_MAX }, { buf, SSIZE_MAX } };
+	/* Out of the compiler's sight: it warns of the sizes. */
+	volatile size_t too_long = SSIZE_MAX, longest = SIZE_MAX;
+	int c = -1, s = -1;
+	ssize_t r;
+
+	TRY(make_pair(t, &c, &s, 0));
+	ASSERT_ERR(readv(s, huge, 2), EFAULT);
+	ASSERT_ERR(read(s, buf, too_long), EFAULT);
+	ASSERT_ERR(writev(c, huge, 2), EFAULT);
+	ASSERT_ERR(write(c, buf, too_long), EFAULT);
+	ASSERT_ERR(recv(s, buf, longest, MSG_DONTWAIT), EAGAIN);
+	TRY(send_all(t, c, "abcdef", 6));
+	TRY(wait_queued(t, s, 6));
+	ASSERT_ERR(readv(s, huge, 2), EFAULT);
+	/* Nothing was taken, and recv() takes the bytes there are. */
+	r = recv(s, buf, longest, 0);
+	ASSERT(r == 6 && !memcmp(buf, "abcdef", 6), "recv after: %zd", r);
 out:
 	close_fd(&c);
 	close_fd(&s);
@@ -5929,10 +6020,13 @@ static const struct test tests[] = {
 	TEST(small_sndbuf_bounds_what_sends_queue),
 	/* message flags */
 	TEST(peek_does_not_consume),
+	TEST(peek_fills_every_buffer_of_recvmsg),
+	TEST(peek_waitall_waits_for_all),
 	TEST(zero_length_reads_as_the_kernel_does),
 	TEST(trunc_takes_bytes_without_a_buffer),
 	TEST(empty_error_queue_leaves_the_stream),
 	TEST(buffers_are_checked_as_the_kernel_does),
+	TEST(buffers_past_the_address_space_fail_with_efault),
 	TEST(waitall_blocks_until_full),
 	TEST(dontwait_gives_eagain_on_empty),
 	TEST(nosignal_send_to_closed_peer_gives_epipe),
