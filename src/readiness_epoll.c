@@ -175,6 +175,16 @@ static bool track(int epfd, int fd, struct readiness *r,
 	return ok;
 }
 
+static bool tracked(int epfd, int fd)
+{
+	bool found;
+
+	pthread_mutex_lock(&set.lock);
+	found = find_locked(epfd, fd);
+	pthread_mutex_unlock(&set.lock);
+	return found;
+}
+
 static void untrack(int epfd, int fd)
 {
 	struct reg *o;
@@ -494,6 +504,16 @@ static int ctl_upgraded(int epfd, int op, int fd, struct readiness *r,
 	int ch_fd = readiness_channel_fd(r);
 	int ret;
 
+	/*
+	 * The entries are the socket's, not fd's: one registered through
+	 * another fd of it (a dup, since closed) is not fd's to change, as
+	 * the kernel keys its entries by file and fd.  The registry knows
+	 * fd's; else the kernel's entry for fd says (one the registry could
+	 * not take).
+	 */
+	if (op != EPOLL_CTL_ADD && !tracked(epfd, fd) &&
+	    real.epoll_ctl(epfd, EPOLL_CTL_DEL, fd, NULL) && errno == ENOENT)
+		return -1;
 	if (op == EPOLL_CTL_DEL) {
 		ret = real.epoll_ctl(epfd, op, in_fd, NULL);
 		real.epoll_ctl(epfd, op, out_fd, NULL);

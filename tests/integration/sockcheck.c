@@ -3647,6 +3647,34 @@ out:
 	close_fd(&s);
 }
 
+/*
+ * The kernel keys an epoll entry by file and fd: a dup of a registered fd,
+ * the registered one since closed, has no entry of its own to change,
+ * while the entry still reports.
+ */
+static void epoll_ctl_through_a_dup_of_a_closed_fd_is_enoent(struct tctx *t)
+{
+	struct epoll_event ev = { .events = EPOLLIN };
+	int c = -1, s = -1, d = -1, ep = -1, n;
+
+	TRY(make_pair(t, &c, &s, PAIR_NONBLOCK));
+	ASSERT_OK(ep = epoll_create1(0));
+	ASSERT_OK(epoll_add(ep, s, EPOLLIN, 6));
+	ASSERT_OK(d = dup(s));
+	close_fd(&s);
+	TRY(send_all(t, c, "x", 1));
+	n = epoll_one(ep, &ev, io_ms());
+	ASSERT(n == 1 && ev.data.u64 == 6, "no event from the entry");
+	ASSERT_ERR(epoll_ctl(ep, EPOLL_CTL_DEL, d, NULL), ENOENT);
+	ASSERT_ERR(epoll_ctl(ep, EPOLL_CTL_MOD, d, &ev), ENOENT);
+	n = epoll_one(ep, &ev, io_ms());
+	ASSERT(n == 1 && ev.data.u64 == 6, "the entry stopped reporting");
+out:
+	close_fd(&ep);
+	close_fd(&c);
+	close_fd(&d);
+}
+
 static void epoll_data_u64_and_ptr_preserved(struct tctx *t)
 {
 	static const uint64_t magic = 0xfedcba9876543210ULL;
@@ -6062,6 +6090,7 @@ static const struct test tests[] = {
 	TEST(epoll_oneshot_disarms_every_event_of_the_socket),
 	TEST(epoll_ctl_mod_switches_in_to_out),
 	TEST(epoll_ctl_del_stops_reports),
+	TEST(epoll_ctl_through_a_dup_of_a_closed_fd_is_enoent),
 	TEST(epoll_data_u64_and_ptr_preserved),
 	TEST(epoll_reports_one_event_per_ready_socket),
 	TEST(epoll_fd_in_two_sets_reports_in_both),
