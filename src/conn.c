@@ -1038,6 +1038,8 @@ static bool finished(struct closing *cl, int64_t now, bool *writing)
 	*writing = false;
 	switch (path_of(c)) {
 	case CONN_MOVING:
+		/* Its backlog is known once it moved; the move is bounded. */
+		*writing = true;
 		return false;
 	case CONN_TCP:
 		pthread_mutex_lock(&c->lock);

@@ -153,8 +153,8 @@ bool conn_reap_tick(void);
  * Before the process leaves (exit, exec, daemon()): waits until the closed
  * connections are done, as the kernel finishes a closed socket's work
  * after its process has gone: at most as long as a close lingers, and
- * beyond that while a moved one's backlog is still written (a peer that
- * takes none of it for the move's timeout gets a reset).
+ * beyond that while one moves to TCP or its backlog is still written (a
+ * peer that takes none of it for the move's timeout gets a reset).
  */
 void conn_closing_drain(void);
 

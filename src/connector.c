@@ -547,9 +547,10 @@ static int wait_connect_end(struct connector *c, int64_t ms, bool for_program)
 
 	if (pfd.fd < 0)
 		return 0;
+	/* With a socket timeout, a signal ends it (sock_intr_errno()). */
 	while ((n = real.poll(&pfd, 1, clock_ms_left(deadline))) < 0 &&
 	       errno == EINTR) {
-		if (for_program && !sig_restart_allowed()) {
+		if (for_program && (ms >= 0 || !sig_restart_allowed())) {
 			ret = -EINTR;
 			break;
 		}

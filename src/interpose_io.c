@@ -512,6 +512,9 @@ static ssize_t upgraded_sendfile(struct sock *up, int out_fd, int in_fd,
 	size_t want, done = 0;
 	ssize_t got, sent;
 
+	/* rw_verify_area() in do_sendfile(). */
+	if (count > MAX_RW_COUNT)
+		count = MAX_RW_COUNT;
 	while (done < count) {
 		want = count - done < sizeof(buf) ? count - done : sizeof(buf);
 		got = offset ? pread(in_fd, buf, want, *offset)

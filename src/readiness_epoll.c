@@ -175,14 +175,23 @@ static bool track(int epfd, int fd, struct readiness *r,
 	return ok;
 }
 
-static bool tracked(int epfd, int fd)
+/*
+ * Whether r is registered through another fd of its socket only, none
+ * through fd in epfd: a dup of the registered fd, the registered one
+ * since closed.  The kernel keys its entries by file and fd, so fd has
+ * none to change.
+ */
+static bool only_through_another_fd(int epfd, int fd, const struct readiness *r)
 {
-	bool found;
+	bool other = false;
+	unsigned int i;
 
 	pthread_mutex_lock(&set.lock);
-	found = find_locked(epfd, fd);
+	if (!find_locked(epfd, fd))
+		for (i = 0; i < set.count && !other; i++)
+			other = set.v[i].r == r && set.v[i].fd != fd;
 	pthread_mutex_unlock(&set.lock);
-	return found;
+	return other;
 }
 
 static void untrack(int epfd, int fd)
@@ -504,16 +513,11 @@ static int ctl_upgraded(int epfd, int op, int fd, struct readiness *r,
 	int ch_fd = readiness_channel_fd(r);
 	int ret;
 
-	/*
-	 * The entries are the socket's, not fd's: one registered through
-	 * another fd of it (a dup, since closed) is not fd's to change, as
-	 * the kernel keys its entries by file and fd.  The registry knows
-	 * fd's; else the kernel's entry for fd says (one the registry could
-	 * not take).
-	 */
-	if (op != EPOLL_CTL_ADD && !tracked(epfd, fd) &&
-	    real.epoll_ctl(epfd, EPOLL_CTL_DEL, fd, NULL) && errno == ENOENT)
+	/* The entries are the socket's: not fd's to change if not its own. */
+	if (op != EPOLL_CTL_ADD && only_through_another_fd(epfd, fd, r)) {
+		errno = ENOENT;
 		return -1;
+	}
 	if (op == EPOLL_CTL_DEL) {
 		ret = real.epoll_ctl(epfd, op, in_fd, NULL);
 		real.epoll_ctl(epfd, op, out_fd, NULL);

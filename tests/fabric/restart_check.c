@@ -423,6 +423,34 @@ static ssize_t times_out(int client, const struct sockaddr_in *peer, int name,
 	return -1;
 }
 
+/*
+ * With a socket timeout set, a signal ends the wait for the connect even
+ * through an SA_RESTART handler: EINTR (sock_intr_errno()).  A 2 s
+ * SO_SNDTIMEO, a signal after ONE_SHOT_US.  0, or -1.
+ */
+static ssize_t write_interrupted_with_sndtimeo(int client,
+					       const struct sockaddr_in *peer)
+{
+	struct timespec start;
+	ssize_t ret;
+	long ms;
+	int got;
+
+	set_timeout(client, SO_SNDTIMEO, 2000);
+	handle_alarm(SA_RESTART);
+	ticking(ONE_SHOT_US, true);
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	ret = write_byte(client, peer);
+	got = errno;
+	ms = ms_since(&start);
+	ticking(0, false);
+	set_timeout(client, SO_SNDTIMEO, 0);
+	if (ret == -1 && got == EINTR && ms < 1000)
+		return 0;
+	printf("note %zd (%s) after %ld ms\n", ret, strerror(got), ms);
+	return -1;
+}
+
 static ssize_t read_byte_now(int client, const struct sockaddr_in *peer)
 {
 	char byte;
@@ -472,6 +500,11 @@ static void connect_again_while_connecting_ends_at_sndtimeo(void)
 	interrupted_in_tcp(__func__, connect_again_times_out, false);
 }
 
+static void write_while_connecting_with_sndtimeo_ends_at_signal(void)
+{
+	interrupted_in_tcp(__func__, write_interrupted_with_sndtimeo, false);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 3) {
@@ -494,6 +527,7 @@ int main(int argc, char **argv)
 	read_while_connecting_ends_at_rcvtimeo();
 	write_while_connecting_ends_at_sndtimeo();
 	connect_again_while_connecting_ends_at_sndtimeo();
+	write_while_connecting_with_sndtimeo_ends_at_signal();
 	check_save_stats(argv[2]);
 	return check_failures ? 1 : 0;
 }

@@ -3550,6 +3550,34 @@ out:
 	close_fd(&s);
 }
 
+/* A dup of an epoll fd is the same set: a re-arm through it works. */
+static void epoll_oneshot_rearmed_through_a_dup_of_the_set(struct tctx *t)
+{
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLONESHOT };
+	int c = -1, s = -1, ep = -1, ep2 = -1, n;
+
+	TRY(make_pair(t, &c, &s, PAIR_NONBLOCK));
+	ASSERT_OK(ep = epoll_create1(0));
+	ASSERT_OK(ep2 = dup(ep));
+	ASSERT_OK(epoll_add(ep, s, EPOLLIN | EPOLLONESHOT, 4));
+	TRY(send_all(t, c, "one", 3));
+	n = epoll_one(ep, &ev, io_ms());
+	ASSERT(n == 1 && ev.data.u64 == 4, "first event: %d", n);
+	ev.events = EPOLLIN | EPOLLONESHOT;
+	ev.data.u64 = 44;
+	ASSERT_OK(epoll_ctl(ep2, EPOLL_CTL_MOD, s, &ev));
+	n = epoll_one(ep, &ev, io_ms());
+	ASSERT(n == 1 && ev.data.u64 == 44, "after re-arm: %d", n);
+	ASSERT_OK(epoll_ctl(ep2, EPOLL_CTL_DEL, s, NULL));
+	n = epoll_one(ep, &ev, QUIET_MS);
+	ASSERT(n == 0, "event after EPOLL_CTL_DEL through the dup");
+out:
+	close_fd(&ep2);
+	close_fd(&ep);
+	close_fd(&c);
+	close_fd(&s);
+}
+
 /*
  * A ONESHOT registration for reading and writing fires once for the first
  * of the two; what becomes ready later (data, the peer's close) stays
@@ -6091,6 +6119,7 @@ static const struct test tests[] = {
 	TEST(epoll_ctl_mod_switches_in_to_out),
 	TEST(epoll_ctl_del_stops_reports),
 	TEST(epoll_ctl_through_a_dup_of_a_closed_fd_is_enoent),
+	TEST(epoll_oneshot_rearmed_through_a_dup_of_the_set),
 	TEST(epoll_data_u64_and_ptr_preserved),
 	TEST(epoll_reports_one_event_per_ready_socket),
 	TEST(epoll_fd_in_two_sets_reports_in_both),
