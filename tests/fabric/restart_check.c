@@ -397,58 +397,45 @@ static long ms_since(const struct timespec *start)
 }
 
 /*
- * call(client, peer) under a socket timeout (name) while the
- * connect goes on: it fails with err, after that timeout and well before
- * the connect ends (the kernel waits with sock_sndtimeo() or
- * sock_rcvtimeo()).  0, or -1.
+ * call(client, peer) under a socket timeout (name) of timeout_ms while the
+ * connect goes on, with a signal after ONE_SHOT_US or none: it fails with
+ * err, after that timeout (or at the signal) and well before the connect
+ * ends.  The kernel waits with sock_sndtimeo() or sock_rcvtimeo(), and a
+ * signal ends a wait that has a timeout even with SA_RESTART
+ * (sock_intr_errno()).  0, or -1.
  */
-static ssize_t times_out(int client, const struct sockaddr_in *peer, int name,
-			 int err,
-			 ssize_t (*call)(int, const struct sockaddr_in *))
+static ssize_t ends_early(int client, const struct sockaddr_in *peer, int name,
+			  long timeout_ms, bool signal, int err,
+			  ssize_t (*call)(int, const struct sockaddr_in *))
 {
+	long at_least = signal ? 0 : timeout_ms - 20;
 	struct timespec start;
 	ssize_t ret;
 	long ms;
 	int got;
 
-	set_timeout(client, name, TIMEOUT_MS);
+	set_timeout(client, name, timeout_ms);
+	if (signal) {
+		handle_alarm(SA_RESTART);
+		ticking(ONE_SHOT_US, true);
+	}
 	clock_gettime(CLOCK_MONOTONIC, &start);
 	ret = call(client, peer);
 	got = errno;
 	ms = ms_since(&start);
+	ticking(0, false);
 	set_timeout(client, name, 0);
-	if (ret == -1 && got == err && ms >= TIMEOUT_MS - 20 && ms < 1000)
+	if (ret == -1 && got == err && ms >= at_least && ms < 1000)
 		return 0;
 	printf("note %zd (%s) after %ld ms\n", ret, strerror(got), ms);
 	return -1;
 }
 
-/*
- * With a socket timeout set, a signal ends the wait for the connect even
- * through an SA_RESTART handler: EINTR (sock_intr_errno()).  A 2 s
- * SO_SNDTIMEO, a signal after ONE_SHOT_US.  0, or -1.
- */
 static ssize_t write_interrupted_with_sndtimeo(int client,
 					       const struct sockaddr_in *peer)
 {
-	struct timespec start;
-	ssize_t ret;
-	long ms;
-	int got;
-
-	set_timeout(client, SO_SNDTIMEO, 2000);
-	handle_alarm(SA_RESTART);
-	ticking(ONE_SHOT_US, true);
-	clock_gettime(CLOCK_MONOTONIC, &start);
-	ret = write_byte(client, peer);
-	got = errno;
-	ms = ms_since(&start);
-	ticking(0, false);
-	set_timeout(client, SO_SNDTIMEO, 0);
-	if (ret == -1 && got == EINTR && ms < 1000)
-		return 0;
-	printf("note %zd (%s) after %ld ms\n", ret, strerror(got), ms);
-	return -1;
+	return ends_early(client, peer, SO_SNDTIMEO, 2000, true, EINTR,
+			  write_byte);
 }
 
 static ssize_t read_byte_now(int client, const struct sockaddr_in *peer)
@@ -461,18 +448,21 @@ static ssize_t read_byte_now(int client, const struct sockaddr_in *peer)
 
 static ssize_t read_times_out(int client, const struct sockaddr_in *peer)
 {
-	return times_out(client, peer, SO_RCVTIMEO, EAGAIN, read_byte_now);
+	return ends_early(client, peer, SO_RCVTIMEO, TIMEOUT_MS, false, EAGAIN,
+			  read_byte_now);
 }
 
 static ssize_t write_times_out(int client, const struct sockaddr_in *peer)
 {
-	return times_out(client, peer, SO_SNDTIMEO, EAGAIN, write_byte);
+	return ends_early(client, peer, SO_SNDTIMEO, TIMEOUT_MS, false, EAGAIN,
+			  write_byte);
 }
 
 static ssize_t connect_again_times_out(int client,
 				       const struct sockaddr_in *peer)
 {
-	return times_out(client, peer, SO_SNDTIMEO, EALREADY, connect_again);
+	return ends_early(client, peer, SO_SNDTIMEO, TIMEOUT_MS, false,
+			  EALREADY, connect_again);
 }
 
 static void write_after_eintr_in_tcp_waits(void)

@@ -2469,11 +2469,14 @@ out:
 	close_fd(&s);
 }
 
-/* MSG_PEEK with MSG_WAITALL waits for all of it, and takes none. */
-static void peek_waitall_waits_for_all(struct tctx *t)
+/*
+ * recv(flags) of 4000 bytes that come in 4 pieces 25 ms apart: MSG_WAITALL
+ * waits for all of them.  A peek takes none: a read after it gets them.
+ */
+static void recv_of_a_drip(struct tctx *t, uint64_t seed, int flags)
 {
 	struct dripper d = {
-		.seed = 29, .piece = 1000, .pieces = 4, .delay_ms = 25
+		.seed = seed, .piece = 1000, .pieces = 4, .delay_ms = 25
 	};
 	unsigned char buf[4000];
 	bool running = false;
@@ -2485,17 +2488,23 @@ static void peek_waitall_waits_for_all(struct tctx *t)
 	d.fd = c;
 	ASSERT(!start_thread(&th, drip_send, &d), "pthread_create");
 	running = true;
-	r = recv(s, buf, sizeof(buf), MSG_PEEK | MSG_WAITALL);
-	ASSERT(r == (ssize_t)sizeof(buf), "recv(MSG_PEEK|MSG_WAITALL): %zd", r);
-	ASSERT(pattern_mismatch(buf, sizeof(buf), 29, 0) == sizeof(buf),
-	       "peeked data corrupted");
+	r = recv(s, buf, sizeof(buf), flags);
+	ASSERT(r == (ssize_t)sizeof(buf), "recv(%#x): %zd (%s)", flags, r,
+	       r < 0 ? errname(errno) : "short");
 	pthread_join(th, NULL);
 	running = false;
 	ASSERT(!d.err[0], "sender: %s", d.err);
-	r = recv(s, buf, sizeof(buf), MSG_WAITALL);
-	ASSERT(r == (ssize_t)sizeof(buf) &&
-		       pattern_mismatch(buf, sizeof(buf), 29, 0) == sizeof(buf),
-	       "recv after the peek: %zd", r);
+	ASSERT(pattern_mismatch(buf, sizeof(buf), seed, 0) == sizeof(buf),
+	       "data corrupted");
+	if (flags & MSG_PEEK) {
+		r = recv(s, buf, sizeof(buf), MSG_WAITALL);
+		ASSERT(r == (ssize_t)sizeof(buf) &&
+			       pattern_mismatch(buf, sizeof(buf), seed, 0) ==
+				       sizeof(buf),
+		       "recv after the peek: %zd", r);
+	}
+	note_digest(t, "received", sizeof(buf),
+		    fnv1a(FNV1A_INIT, buf, sizeof(buf)));
 out:
 	if (running) {
 		shutdown(c, SHUT_RDWR);
@@ -2503,6 +2512,12 @@ out:
 	}
 	close_fd(&c);
 	close_fd(&s);
+}
+
+/* MSG_PEEK with MSG_WAITALL waits for all of it, and takes none. */
+static void peek_waitall_waits_for_all(struct tctx *t)
+{
+	recv_of_a_drip(t, 29, MSG_PEEK | MSG_WAITALL);
 }
 
 static void zero_length_reads_as_the_kernel_does(struct tctx *t)
@@ -2648,36 +2663,7 @@ out:
 
 static void waitall_blocks_until_full(struct tctx *t)
 {
-	struct dripper d = {
-		.seed = 22, .piece = 1000, .pieces = 4, .delay_ms = 25
-	};
-	unsigned char buf[4000];
-	bool running = false;
-	int c = -1, s = -1;
-	pthread_t th;
-	ssize_t r;
-
-	TRY(make_pair(t, &c, &s, PAIR_BIND_CLIENT));
-	d.fd = c;
-	ASSERT(!start_thread(&th, drip_send, &d), "pthread_create");
-	running = true;
-	r = recv(s, buf, sizeof(buf), MSG_WAITALL);
-	ASSERT(r == (ssize_t)sizeof(buf), "recv(MSG_WAITALL): %zd (%s)", r,
-	       r < 0 ? errname(errno) : "short");
-	pthread_join(th, NULL);
-	running = false;
-	ASSERT(!d.err[0], "sender: %s", d.err);
-	ASSERT(pattern_mismatch(buf, sizeof(buf), 22, 0) == sizeof(buf),
-	       "data corrupted");
-	note_digest(t, "received", sizeof(buf),
-		    fnv1a(FNV1A_INIT, buf, sizeof(buf)));
-out:
-	if (running) {
-		shutdown(c, SHUT_RDWR);
-		pthread_join(th, NULL);
-	}
-	close_fd(&c);
-	close_fd(&s);
+	recv_of_a_drip(t, 22, MSG_WAITALL);
 }
 
 static void dontwait_gives_eagain_on_empty(struct tctx *t)
