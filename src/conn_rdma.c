@@ -474,10 +474,9 @@ static ssize_t recv_into(struct conn *c, bool device, uint8_t *buf, size_t len,
 	uint8_t probe;
 	ssize_t n;
 
-	if (!device && peek)
-		return transport_peek_at(c->t, buf, len, peeked);
 	if (!device)
-		return transport_recv(c->t, buf, len, false);
+		return peek ? transport_peek_at(c->t, buf, len, peeked)
+			    : transport_recv(c->t, buf, len);
 	n = transport_peek_at(c->t, &probe, 1, peek ? peeked : 0);
 	if (n <= 0)
 		return n;
@@ -584,10 +583,10 @@ static ssize_t recv_nothing(struct conn *c, struct blocking *b)
 	uint8_t probe;
 	ssize_t n;
 
-	n = transport_recv(c->t, &probe, 1, true);
+	n = transport_peek_at(c->t, &probe, 1, 0);
 	if (n == -EAGAIN) {
 		check_peer(c, b->fd);
-		n = transport_recv(c->t, &probe, 1, true);
+		n = transport_peek_at(c->t, &probe, 1, 0);
 	}
 	if (n != -EAGAIN)
 		return n < 0 ? n : 0;

@@ -655,12 +655,12 @@ static ssize_t recv_locked(struct transport *t, void *buf, size_t len,
 	return (ssize_t)n;
 }
 
-ssize_t transport_recv(struct transport *t, void *buf, size_t len, bool peek)
+ssize_t transport_recv(struct transport *t, void *buf, size_t len)
 {
 	ssize_t ret;
 
 	pthread_mutex_lock(&t->lock);
-	ret = recv_locked(t, buf, len, 0, peek);
+	ret = recv_locked(t, buf, len, 0, false);
 	pthread_mutex_unlock(&t->lock);
 	return ret;
 }

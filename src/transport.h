@@ -127,7 +127,7 @@ static inline size_t iov_bytes(const struct iovec *iov, int iovcnt)
 ssize_t transport_send(struct transport *t, const struct iovec *iov, int iovcnt,
 		       size_t skip, bool *corked);
 /* buf NULL: the bytes are taken without a copy (MSG_TRUNC). */
-ssize_t transport_recv(struct transport *t, void *buf, size_t len, bool peek);
+ssize_t transport_recv(struct transport *t, void *buf, size_t len);
 /*
  * A peek at the bytes from skip past the next unread one: what there is
  * of len, 0 at the end of the stream, -EAGAIN while nothing is there yet.

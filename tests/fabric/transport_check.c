@@ -310,7 +310,7 @@ static int recv_stream(struct transport *t, uint32_t seed, uint64_t len)
 
 	while (got < len) {
 		size_t want = len - got < sizeof(buf) ? len - got : sizeof(buf);
-		ssize_t n = transport_recv(t, buf, want, false);
+		ssize_t n = transport_recv(t, buf, want);
 		ssize_t i;
 
 		if (n == -EAGAIN) {
@@ -431,9 +431,9 @@ static void test_peek_does_not_consume(struct end *c, struct end *s)
 	n = send_bytes(c->t, "hello", 5);
 	while (n == 5 && !transport_readable(s->t))
 		wait_a_little(s->t, now_s() + 10);
-	if (n != 5 || transport_recv(s->t, a, 5, true) != 5 ||
-	    transport_recv(s->t, b, 5, false) != 5 || strcmp(a, "hello") ||
-	    strcmp(b, "hello") || transport_recv(s->t, b, 5, false) != -EAGAIN)
+	if (n != 5 || transport_peek_at(s->t, a, 5, 0) != 5 ||
+	    transport_recv(s->t, b, 5) != 5 || strcmp(a, "hello") ||
+	    strcmp(b, "hello") || transport_recv(s->t, b, 5) != -EAGAIN)
 		verdict("peek_does_not_consume", "peek '%s', read '%s'", a, b);
 	else
 		verdict("peek_does_not_consume", NULL);
@@ -475,8 +475,7 @@ static void test_shutdown_gives_eof_after_data(struct end *c, struct end *s)
 	transport_counters(c->t, &before);
 	pthread_create(&th, NULL, stream_main, &sender);
 	ret = recv_stream(s->t, 5, 20000);
-	while (!ret &&
-	       (n = transport_recv(s->t, buf, sizeof(buf), false)) == -EAGAIN)
+	while (!ret && (n = transport_recv(s->t, buf, sizeof(buf))) == -EAGAIN)
 		ret = wait_a_little(s->t, now_s() + 10);
 	pthread_join(th, NULL);
 	transport_counters(c->t, &after);
@@ -514,7 +513,7 @@ static void test_iovecs_go_out_as_one_write(struct end *c, struct end *s)
 	while (!ret && transport_available(s->t) < 15)
 		ret = wait_a_little(s->t, now_s() + 10);
 	transport_counters(c->t, &after);
-	if (n != 15 || ret || transport_recv(s->t, got, 15, false) != 15 ||
+	if (n != 15 || ret || transport_recv(s->t, got, 15) != 15 ||
 	    strcmp(got, "header and body"))
 		verdict("iovecs_go_out_as_one_write", "sent %zd, read '%s'", n,
 			got);
