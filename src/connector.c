@@ -657,10 +657,13 @@ static void keep_tcp(struct sock *sock, enum roceshim_reason why, bool shared)
 	wait = c->state != CONNECTOR_DONE && !c->aborted && !c->cancelled;
 	if (shared)
 		c->shared = true;
-	if (wait && c->dial && !c->tcp_wanted) {
+	if (wait && !c->tcp_wanted) {
 		c->tcp_wanted = true;
 		c->tcp_reason = why;
-		handshake_dial_cancel(c->dial);
+		/* One waiting for its TCP connect to ask again asks no more. */
+		c->dial_again = false;
+		if (c->dial)
+			handshake_dial_cancel(c->dial);
 	}
 	pthread_mutex_unlock(&c->lock);
 	if (wait)

@@ -134,13 +134,20 @@ bool real_call_nonblocking(int fd, int msg_flags)
 	return fl >= 0 && (fl & O_NONBLOCK);
 }
 
+/*
+ * The kernel keeps a timeout of up to LONG_MAX jiffies (sock_set_timeout()):
+ * one this long outlives any process, and as milliseconds past the clock
+ * it would overflow.
+ */
+#define TIMEOUT_SEC_NONE (INT64_C(1) << 32)
+
 int64_t real_socket_timeout_ms(int fd, int name)
 {
 	struct timeval tv = { 0 };
 	socklen_t len = sizeof(tv);
 	int err = errno;
 	bool set = !real.getsockopt(fd, SOL_SOCKET, name, &tv, &len) &&
-		   (tv.tv_sec || tv.tv_usec);
+		   (tv.tv_sec || tv.tv_usec) && tv.tv_sec < TIMEOUT_SEC_NONE;
 
 	errno = err;
 	return set ? tv.tv_sec * 1000ll + (tv.tv_usec + 999) / 1000 : -1;

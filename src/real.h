@@ -136,7 +136,8 @@ bool real_call_nonblocking(int fd, int msg_flags);
 
 /*
  * The socket's SO_RCVTIMEO or SO_SNDTIMEO (name) in milliseconds, rounded
- * up; -1 for none.  errno is left as it was.
+ * up; -1 for none (or one longer than a century).  errno is left as it
+ * was.
  */
 int64_t real_socket_timeout_ms(int fd, int name);
 

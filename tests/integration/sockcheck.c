@@ -2487,6 +2487,46 @@ static void peek_waitall_waits_for_all(struct tctx *t)
 	recv_of_a_drip(t, 29, MSG_PEEK | MSG_WAITALL);
 }
 
+/*
+ * A receive timeout of centuries, which the kernel keeps (up to LONG_MAX
+ * jiffies), does not end a blocking recv() that waits for data.  This
+ * one, 2^64 ms rounded up to whole seconds, is 384 ms past a 64-bit
+ * count of milliseconds.
+ */
+static void recv_waits_out_a_timeout_of_centuries(struct tctx *t)
+{
+	struct timeval tv = { .tv_sec = 18446744073709552ll };
+	struct dripper d = {
+		.seed = 31, .piece = 100, .pieces = 1, .delay_ms = 800
+	};
+	unsigned char buf[100];
+	bool running = false;
+	int c = -1, s = -1;
+	pthread_t th;
+	ssize_t r;
+
+	TRY(make_pair(t, &c, &s, 0));
+	ASSERT_OK(setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)));
+	d.fd = c;
+	ASSERT(!start_thread(&th, drip_send, &d), "pthread_create");
+	running = true;
+	r = recv(s, buf, sizeof(buf), MSG_WAITALL);
+	ASSERT(r == (ssize_t)sizeof(buf), "recv: %zd (%s)", r,
+	       r < 0 ? errname(errno) : "short");
+	pthread_join(th, NULL);
+	running = false;
+	ASSERT(!d.err[0], "sender: %s", d.err);
+	ASSERT(pattern_mismatch(buf, sizeof(buf), 31, 0) == sizeof(buf),
+	       "data corrupted");
+out:
+	if (running) {
+		shutdown(c, SHUT_RDWR);
+		pthread_join(th, NULL);
+	}
+	close_fd(&c);
+	close_fd(&s);
+}
+
 static void zero_length_reads_as_the_kernel_does(struct tctx *t)
 {
 	struct timeval tv = { .tv_usec = 100000 };
@@ -6030,6 +6070,7 @@ static const struct test tests[] = {
 	TEST(peek_does_not_consume),
 	TEST(peek_fills_every_buffer_of_recvmsg),
 	TEST(peek_waitall_waits_for_all),
+	TEST(recv_waits_out_a_timeout_of_centuries),
 	TEST(zero_length_reads_as_the_kernel_does),
 	TEST(trunc_takes_bytes_without_a_buffer),
 	TEST(empty_error_queue_leaves_the_stream),
