@@ -26,8 +26,9 @@
 
 #include "clock.h"
 #include "conn.h"
-#include "fd_table.h"
 #include "connector.h"
+#include "epoll_registry.h"
+#include "fd_table.h"
 #include "fork_page.h"
 #include "log.h"
 #include "readiness_impl.h"
@@ -42,23 +43,12 @@
  */
 #define READINESS_CHANNEL EPOLLRDNORM
 
-struct reg {
-	int epfd;
-	int fd;
-	struct readiness *r; /* NULL: pending (a background connect) */
-	struct sock *pending;
-	uint64_t data;
-	uint32_t events; /* the program's interest */
-	bool disarmed;	 /* EPOLLONESHOT, fired: nothing until a MOD */
-};
-
 static struct {
 	pthread_mutex_t lock;
-	struct reg *v;
-	unsigned int count;    /* atomic for the unlocked check */
+	struct epoll_registry g;
+	unsigned int count;    /* atomic: g.live, for the unlocked check */
 	unsigned int oneshots; /* atomic: those with EPOLLONESHOT */
 	unsigned int rdhups;   /* atomic: those with EPOLLRDHUP */
-	unsigned int cap;
 	/* Upgraded registrations made so far: epoll_wait folds only if any. */
 	unsigned long made; /* atomic */
 } set FORK_DATA = { .lock = PTHREAD_MUTEX_INITIALIZER };
@@ -98,21 +88,16 @@ static void mark_set(int fd, bool on)
 	}
 }
 
-static struct reg *find_locked(int epfd, int fd)
+static struct epoll_reg *find_locked(int epfd, int fd)
 {
-	unsigned int i;
-
-	for (i = 0; i < set.count; i++)
-		if (set.v[i].epfd == epfd && set.v[i].fd == fd)
-			return &set.v[i];
-	return NULL;
+	return epoll_registry_find(&set.g, epfd, fd);
 }
 
 /*
  * Counts o in set.oneshots and set.rdhups (by 1) or out of them (by -1):
  * events of those registrations need the registry.
  */
-static void count_oneshot_locked(const struct reg *o, int by)
+static void count_oneshot_locked(const struct epoll_reg *o, int by)
 {
 	if (o->events & EPOLLONESHOT)
 		__atomic_store_n(&set.oneshots, set.oneshots + by,
@@ -122,11 +107,11 @@ static void count_oneshot_locked(const struct reg *o, int by)
 				 __ATOMIC_RELEASE);
 }
 
-static void remove_locked(struct reg *o)
+static void remove_locked(struct epoll_reg *o)
 {
 	count_oneshot_locked(o, -1);
-	*o = set.v[set.count - 1];
-	__atomic_store_n(&set.count, set.count - 1, __ATOMIC_RELEASE);
+	epoll_registry_remove(&set.g, o);
+	__atomic_store_n(&set.count, set.g.live, __ATOMIC_RELEASE);
 }
 
 /*
@@ -136,30 +121,23 @@ static void remove_locked(struct reg *o)
 static bool track_locked(int epfd, int fd, struct readiness *r,
 			 struct sock *pending, const struct epoll_event *ev)
 {
-	struct reg *o;
+	const struct epoll_reg val = { .epfd = epfd,
+				       .fd = fd,
+				       .r = r,
+				       .pending = pending,
+				       .data = ev->data.u64,
+				       .events = ev->events };
+	struct epoll_reg *o = find_locked(epfd, fd);
 
-	o = find_locked(epfd, fd);
-	if (!o && set.count == set.cap) {
-		unsigned int cap = set.cap ? 2 * set.cap : 16;
-		struct reg *v = realloc(set.v, cap * sizeof(*v));
-
-		if (!v)
-			return false;
-		set.v = v;
-		set.cap = cap;
-	}
 	if (o) {
 		count_oneshot_locked(o, -1);
+		epoll_registry_update(&set.g, o, &val);
 	} else {
-		o = &set.v[set.count];
-		__atomic_store_n(&set.count, set.count + 1, __ATOMIC_RELEASE);
+		o = epoll_registry_add(&set.g, &val);
+		if (!o)
+			return false;
+		__atomic_store_n(&set.count, set.g.live, __ATOMIC_RELEASE);
 	}
-	*o = (struct reg){ .epfd = epfd,
-			   .fd = fd,
-			   .r = r,
-			   .pending = pending,
-			   .data = ev->data.u64,
-			   .events = ev->events };
 	count_oneshot_locked(o, 1);
 	return true;
 }
@@ -183,20 +161,20 @@ static bool track(int epfd, int fd, struct readiness *r,
  */
 static bool only_through_another_fd(int epfd, int fd, const struct readiness *r)
 {
+	const struct epoll_reg *o = NULL;
 	bool other = false;
-	unsigned int i;
 
 	pthread_mutex_lock(&set.lock);
 	if (!find_locked(epfd, fd))
-		for (i = 0; i < set.count && !other; i++)
-			other = set.v[i].r == r && set.v[i].fd != fd;
+		while (!other && (o = epoll_registry_next_owned(&set.g, r, o)))
+			other = o->fd != fd;
 	pthread_mutex_unlock(&set.lock);
 	return other;
 }
 
 static void untrack(int epfd, int fd)
 {
-	struct reg *o;
+	struct epoll_reg *o;
 
 	if (!__atomic_load_n(&set.count, __ATOMIC_ACQUIRE))
 		return;
@@ -216,20 +194,27 @@ static void untrack(int epfd, int fd)
  * which was closed: the kernel dropped its entries, and a lagging
  * connection must be settled while the registry still knows it.
  */
+static struct epoll_reg *next_where(struct readiness *r, int epfd,
+				    struct epoll_reg *after)
+{
+	struct epoll_reg *o = after;
+
+	if (r)
+		return epoll_registry_next_owned(&set.g, r, after);
+	while ((o = epoll_registry_next(&set.g, o)) && o->epfd != epfd)
+		;
+	return o;
+}
+
 static void remove_where(struct readiness *r, int epfd)
 {
-	unsigned int i = 0;
+	struct epoll_reg *o, *next;
 
 	if (!__atomic_load_n(&set.count, __ATOMIC_ACQUIRE))
 		return;
 	pthread_mutex_lock(&set.lock);
-	while (i < set.count) {
-		struct reg *o = &set.v[i];
-
-		if (r ? o->r != r : o->epfd != epfd) {
-			i++;
-			continue;
-		}
+	for (o = next_where(r, epfd, NULL); o; o = next) {
+		next = next_where(r, epfd, o);
 		if (!o->r) {
 			remove_locked(o);
 			continue;
@@ -320,12 +305,12 @@ void FORK_CODE readiness_fork_child(void)
 
 void readiness_epoll_settle_all(void)
 {
-	unsigned int i;
+	struct epoll_reg *o = NULL;
 
 	pthread_mutex_lock(&set.lock);
-	for (i = 0; i < set.count; i++)
-		if (set.v[i].r)
-			readiness_settle(set.v[i].r);
+	while ((o = epoll_registry_next(&set.g, o)))
+		if (o->r)
+			readiness_settle(o->r);
 	pthread_mutex_unlock(&set.lock);
 }
 
@@ -336,19 +321,15 @@ void readiness_forget(struct readiness *r)
 
 void readiness_release(struct readiness *r)
 {
-	unsigned int i = 0;
+	struct epoll_reg *o, *next;
 
 	pthread_mutex_lock(&move_lock);
 	pthread_mutex_lock(&set.lock);
-	while (i < set.count) {
-		struct reg *o = &set.v[i];
+	for (o = epoll_registry_next_owned(&set.g, r, NULL); o; o = next) {
 		struct epoll_event ev = { .events = o->events,
 					  .data.u64 = o->data };
 
-		if (o->r != r) {
-			i++;
-			continue;
-		}
+		next = epoll_registry_next_owned(&set.g, r, o);
 		real.epoll_ctl(o->epfd, EPOLL_CTL_DEL, readiness_in_fd(r),
 			       NULL);
 		real.epoll_ctl(o->epfd, EPOLL_CTL_DEL, readiness_out_fd(r),
@@ -377,7 +358,7 @@ static uint32_t events_of(const struct transport_readiness *t)
 }
 
 /* What the entries of o that did not fire would have reported. */
-static uint32_t readiness_of(const struct reg *o)
+static uint32_t readiness_of(const struct epoll_reg *o)
 {
 	struct pollfd kernel = { .fd = o->fd };
 	struct transport_readiness t;
@@ -395,14 +376,12 @@ static uint32_t readiness_of(const struct reg *o)
 }
 
 /* Whether o is the only registration of its connection. */
-static bool sole_locked(const struct reg *o)
+static bool sole_locked(const struct epoll_reg *o)
 {
-	unsigned int i;
+	const struct epoll_reg *first;
 
-	for (i = 0; i < set.count; i++)
-		if (set.v[i].r == o->r && &set.v[i] != o)
-			return false;
-	return true;
+	first = epoll_registry_next_owned(&set.g, o->r, NULL);
+	return !epoll_registry_next_owned(&set.g, o->r, first);
 }
 
 /*
@@ -415,7 +394,7 @@ static bool sole_locked(const struct reg *o)
  * across fork is dead here (its channel fires only through an epoll set
  * shared with the parent): it reports as a reset socket, as poll() does.
  */
-static uint32_t serve_channel(const struct reg *o)
+static uint32_t serve_channel(const struct epoll_reg *o)
 {
 	struct transport_readiness t;
 	bool told;
@@ -429,7 +408,7 @@ static uint32_t serve_channel(const struct reg *o)
 }
 
 /* Disarms the entries of a fired EPOLLONESHOT registration. */
-static void disarm(struct reg *o)
+static void disarm(struct epoll_reg *o)
 {
 	struct epoll_event off = { .events = EPOLLONESHOT,
 				   .data.u64 = o->data };
@@ -452,8 +431,8 @@ static bool fired(int epfd, struct epoll_event *ev)
 {
 	uint32_t channel = ev->events & READINESS_CHANNEL;
 	struct transport_readiness t;
+	struct epoll_reg *o = NULL;
 	bool ours = false;
-	unsigned int i;
 
 	/* Only these need the registry. */
 	if (!channel && !(ev->events & EPOLLERR) &&
@@ -464,11 +443,8 @@ static bool fired(int epfd, struct epoll_event *ev)
 		return true;
 	ev->events &= ~READINESS_CHANNEL;
 	pthread_mutex_lock(&set.lock);
-	for (i = 0; i < set.count; i++) {
-		struct reg *o = &set.v[i];
-
-		if (o->epfd != epfd || o->data != ev->data.u64 || o->disarmed ||
-		    !o->r)
+	while ((o = epoll_registry_next_with(&set.g, epfd, ev->data.u64, o))) {
+		if (o->disarmed || !o->r)
 			continue;
 		ours = true;
 		if (!readiness_alive(o->r))
@@ -588,18 +564,13 @@ static int ctl_upgraded(int epfd, int op, int fd, struct readiness *r,
  */
 static bool has_pending_locked(const struct sock *sock)
 {
-	unsigned int i;
-
-	for (i = 0; i < set.count; i++)
-		if (set.v[i].pending == sock)
-			return true;
-	return false;
+	return epoll_registry_next_owned(&set.g, sock, NULL);
 }
 
 static int ctl_pending(int epfd, int op, int fd, struct sock *sock,
 		       struct epoll_event *ev)
 {
-	struct reg *o;
+	struct epoll_reg *o;
 	int ret = 0;
 
 	if (op != EPOLL_CTL_DEL && !ev)
@@ -633,27 +604,23 @@ out:
  * *out.  One at a time, so that nothing is allocated: this runs in fork
  * handlers too (connector_share()), where an allocator may be locked.
  */
-static bool take_one_pending(struct sock *sock, struct reg *out)
+static bool take_one_pending(struct sock *sock, struct epoll_reg *out)
 {
-	bool found = false;
-	unsigned int i;
+	struct epoll_reg *o;
 
 	pthread_mutex_lock(&set.lock);
-	for (i = 0; i < set.count; i++) {
-		if (set.v[i].pending != sock)
-			continue;
-		*out = set.v[i];
-		remove_locked(&set.v[i]);
-		found = true;
-		break;
+	o = epoll_registry_next_owned(&set.g, sock, NULL);
+	if (o) {
+		*out = *o;
+		remove_locked(o);
 	}
 	pthread_mutex_unlock(&set.lock);
-	return found;
+	return o;
 }
 
 void readiness_forget_pending(struct sock *sock)
 {
-	struct reg o;
+	struct epoll_reg o;
 
 	while (take_one_pending(sock, &o))
 		;
@@ -666,7 +633,7 @@ void readiness_forget_pending(struct sock *sock)
 void readiness_resolve_pending(struct sock *sock, struct readiness *r)
 {
 	struct epoll_event ev;
-	struct reg o;
+	struct epoll_reg o;
 
 	pthread_mutex_lock(&move_lock);
 	if (r && readiness_released(r))
@@ -846,13 +813,12 @@ static int spin_round(int epfd, struct epoll_event *ev)
 {
 	const uint32_t in = EPOLLIN | EPOLLRDNORM, out = EPOLLOUT | EPOLLWRNORM;
 	struct transport_readiness t;
+	struct epoll_reg *o = NULL;
 	int found = -1;
-	unsigned int i;
 	bool level;
 
 	pthread_mutex_lock(&set.lock);
-	for (i = 0; i < set.count; i++) {
-		struct reg *o = &set.v[i];
+	while ((o = epoll_registry_next(&set.g, o))) {
 		uint32_t want = (o->events & in ? EPOLLIN : 0) |
 				(o->events & out ? EPOLLOUT : 0);
 
