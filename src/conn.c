@@ -90,6 +90,7 @@ static void unkeep_socket_locked(struct conn *c)
 	real.close(c->kfd);
 	pthread_mutex_unlock(&kept_lock);
 	c->kfd_ours = false;
+	c->kfd_for_call = false;
 }
 
 /*
@@ -394,21 +395,24 @@ static bool needs_socket_locked(struct conn *c, bool shared)
 	}
 }
 
-void conn_fd_closing(struct conn *c, int fd, int other_fd)
+void conn_fd_closing(struct conn *c, int fd, int other_fd, bool in_call)
 {
-	bool shared;
+	bool shared, needed;
 
 	if (!conn_alive(c))
 		return;
 	pthread_mutex_lock(&c->lock);
 	shared = conn_shared(c);
-	if (other_fd < 0 && !shared)
+	if (other_fd < 0 && !shared && !in_call)
 		reset_if_unread(c, fd);
 	if (c->kfd == fd && !c->kfd_ours) {
 		unwatch_kernel_locked(c);
 		c->kfd = other_fd;
-		if (other_fd < 0 && needs_socket_locked(c, shared))
+		needed = needs_socket_locked(c, shared);
+		if (other_fd < 0 && (needed || in_call)) {
 			keep_socket_locked(c, fd);
+			c->kfd_for_call = !needed;
+		}
 		if (path_of(c) != CONN_TCP)
 			conn_watch_kernel_locked(c, EPOLLIN | EPOLLRDHUP);
 		else if (c->backlog_from != c->backlog_to)
@@ -966,8 +970,14 @@ void conn_release(struct conn *c, bool abortive)
 		return; /* a fork child: the owner has the resources */
 	pthread_mutex_lock(&c->lock);
 	c->released = true;
+	/* Kept for a call that has returned: closed as the last fd would be. */
+	if (c->kfd_for_call && path_of(c) == CONN_RDMA &&
+	    transport_available(c->t)) {
+		reset_if_unread(c, c->kfd);
+		abortive = true;
+	}
 	/* A fork child may go on with it: over TCP, without this process. */
-	shared = c->kfd_ours && path_of(c) == CONN_RDMA;
+	shared = c->kfd_ours && !c->kfd_for_call && path_of(c) == CONN_RDMA;
 	if (shared)
 		conn_move_begin_locked(c, ROCESHIM_DOWNGRADE_FORK);
 	pthread_mutex_unlock(&c->lock);

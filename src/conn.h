@@ -63,10 +63,12 @@ void conn_start(struct conn *c);
  * The connection is the program's socket fd now, with stats row row and
  * the program's SO_SNDBUF (sndbuf, 0 when it set none: conn_limit_send()):
  * roceshim watches that kernel socket.  conn_fd_closing(): the program
- * closes fd; other_fd (or -1) still names the socket.
+ * closes fd; other_fd (or -1) still names the socket; in_call: a call of
+ * the program's on another thread is still inside the socket, which the
+ * kernel keeps open for it (and FIN waits) until that call returns.
  */
 void conn_attach(struct conn *c, int fd, int row, int sndbuf);
-void conn_fd_closing(struct conn *c, int fd, int other_fd);
+void conn_fd_closing(struct conn *c, int fd, int other_fd, bool in_call);
 
 /*
  * Socket-like calls with send/recv flags: bytes, or a negative errno;

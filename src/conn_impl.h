@@ -56,6 +56,7 @@ struct conn {
 	pthread_cond_t moved; /* path left CONN_MOVING */
 	int kfd;	      /* the kernel socket for roceshim's own use */
 	bool kfd_ours;	      /* kfd is a dup the program never saw */
+	bool kfd_for_call;    /* kept only for a call still in it */
 	struct conn *prev_kept, *next_kept; /* while kfd_ours (conn.c) */
 	bool kwatched; /* kfd is in the progress thread's set */
 	struct progress_watcher kwatch;

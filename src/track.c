@@ -128,8 +128,16 @@ static void release_closed(int fd, struct sock *sock)
 		else
 			connector_fd_closed(sock, fd, other);
 	}
-	if (sock->conn)
-		conn_fd_closing(sock->conn, fd, fd_table_find(sock, fd));
+	if (sock->conn) {
+		int other = fd_table_find(sock, fd);
+		/* A reference beside the one released here: a call in flight.
+		 */
+		bool in_call =
+			other < 0 &&
+			__atomic_load_n(&sock->refs, __ATOMIC_ACQUIRE) > 1;
+
+		conn_fd_closing(sock->conn, fd, other, in_call);
+	}
 	if (sock->conn &&
 	    !real.getsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, &len) &&
 	    lg.l_onoff && !lg.l_linger)

@@ -4273,6 +4273,68 @@ static void *blocked_reader_thread(void *arg)
 }
 
 /*
+ * close() of a socket while another thread blocks in recv() on it ends
+ * nothing yet: the kernel keeps the socket open for that call, which
+ * returns the next byte that comes (the first of sent), and the socket
+ * closes once it has returned: the peer then reads EOF, or ECONNRESET if
+ * bytes were left unread (tcp_close()).
+ */
+static void close_beside_a_blocked_read(struct tctx *t, const char *sent)
+{
+	struct timeval tv = { .tv_sec = io_ms() / 1000 + 1 };
+	struct blocked_reader r = { .fd = -1 };
+	bool reading = false;
+	pthread_t rth;
+	int c = -1, s = -1;
+	ssize_t n;
+	char b;
+
+	TRY(make_pair(t, &c, &s, 0));
+	/* Bounds both reads if the byte or the end never comes. */
+	ASSERT_OK(setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)));
+	ASSERT_OK(setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)));
+	r.fd = s;
+	ASSERT(!start_thread(&rth, blocked_reader_thread, &r),
+	       "pthread_create");
+	reading = true;
+	sleep_ms(300); /* let it block */
+	ASSERT_OK(close(s));
+	s = -1;
+	sleep_ms(100);
+	TRY(send_all(t, c, sent, strlen(sent)));
+	pthread_join(rth, NULL);
+	reading = false;
+	ASSERT(r.n == 1 && r.byte == sent[0], "the blocked read: %zd (%s)", r.n,
+	       r.n < 0 ? errname(r.err) : "no byte");
+	n = recv(c, &b, 1, 0);
+	if (strlen(sent) == 1)
+		ASSERT(n == 0, "the peer's read after it: %zd (%s)", n,
+		       n < 0 ? errname(errno) : "a byte");
+	else
+		ASSERT(n < 0 && errno == ECONNRESET,
+		       "the peer's read after it: %zd (%s)", n,
+		       n < 0 ? errname(errno) : "not reset");
+out:
+	if (reading) {
+		shutdown(c, SHUT_RDWR);
+		pthread_join(rth, NULL);
+	}
+	close_fd(&c);
+	close_fd(&s);
+}
+
+static void close_beside_a_blocked_read_leaves_it_the_next_byte(struct tctx *t)
+{
+	close_beside_a_blocked_read(t, "x");
+}
+
+static void
+close_beside_a_blocked_read_resets_if_it_leaves_bytes(struct tctx *t)
+{
+	close_beside_a_blocked_read(t, "xy");
+}
+
+/*
  * One thread sleeps in a blocking recv() on a socket, another in
  * epoll_wait() on a set that holds it.  A byte that arrives reaches the
  * reader, whichever thread the arrival woke first.
@@ -6129,6 +6191,8 @@ static const struct test tests[] = {
 	TEST(epoll_unread_data_wakes_every_waiter_of_the_set),
 	TEST(epoll_set_in_poll_wakes_beside_an_epoll_waiter),
 	TEST(epoll_waiter_beside_a_blocked_reader_leaves_it_the_data),
+	TEST(close_beside_a_blocked_read_leaves_it_the_next_byte),
+	TEST(close_beside_a_blocked_read_resets_if_it_leaves_bytes),
 	TEST(epoll_mixes_tcp_pipe_and_unix_sockets),
 	TEST(epoll_forgets_a_socket_closed_without_del),
 	TEST(epoll_reports_rdnorm_of_a_pipe_beside_a_socket),
