@@ -35,3 +35,18 @@ bool hostinfo_may_lock_without_limit(void)
 	fclose(f);
 	return caps & (1ull << CAP_IPC_LOCK_BIT);
 }
+
+int hostinfo_fd_table_size(void)
+{
+	int size = -1;
+	char line[128];
+	FILE *f = fopen("/proc/self/status", "re");
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "FDSize: %d", &size) == 1)
+			break;
+	fclose(f);
+	return size;
+}

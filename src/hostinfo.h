@@ -21,4 +21,10 @@ bool hostinfo_has_uverbs(void);
 /* Whether this process may lock memory past RLIMIT_MEMLOCK (CAP_IPC_LOCK). */
 bool hostinfo_may_lock_without_limit(void);
 
+/*
+ * The size of this process's descriptor table (FDSize): no descriptor is
+ * at or above it.  -1 if unknown.
+ */
+int hostinfo_fd_table_size(void);
+
 #endif /* ROCESHIM_HOSTINFO_H */

@@ -377,10 +377,15 @@ static ssize_t upgraded_recvmsg(struct sock *up, int fd, struct msghdr *msg,
 		ret = real.recvmsg(fd, msg, flags);
 		return ret < 0 ? -errno : ret;
 	}
-	msg->msg_namelen = 0;
-	msg->msg_controllen = 0;
-	msg->msg_flags = 0;
-	return upgraded_recv(up, fd, msg->msg_iov, (int)msg->msg_iovlen, flags);
+	ret = upgraded_recv(up, fd, msg->msg_iov, (int)msg->msg_iovlen, flags);
+	/* Written back only on success, the name's length only with a name. */
+	if (ret >= 0) {
+		if (msg->msg_name)
+			msg->msg_namelen = 0;
+		msg->msg_controllen = 0;
+		msg->msg_flags = 0;
+	}
+	return ret;
 }
 
 SHIM_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
@@ -438,8 +443,12 @@ static int done_mmsg(struct sock *sock, int ret, const struct mmsghdr *vec,
 	return ret;
 }
 
-/* One message after another, as many as go without blocking after the
- * first (MSG_WAITFORONE's rule, which a stream makes the natural one). */
+/*
+ * One message after another, as many as go without blocking after the
+ * first (MSG_WAITFORONE's rule, which a stream makes the natural one).
+ * At the end of the stream every message left reads as empty, as each of
+ * the kernel's reads does (do_recvmmsg()).
+ */
 static int upgraded_mmsg(struct sock *up, int fd, struct mmsghdr *vec,
 			 unsigned int vlen, int flags, bool tx)
 {
@@ -455,10 +464,6 @@ static int upgraded_mmsg(struct sock *up, int fd, struct mmsghdr *vec,
 		if (ret < 0)
 			break;
 		vec[i].msg_len = ret;
-		if (!tx && !ret) {
-			i++; /* EOF: an empty message, and no more */
-			break;
-		}
 	}
 	sock_put(up);
 	if (i || ret >= 0)

@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/epoll.h>
 
 #include "clock.h"
@@ -20,6 +21,7 @@
 #include "connector.h"
 #include "fd_room.h"
 #include "fd_table.h"
+#include "hostinfo.h"
 #include "poll_wide.h"
 #include "readiness_impl.h"
 #include "real.h"
@@ -61,9 +63,20 @@ enum {
 static void poll_entries(struct pollfd *tmp, const struct pollfd *pfd,
 			 struct readiness *r)
 {
+	struct transport_readiness t;
+	bool in = pfd->events & POLL_IN_EVENTS;
+
 	readiness_poll_begin(r);
+	/*
+	 * POLLRDHUP alone: a FIN to come wakes the channel; one already
+	 * there leaves in_fd readable for good, and must answer at once.
+	 */
+	if (!in && pfd->events & POLLRDHUP) {
+		transport_readiness(readiness_transport(r), &t);
+		in = t.eof;
+	}
 	tmp[POLL_IN_FD].fd = readiness_in_fd(r);
-	tmp[POLL_IN_FD].events = pfd->events & POLL_IN_EVENTS ? POLLIN : 0;
+	tmp[POLL_IN_FD].events = in ? POLLIN : 0;
 	tmp[POLL_OUT_FD].fd = readiness_out_fd(r);
 	tmp[POLL_OUT_FD].events = pfd->events & POLL_OUT_EVENTS ? POLLOUT : 0;
 	tmp[POLL_SOCKET].fd = pfd->fd;
@@ -80,8 +93,9 @@ static short poll_fold(const struct pollfd *tmp, short ev, struct readiness *r)
 {
 	struct transport_readiness t;
 	short revents = 0;
+	bool arrived = tmp[POLL_IN_FD].revents & POLLIN;
 
-	if (tmp[POLL_IN_FD].revents & POLLIN)
+	if (arrived)
 		revents |= ev & (POLLIN | POLLRDNORM);
 	if (tmp[POLL_OUT_FD].revents & POLLOUT)
 		revents |= ev & POLL_OUT_EVENTS;
@@ -96,9 +110,10 @@ static short poll_fold(const struct pollfd *tmp, short ev, struct readiness *r)
 			revents |= ev & (POLLIN | POLLRDNORM);
 		if (t.writable)
 			revents |= ev & POLL_OUT_EVENTS;
+		arrived |= t.readable;
 	}
 	/* The transport's EOF: POLLRDHUP (and POLLHUP) with it, as TCP's. */
-	if (revents & POLLIN && ev & POLLRDHUP) {
+	if (arrived && ev & POLLRDHUP) {
 		transport_readiness(readiness_transport(r), &t);
 		if (t.eof)
 			revents |= POLLRDHUP | (t.shut ? POLLHUP : 0);
@@ -429,11 +444,41 @@ int readiness_poll(const struct config *cfg, struct pollfd *fds, nfds_t nfds,
 	return ret;
 }
 
+/*
+ * The kernel's select() takes sets of nfds bits, as many as the process
+ * may have descriptors, where FD_SETSIZE (and FD_ISSET(), checked against
+ * it) stops at 1024: the sets are read and written here as the kernel
+ * does, as arrays of longs (core_sys_select()).
+ */
+#define SET_WORD_BITS (8 * (int)sizeof(unsigned long))
+
+static bool fd_in(const fd_set *set, int fd)
+{
+	const unsigned long *w = (const unsigned long *)set;
+
+	return set && (w[fd / SET_WORD_BITS] >> (fd % SET_WORD_BITS) & 1);
+}
+
+static void fd_put(fd_set *set, int fd)
+{
+	unsigned long *w = (unsigned long *)set;
+
+	w[fd / SET_WORD_BITS] |= 1ul << (fd % SET_WORD_BITS);
+}
+
+/* Clears the words that hold the first nfds bits, as the kernel writes. */
+static void set_clear(fd_set *set, int nfds)
+{
+	if (set)
+		memset(set, 0,
+		       (size_t)(nfds + SET_WORD_BITS - 1) / SET_WORD_BITS *
+			       sizeof(unsigned long));
+}
+
 /* Whether fd is in any of the three sets. */
 static bool in_sets(int fd, fd_set *rd, fd_set *wr, fd_set *ex)
 {
-	return (rd && FD_ISSET(fd, rd)) || (wr && FD_ISSET(fd, wr)) ||
-	       (ex && FD_ISSET(fd, ex));
+	return fd_in(rd, fd) || fd_in(wr, fd) || fd_in(ex, fd);
 }
 
 /* Any upgraded fd among the first nfds of the three sets? */
@@ -444,7 +489,7 @@ static bool sets_have_upgraded(const struct config *cfg, int nfds, fd_set *rd,
 
 	if (!cfg->enabled)
 		return false;
-	for (fd = 0; fd < nfds && fd < FD_SETSIZE; fd++) {
+	for (fd = 0; fd < nfds; fd++) {
 		struct sock *sock;
 
 		if (!in_sets(fd, rd, wr, ex))
@@ -466,30 +511,40 @@ static bool sets_have_epoll_set(const struct config *cfg, int nfds, fd_set *rd,
 
 	if (!cfg->rdma)
 		return false;
-	for (pfd.fd = 0; pfd.fd < nfds && pfd.fd < FD_SETSIZE; pfd.fd++)
+	for (pfd.fd = 0; pfd.fd < nfds; pfd.fd++)
 		if (in_sets(pfd.fd, rd, wr, ex) &&
 		    readiness_epoll_any_set(&pfd, 1))
 			return true;
 	return false;
 }
 
-/* select() as poll(), so that upgraded fds are substituted. */
+/*
+ * select() as poll(), so that upgraded fds are substituted.  A closed fd
+ * in a set fails it with EBADF, its sets untouched, as the kernel's does.
+ */
 static int select_as_poll(const struct config *cfg, int nfds, fd_set *rd,
 			  fd_set *wr, fd_set *ex, const struct timespec *ts,
 			  const sigset_t *sigmask)
 {
-	struct pollfd pfds[FD_SETSIZE];
+	struct pollfd few[FD_SETSIZE], *pfds = few;
 	nfds_t n = 0, i;
 	int fd, ret;
 
-	for (fd = 0; fd < nfds && fd < FD_SETSIZE; fd++) {
+	if (nfds > FD_SETSIZE) {
+		pfds = calloc((size_t)nfds, sizeof(*pfds));
+		if (!pfds) {
+			errno = ENOMEM;
+			return -1;
+		}
+	}
+	for (fd = 0; fd < nfds; fd++) {
 		short events = 0;
 
-		if (rd && FD_ISSET(fd, rd))
+		if (fd_in(rd, fd))
 			events |= POLLIN;
-		if (wr && FD_ISSET(fd, wr))
+		if (fd_in(wr, fd))
 			events |= POLLOUT;
-		if (ex && FD_ISSET(fd, ex))
+		if (fd_in(ex, fd))
 			events |= POLLPRI;
 		if (events) {
 			pfds[n].fd = fd;
@@ -497,37 +552,60 @@ static int select_as_poll(const struct config *cfg, int nfds, fd_set *rd,
 		}
 	}
 	ret = readiness_poll(cfg, pfds, n, 0, ts, sigmask, true);
+	for (i = 0; ret > 0 && i < n; i++)
+		if (pfds[i].revents & POLLNVAL) {
+			errno = EBADF;
+			ret = -1;
+		}
 	if (ret < 0)
-		return ret;
-	if (rd)
-		FD_ZERO(rd);
-	if (wr)
-		FD_ZERO(wr);
-	if (ex)
-		FD_ZERO(ex);
+		goto out;
+	set_clear(rd, nfds);
+	set_clear(wr, nfds);
+	set_clear(ex, nfds);
 	ret = 0;
 	for (i = 0; i < n; i++) {
 		short r = pfds[i].revents;
 
 		if (rd && r & (POLLIN | POLLHUP | POLLERR))
-			FD_SET(pfds[i].fd, rd), ret++;
+			fd_put(rd, pfds[i].fd), ret++;
 		if (wr && r & (POLLOUT | POLLERR))
-			FD_SET(pfds[i].fd, wr), ret++;
+			fd_put(wr, pfds[i].fd), ret++;
 		if (ex && r & POLLPRI)
-			FD_SET(pfds[i].fd, ex), ret++;
+			fd_put(ex, pfds[i].fd), ret++;
 	}
+out:
+	if (pfds != few)
+		free(pfds);
 	return ret;
+}
+
+/*
+ * The bits of the sets that the kernel reads: no more than its descriptor
+ * table holds (core_sys_select()), which may be fewer than the caller's
+ * nfds, and the caller's sets no longer.
+ */
+static int select_width(int nfds)
+{
+	int size;
+
+	if (nfds <= FD_SETSIZE)
+		return nfds;
+	size = hostinfo_fd_table_size();
+	if (size < 0)
+		return FD_SETSIZE;
+	return size < nfds ? size : nfds;
 }
 
 int readiness_select(const struct config *cfg, int nfds, fd_set *rd, fd_set *wr,
 		     fd_set *ex, struct timeval *tv, const struct timespec *ts,
 		     const sigset_t *sigmask, bool pselect)
 {
+	int width = select_width(nfds);
 	struct timespec tv_ts;
 	bool nested;
 	int ret;
 
-	if (sets_have_upgraded(cfg, nfds, rd, wr, ex)) {
+	if (sets_have_upgraded(cfg, width, rd, wr, ex)) {
 		if (!pselect) {
 			ts = NULL;
 			if (tv) {
@@ -536,10 +614,10 @@ int readiness_select(const struct config *cfg, int nfds, fd_set *rd, fd_set *wr,
 				ts = &tv_ts;
 			}
 		}
-		return select_as_poll(cfg, nfds, rd, wr, ex, ts, sigmask);
+		return select_as_poll(cfg, width, rd, wr, ex, ts, sigmask);
 	}
 	/* select() itself, so that it still updates *tv as Linux does. */
-	nested = nested_wait_begin(sets_have_epoll_set(cfg, nfds, rd, wr, ex));
+	nested = nested_wait_begin(sets_have_epoll_set(cfg, width, rd, wr, ex));
 	if (pselect)
 		ret = real.pselect(nfds, rd, wr, ex, ts, sigmask);
 	else

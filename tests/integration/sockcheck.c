@@ -2033,6 +2033,95 @@ out:
 	close_fd(&s);
 }
 
+/*
+ * At the end of the stream every message of recvmmsg() reads as empty:
+ * each of the kernel's reads returns 0 (do_recvmmsg()).
+ */
+static void recvmmsg_at_the_end_reads_every_message_empty(struct tctx *t)
+{
+	struct mmsghdr msgs[4];
+	struct iovec iov[4];
+	char buf[4][8];
+	int c = -1, s = -1, i, n;
+	ssize_t r;
+
+	TRY(make_pair(t, &c, &s, 0));
+	TRY(send_all(t, c, "abc", 3));
+	close_fd(&c);
+	r = recv(s, buf[0], 3, MSG_WAITALL);
+	ASSERT(r == 3, "recv of the bytes: %zd", r);
+	/* A blocking peek returns once the end has come. */
+	r = recv(s, buf[0], 1, MSG_PEEK);
+	ASSERT(r == 0, "peek at the end: %zd", r);
+	memset(msgs, 0, sizeof(msgs));
+	for (i = 0; i < 4; i++) {
+		iov[i].iov_base = buf[i];
+		iov[i].iov_len = sizeof(buf[i]);
+		msgs[i].msg_hdr.msg_iov = &iov[i];
+		msgs[i].msg_hdr.msg_iovlen = 1;
+		msgs[i].msg_len = 99;
+	}
+	n = recvmmsg(s, msgs, 4, MSG_DONTWAIT, NULL);
+	ASSERT(n == 4, "recvmmsg: %d (%s)", n, n < 0 ? errname(errno) : "");
+	for (i = 0; i < 4; i++)
+		ASSERT(msgs[i].msg_len == 0, "message %d: %u bytes", i,
+		       msgs[i].msg_len);
+out:
+	close_fd(&c);
+	close_fd(&s);
+}
+
+/*
+ * poll() for POLLRDHUP alone reports the peer's FIN, bytes unread or not
+ * (tcp_poll()).
+ */
+static void
+poll_for_rdhup_alone_sees_the_end_before_the_bytes_are_read(struct tctx *t)
+{
+	int c = -1, s = -1, ev;
+
+	TRY(make_pair(t, &c, &s, 0));
+	TRY(send_all(t, c, "abc", 3));
+	TRY(wait_queued(t, s, 3));
+	ev = wait_fd(s, POLLRDHUP, 200);
+	ASSERT(ev == 0, "before the end: revents %#x", ev);
+	close_fd(&c);
+	ev = wait_fd(s, POLLRDHUP, io_ms());
+	ASSERT(ev == POLLRDHUP, "after the end: revents %#x", ev);
+out:
+	close_fd(&c);
+	close_fd(&s);
+}
+
+/*
+ * A recvmsg() that fails writes nothing back: the name's length, the
+ * control length and the flags stay as the caller left them.
+ */
+static void recvmsg_that_fails_leaves_the_header_alone(struct tctx *t)
+{
+	struct sockaddr_storage name;
+	char ctl[64], b[8];
+	struct iovec iov = { .iov_base = b, .iov_len = sizeof(b) };
+	struct msghdr m = { .msg_name = &name,
+			    .msg_namelen = sizeof(name),
+			    .msg_iov = &iov,
+			    .msg_iovlen = 1,
+			    .msg_control = ctl,
+			    .msg_controllen = sizeof(ctl),
+			    .msg_flags = 0x5555 };
+	int c = -1, s = -1;
+
+	TRY(make_pair(t, &c, &s, 0));
+	ASSERT_ERR(recvmsg(s, &m, MSG_DONTWAIT), EAGAIN);
+	ASSERT(m.msg_namelen == sizeof(name) &&
+		       m.msg_controllen == sizeof(ctl) && m.msg_flags == 0x5555,
+	       "header after EAGAIN: namelen %u, controllen %zu, flags %#x",
+	       m.msg_namelen, (size_t)m.msg_controllen, m.msg_flags);
+out:
+	close_fd(&c);
+	close_fd(&s);
+}
+
 static int make_temp_file(struct tctx *t, uint64_t seed, size_t len)
 {
 	const char *dir = getenv("TMPDIR");
@@ -4118,6 +4207,52 @@ out:;
 }
 
 /*
+ * select() takes sets wider than FD_SETSIZE, as many bits as the process
+ * may have descriptors (core_sys_select()): a socket at fd 1500 is
+ * watched like any other.  FD_SET() stops at FD_SETSIZE, so the bits are
+ * set by hand.
+ */
+static void select_watches_a_socket_above_fd_setsize(struct tctx *t)
+{
+	enum {
+		HIGH = 1500,
+		WORD = 8 * sizeof(unsigned long)
+	};
+	unsigned long bits[HIGH / WORD + 1];
+	struct timeval tv = { 0 };
+	struct rlimit lim;
+	int c = -1, s = -1, high = -1, r;
+	char b = 0;
+
+	ASSERT_OK(getrlimit(RLIMIT_NOFILE, &lim));
+	if (lim.rlim_cur <= HIGH) {
+		lim.rlim_cur = HIGH + 1;
+		if (lim.rlim_max < lim.rlim_cur)
+			lim.rlim_max = lim.rlim_cur;
+		ASSERT_OK(setrlimit(RLIMIT_NOFILE, &lim));
+	}
+	TRY(make_pair(t, &c, &s, 0));
+	ASSERT_OK(high = dup2(s, HIGH));
+	memset(bits, 0, sizeof(bits));
+	bits[HIGH / WORD] = 1ul << (HIGH % WORD);
+	r = select(HIGH + 1, (fd_set *)bits, NULL, NULL, &tv);
+	ASSERT(r == 0, "select before the data: %d (%s)", r,
+	       r < 0 ? errname(errno) : "ready");
+	TRY(send_all(t, c, "x", 1));
+	bits[HIGH / WORD] = 1ul << (HIGH % WORD);
+	tv = (struct timeval){ .tv_sec = io_ms() / 1000 };
+	r = select(HIGH + 1, (fd_set *)bits, NULL, NULL, &tv);
+	ASSERT(r == 1 && (bits[HIGH / WORD] >> (HIGH % WORD) & 1),
+	       "select after the data: %d (%s)", r,
+	       r < 0 ? errname(errno) : "not set");
+	ASSERT(read(high, &b, 1) == 1 && b == 'x', "read: %c", b);
+out:
+	close_fd(&high);
+	close_fd(&c);
+	close_fd(&s);
+}
+
+/*
  * The same one level further out: a set that holds the set that holds the
  * socket, watched by poll().
  */
@@ -6122,6 +6257,9 @@ static const struct test tests[] = {
 	TEST(writev_readv_scatter_gather),
 	TEST(sendmsg_recvmsg_with_iovecs),
 	TEST(sendmmsg_recvmmsg_on_stream),
+	TEST(recvmmsg_at_the_end_reads_every_message_empty),
+	TEST(recvmsg_that_fails_leaves_the_header_alone),
+	TEST(poll_for_rdhup_alone_sees_the_end_before_the_bytes_are_read),
 	SLOW_TEST(sendfile_streams_file_into_socket, 10),
 	SLOW_TEST(nonblocking_transfer_survives_partial_io, 15),
 	SLOW_TEST(full_duplex_transfer_with_blocking_threads, 15),
@@ -6187,6 +6325,7 @@ static const struct test tests[] = {
 	TEST(epoll_reported_data_wakes_a_later_poll),
 	TEST(epoll_set_in_poll_stays_readable_while_data_is_unread),
 	TEST(epoll_set_above_fd_4096_in_poll_stays_readable),
+	TEST(select_watches_a_socket_above_fd_setsize),
 	TEST(epoll_set_of_sets_in_poll_stays_readable),
 	TEST(epoll_unread_data_wakes_every_waiter_of_the_set),
 	TEST(epoll_set_in_poll_wakes_beside_an_epoll_waiter),
