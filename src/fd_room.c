@@ -105,6 +105,44 @@ static int copy_above_limit(int fd)
 	return real.fcntl(fd, F_DUPFD_CLOEXEC, (int)program_limit.rlim_cur);
 }
 
+/* The longest step down to a free number below the limit. */
+#define TOP_STEP 64
+
+/* Under room_lock: the lowest number the region below the limit reached. */
+static int top_floor;
+
+/*
+ * Inside, without room above the limit: a copy of fd among the highest
+ * free numbers below it, FD_ROOM_SPARE short of it, taken from the top
+ * down, so that the program's next descriptors, which take the lowest
+ * free numbers, get those they would get without roceshim until the two
+ * meet; -1 if there is none above fd.
+ */
+static int copy_near_limit(int fd)
+{
+	int top, floor, copy, step = 1;
+
+	if (!limit_known || program_limit.rlim_cur == RLIM_INFINITY ||
+	    program_limit.rlim_cur > INT_MAX)
+		return -1;
+	top = (int)program_limit.rlim_cur - FD_ROOM_SPARE;
+	floor = top_floor > 0 && top_floor < top ? top_floor : top - 1;
+	/* Steps that double: a free number among the taken in few tries. */
+	for (; floor > fd;
+	     floor -= step, step = step < TOP_STEP ? 2 * step : step) {
+		copy = real.fcntl(fd, F_DUPFD_CLOEXEC, floor);
+		if (copy >= 0 && copy < top) {
+			top_floor = floor;
+			return copy;
+		}
+		if (copy >= 0)
+			real.close(copy);
+		else if (errno != EMFILE)
+			return -1;
+	}
+	return -1;
+}
+
 bool fd_room(void)
 {
 	int err = errno, lowest;
@@ -132,15 +170,13 @@ static int move_out(int fd, bool refuse)
 	int err = errno, ret = fd, copy;
 
 	fd_room_enter();
-	if (limit_raised) {
-		if ((rlim_t)fd >= program_limit.rlim_cur)
-			goto out;
-		copy = copy_above_limit(fd);
-		if (copy >= 0) {
-			real.close(fd);
-			ret = copy;
-			goto out;
-		}
+	if (limit_raised && (rlim_t)fd >= program_limit.rlim_cur)
+		goto out;
+	copy = limit_raised ? copy_above_limit(fd) : copy_near_limit(fd);
+	if (copy >= 0) {
+		real.close(fd);
+		ret = copy;
+		goto out;
 	}
 	if (refuse && !below_limit(fd, FD_ROOM_SPARE))
 		ret = -EMFILE;
@@ -179,8 +215,7 @@ int fd_room_dup(int fd)
 	int err = errno, copy = -1;
 
 	fd_room_enter();
-	if (limit_raised)
-		copy = copy_above_limit(fd);
+	copy = limit_raised ? copy_above_limit(fd) : copy_near_limit(fd);
 	if (copy < 0)
 		copy = real.fcntl(fd, F_DUPFD_CLOEXEC, 0);
 	if (copy < 0)

@@ -15,9 +15,12 @@
  * the descriptor and its copy, and put back at once (serialised here; a
  * program that changes the limit on another thread at that instant may
  * see its change undone).  Where the hard limit leaves no room above the soft
- * one, the descriptor stays where it was made, and connections stay on TCP
- * (reason "fd_limit") once that would come within FD_ROOM_SPARE numbers
- * of the limit.
+ * one, the descriptor moves to the highest free number below it, at least
+ * FD_ROOM_SPARE short of it (they fill from the top down, so the program's
+ * numbers stay its own until the two meet); where there is none above
+ * where it was made, it stays there, and connections stay on TCP (reason
+ * "fd_limit") once that would come within FD_ROOM_SPARE numbers of the
+ * limit.
  *
  * Contract: every function is thread safe and leaves errno alone.
  */

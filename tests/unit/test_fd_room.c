@@ -171,17 +171,46 @@ static void descriptor_is_made_when_the_program_holds_every_number(void **state)
 		close(fds[--n]);
 }
 
-static void stays_where_it_is_without_room_above(void)
+/*
+ * Without room above, hidden descriptors fill the highest free numbers
+ * below the limit (FD_ROOM_SPARE short of it) from the top down, and the
+ * program's next descriptor gets the number it would have got.
+ */
+static void goes_to_the_top_without_room_above(void)
 {
-	int fd = eventfd(0, EFD_CLOEXEC);
+	int fd = eventfd(0, EFD_CLOEXEC), hidden, second, next;
 
+	expect(fd >= 0);
+	hidden = fd_room_hide(fd);
+	expect(hidden == SOFT - FD_ROOM_SPARE - 1);
+	expect(fcntl(hidden, F_GETFD) == FD_CLOEXEC);
+	second = fd_room_eventfd();
+	expect(second > fd && second < hidden);
+	next = eventfd(0, EFD_CLOEXEC);
+	expect(next == fd);
+}
+
+static void descriptor_goes_to_the_top_without_room_above(void **state)
+{
+	(void)state;
+	with_no_room_above(goes_to_the_top_without_room_above);
+}
+
+/* With the numbers near the top taken, it stays where it was made. */
+static void stays_where_it_is_with_the_top_taken(void)
+{
+	int fds[SOFT], n = fill_below(SOFT - FD_ROOM_SPARE, fds, SOFT), fd;
+
+	expect(n > 0);
+	close(fds[0]);
+	fd = eventfd(0, EFD_CLOEXEC);
 	expect(fd_room_hide(fd) == fd);
 }
 
-static void descriptor_stays_where_it_is_without_room_above(void **state)
+static void descriptor_stays_where_it_is_with_the_top_taken(void **state)
 {
 	(void)state;
-	with_no_room_above(stays_where_it_is_without_room_above);
+	with_no_room_above(stays_where_it_is_with_the_top_taken);
 }
 
 static void refuses_within_the_spare_without_room_above(void)
@@ -295,8 +324,9 @@ int main(void)
 			program_at_its_limit_still_has_room_when_moves_work),
 		cmocka_unit_test(
 			descriptor_is_made_when_the_program_holds_every_number),
+		cmocka_unit_test(descriptor_goes_to_the_top_without_room_above),
 		cmocka_unit_test(
-			descriptor_stays_where_it_is_without_room_above),
+			descriptor_stays_where_it_is_with_the_top_taken),
 		cmocka_unit_test(
 			descriptor_within_the_spare_is_refused_without_room_above),
 		cmocka_unit_test(copy_is_made_below_without_room_above),
