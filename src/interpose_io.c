@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "conn.h"
 #include "connector.h"
 #include "cuda_mem.h"
@@ -444,26 +445,46 @@ static int done_mmsg(struct sock *sock, int ret, const struct mmsghdr *vec,
 }
 
 /*
- * One message after another, as many as go without blocking after the
- * first (MSG_WAITFORONE's rule, which a stream makes the natural one).
- * At the end of the stream every message left reads as empty, as each of
- * the kernel's reads does (do_recvmmsg()).
+ * One message after another, each with the caller's flags, as the
+ * kernel's loop makes them (do_recvmmsg(), __sys_sendmmsg()): a blocking
+ * one waits for every message, unless MSG_WAITFORONE makes the rest
+ * non-blocking once one has come; a timeout is looked at between
+ * messages.  At the end of the stream every message left reads as empty.
  */
 static int upgraded_mmsg(struct sock *up, int fd, struct mmsghdr *vec,
-			 unsigned int vlen, int flags, bool tx)
+			 unsigned int vlen, int flags,
+			 const struct timespec *timeout, bool tx)
 {
+	int64_t deadline = -1;
 	ssize_t ret = 0;
 	unsigned int i;
 
+	if (timeout) {
+		if (timeout->tv_sec < 0 || timeout->tv_nsec < 0 ||
+		    timeout->tv_nsec >= 1000000000l) {
+			sock_put(up);
+			errno = EINVAL;
+			return -1;
+		}
+		/* One of centuries is none, and overflows nothing. */
+		if (timeout->tv_sec < (INT64_C(1) << 32))
+			deadline = clock_ms() + timeout->tv_sec * 1000 +
+				   timeout->tv_nsec / 1000000;
+	}
 	for (i = 0; i < vlen; i++) {
 		struct msghdr *m = &vec[i].msg_hdr;
-		int f = i ? flags | MSG_DONTWAIT : flags;
 
-		ret = tx ? upgraded_sendmsg(up, fd, m, f)
-			 : upgraded_recvmsg(up, fd, m, f & ~MSG_WAITFORONE);
+		ret = tx ? upgraded_sendmsg(up, fd, m, flags)
+			 : upgraded_recvmsg(up, fd, m, flags & ~MSG_WAITFORONE);
 		if (ret < 0)
 			break;
 		vec[i].msg_len = ret;
+		if (!tx && flags & MSG_WAITFORONE)
+			flags |= MSG_DONTWAIT;
+		if (deadline >= 0 && clock_ms() >= deadline) {
+			i++;
+			break;
+		}
 	}
 	sock_put(up);
 	if (i || ret >= 0)
@@ -480,7 +501,7 @@ SHIM_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen,
 
 	sock = lookup(fd, &up);
 	if (up)
-		return upgraded_mmsg(up, fd, vec, vlen, flags, false);
+		return upgraded_mmsg(up, fd, vec, vlen, flags, timeout, false);
 	ret = real.recvmmsg(fd, vec, vlen, flags, timeout);
 	return sock ? done_mmsg(sock, ret, vec, false) : ret;
 }
@@ -498,7 +519,7 @@ SHIM_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen,
 			track_fds_passed(&vec[i].msg_hdr);
 	sock = lookup(fd, &up);
 	if (up)
-		return upgraded_mmsg(up, fd, vec, vlen, flags, true);
+		return upgraded_mmsg(up, fd, vec, vlen, flags, NULL, true);
 	ret = real.sendmmsg(fd, vec, vlen, flags);
 	return sock ? done_mmsg(sock, ret, vec, true) : ret;
 }

@@ -2094,6 +2094,52 @@ out:
 }
 
 /*
+ * A blocking recvmmsg() without MSG_WAITFORONE waits for every message:
+ * each of the kernel's reads blocks (do_recvmmsg()).
+ */
+static void recvmmsg_blocking_waits_for_every_message(struct tctx *t)
+{
+	struct dripper d = {
+		.seed = 37, .piece = 500, .pieces = 3, .delay_ms = 150
+	};
+	unsigned char buf[3][500];
+	struct mmsghdr msgs[3];
+	struct iovec iov[3];
+	bool running = false;
+	int c = -1, s = -1, i, n;
+	unsigned int got = 0;
+	pthread_t th;
+
+	TRY(make_pair(t, &c, &s, 0));
+	memset(msgs, 0, sizeof(msgs));
+	for (i = 0; i < 3; i++) {
+		iov[i].iov_base = buf[i];
+		iov[i].iov_len = sizeof(buf[i]);
+		msgs[i].msg_hdr.msg_iov = &iov[i];
+		msgs[i].msg_hdr.msg_iovlen = 1;
+	}
+	d.fd = c;
+	ASSERT(!start_thread(&th, drip_send, &d), "pthread_create");
+	running = true;
+	n = recvmmsg(s, msgs, 3, 0, NULL);
+	ASSERT(n == 3, "recvmmsg: %d (%s)", n, n < 0 ? errname(errno) : "");
+	for (i = 0; i < 3; i++) {
+		ASSERT(msgs[i].msg_len > 0, "message %d is empty", i);
+		ASSERT(pattern_mismatch(buf[i], msgs[i].msg_len, 37, got) ==
+			       msgs[i].msg_len,
+		       "message %d corrupted", i);
+		got += msgs[i].msg_len;
+	}
+out:
+	if (running) {
+		shutdown(c, SHUT_RDWR);
+		pthread_join(th, NULL);
+	}
+	close_fd(&c);
+	close_fd(&s);
+}
+
+/*
  * A recvmsg() that fails writes nothing back: the name's length, the
  * control length and the flags stay as the caller left them.
  */
@@ -6258,6 +6304,7 @@ static const struct test tests[] = {
 	TEST(sendmsg_recvmsg_with_iovecs),
 	TEST(sendmmsg_recvmmsg_on_stream),
 	TEST(recvmmsg_at_the_end_reads_every_message_empty),
+	TEST(recvmmsg_blocking_waits_for_every_message),
 	TEST(recvmsg_that_fails_leaves_the_header_alone),
 	TEST(poll_for_rdhup_alone_sees_the_end_before_the_bytes_are_read),
 	SLOW_TEST(sendfile_streams_file_into_socket, 10),
