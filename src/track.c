@@ -130,8 +130,7 @@ static void release_closed(int fd, struct sock *sock)
 	}
 	if (sock->conn) {
 		int other = fd_table_find(sock, fd);
-		/* A reference beside the one released here: a call in flight.
-		 */
+		/* A reference besides this close's: a call in flight. */
 		bool in_call =
 			other < 0 &&
 			__atomic_load_n(&sock->refs, __ATOMIC_ACQUIRE) > 1;
