@@ -21,6 +21,7 @@
 #include "shim.h"
 #include "track.h"
 #include "upgraded.h"
+#include "wait_time.h"
 
 /* The _FORTIFY_SOURCE entry points; glibc declares them only when fortified. */
 ssize_t __read_chk(int fd, void *buf, size_t nbytes, size_t buflen);
@@ -459,18 +460,13 @@ static int upgraded_mmsg(struct sock *up, int fd, struct mmsghdr *vec,
 	ssize_t ret = 0;
 	unsigned int i;
 
-	if (timeout) {
-		if (timeout->tv_sec < 0 || timeout->tv_nsec < 0 ||
-		    timeout->tv_nsec >= 1000000000l) {
-			sock_put(up);
-			errno = EINVAL;
-			return -1;
-		}
-		/* One of centuries is none, and overflows nothing. */
-		if (timeout->tv_sec < (INT64_C(1) << 32))
-			deadline = clock_ms() + timeout->tv_sec * 1000 +
-				   timeout->tv_nsec / 1000000;
+	if (!wait_time_valid(timeout)) {
+		sock_put(up);
+		errno = EINVAL;
+		return -1;
 	}
+	if (timeout)
+		deadline = clock_ms() + wait_time_ms(timeout);
 	for (i = 0; i < vlen; i++) {
 		struct msghdr *m = &vec[i].msg_hdr;
 

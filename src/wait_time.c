@@ -7,8 +7,12 @@
 
 int wait_time_ms(const struct timespec *ts)
 {
-	int64_t ms = ts->tv_sec * 1000ll + (ts->tv_nsec + 999999) / 1000000;
+	int64_t ms;
 
+	/* Whole seconds past INT_MAX ms would overflow as milliseconds. */
+	if (ts->tv_sec > INT_MAX / 1000)
+		return INT_MAX;
+	ms = ts->tv_sec * 1000ll + (ts->tv_nsec + 999999) / 1000000;
 	if (ms < 0)
 		return 0;
 	return ms > INT_MAX ? INT_MAX : (int)ms;

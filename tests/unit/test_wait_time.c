@@ -4,6 +4,7 @@
  * (src/wait_time.c): timeouts never end early, and an infinite one stays
  * infinite.
  */
+#include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -26,6 +27,14 @@ static void negative_timespec_is_no_wait(void **state)
 	struct timespec ts = { .tv_sec = -1 };
 
 	assert_int_equal(wait_time_ms(&ts), 0);
+}
+
+/* A timeout of centuries, which ppoll() takes, overflows nothing. */
+static void timespec_of_centuries_is_the_longest_wait(void **state)
+{
+	struct timespec ts = { .tv_sec = INT64_MAX / 1000 + 1 };
+
+	assert_int_equal(wait_time_ms(&ts), INT_MAX);
 }
 
 static void spent_takes_only_whole_milliseconds(void **state)
@@ -107,6 +116,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(timespec_rounds_up_to_whole_milliseconds),
 		cmocka_unit_test(negative_timespec_is_no_wait),
+		cmocka_unit_test(timespec_of_centuries_is_the_longest_wait),
 		cmocka_unit_test(spent_takes_only_whole_milliseconds),
 		cmocka_unit_test(spent_below_a_millisecond_leaves_the_timeout),
 		cmocka_unit_test(spent_whole_timeout_leaves_nothing),
