@@ -235,7 +235,7 @@ static void health_watch(void)
 	pthread_mutex_unlock(&live.lock);
 }
 
-static void reset_if_unread(struct conn *c, int fd);
+static bool reset_if_unread(struct conn *c, int fd);
 static void on_kernel_event(struct progress_watcher *w, uint32_t events);
 
 /*
@@ -364,14 +364,16 @@ void conn_attach(struct conn *c, int fd, int row, int sndbuf)
 /*
  * A connection closed with unread bytes resets, as TCP does: its kernel
  * socket lingers 0, so that the close sends a reset, and no RDMA FIN goes
- * (the caller sees SO_LINGER {1, 0}).
+ * (the caller sees SO_LINGER {1, 0}).  true: it resets.
  */
-static void reset_if_unread(struct conn *c, int fd)
+static bool reset_if_unread(struct conn *c, int fd)
 {
 	struct linger lg = { .l_onoff = 1, .l_linger = 0 };
 
-	if (path_of(c) == CONN_RDMA && transport_available(c->t))
-		real.setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+	if (path_of(c) != CONN_RDMA || !transport_available(c->t))
+		return false;
+	real.setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+	return true;
 }
 
 /*
@@ -971,11 +973,8 @@ void conn_release(struct conn *c, bool abortive)
 	pthread_mutex_lock(&c->lock);
 	c->released = true;
 	/* Kept for a call that has returned: closed as the last fd would be. */
-	if (c->kfd_for_call && path_of(c) == CONN_RDMA &&
-	    transport_available(c->t)) {
-		reset_if_unread(c, c->kfd);
+	if (c->kfd_for_call && reset_if_unread(c, c->kfd))
 		abortive = true;
-	}
 	/* A fork child may go on with it: over TCP, without this process. */
 	shared = c->kfd_ours && !c->kfd_for_call && path_of(c) == CONN_RDMA;
 	if (shared)
