@@ -190,10 +190,8 @@ static void health_check(struct progress_watcher *w, uint32_t events)
 			continue;
 		if (transport_qp_failed(c->t))
 			conn_qp_lost(c, ROCESHIM_DOWNGRADE_QP_ERROR);
-		else if (qp_silent(c, now)) {
-			rdmacm.disconnect(c->id);
-			conn_qp_lost(c, ROCESHIM_DOWNGRADE_QP_SILENT);
-		}
+		else if (qp_silent(c, now))
+			conn_drop_qp(c, ROCESHIM_DOWNGRADE_QP_SILENT);
 	}
 	pthread_mutex_unlock(&live.lock);
 	if (busy)
@@ -351,12 +349,18 @@ static void unwatch_kernel_locked(struct conn *c)
 
 void conn_attach(struct conn *c, int fd, int row, int sndbuf)
 {
+	bool qp_lost;
+
 	pthread_mutex_lock(&c->lock);
 	__atomic_store_n(&c->row, row, __ATOMIC_RELEASE);
 	c->kfd = fd;
 	/* The peer's close, reset or move shows there first. */
 	conn_watch_kernel_locked(c, EPOLLIN | EPOLLRDHUP);
+	qp_lost = __atomic_load_n(&c->qp_lost, __ATOMIC_ACQUIRE);
 	pthread_mutex_unlock(&c->lock);
+	/* Lost before: the move waited for this socket. */
+	if (qp_lost)
+		conn_qp_lost(c, ROCESHIM_DOWNGRADE_QP_ERROR);
 	transport_report_rings(c->t);
 	conn_limit_send(c, sndbuf);
 }
@@ -901,16 +905,16 @@ static void on_kernel_event(struct progress_watcher *w, uint32_t events)
 	pthread_mutex_unlock(&c->lock);
 }
 
-void conn_qp_lost(struct conn *c, enum roceshim_downgrade cause)
+/*
+ * Under c->lock, the queue pair gone and the kernel socket known: the
+ * connection moves to TCP, unless the peer closed it (eof: its RDMA FIN
+ * came).
+ */
+static void follow_lost_qp_locked(struct conn *c, enum roceshim_downgrade cause,
+				  bool eof)
 {
-	struct transport_readiness tr;
 	bool gone;
 
-	/* The peer's RDMA FIN may be among the completions not yet reaped. */
-	transport_progress(c->t);
-	transport_readiness(c->t, &tr);
-	pthread_mutex_lock(&c->lock);
-	__atomic_store_n(&c->qp_lost, true, __ATOMIC_RELEASE);
 	/*
 	 * What the kernel socket holds says more: the peer's marker (it
 	 * moved, and let its queue pair go), its close or its reset.
@@ -924,12 +928,45 @@ void conn_qp_lost(struct conn *c, enum roceshim_downgrade cause)
 	 * FIN: the peer closed, and its kernel FIN, on its way, ends this
 	 * connection as a TCP close would.
 	 */
-	if (path_of(c) == CONN_RDMA && !gone && !tr.eof && !c->released)
+	if (path_of(c) == CONN_RDMA && !gone && !eof && !c->released)
 		conn_move_begin_locked(c, cause);
 	else if (gone || c->released)
 		transport_peer_gone(c->t);
+}
+
+/* The peer's RDMA FIN, which may be among the completions not yet reaped. */
+static bool peer_finished(struct conn *c)
+{
+	struct transport_readiness tr;
+
+	transport_progress(c->t);
+	transport_readiness(c->t, &tr);
+	return tr.eof;
+}
+
+void conn_qp_lost(struct conn *c, enum roceshim_downgrade cause)
+{
+	bool eof = peer_finished(c);
+
+	pthread_mutex_lock(&c->lock);
+	__atomic_store_n(&c->qp_lost, true, __ATOMIC_RELEASE);
+	/*
+	 * The first cause holds.  Without a socket yet (accept() has not
+	 * taken it, or its TCP connect is on its way), conn_attach() moves
+	 * it.
+	 */
+	if (c->cause == ROCESHIM_DOWNGRADE_NONE)
+		c->cause = cause;
+	if (c->kfd >= 0 || c->released)
+		follow_lost_qp_locked(c, c->cause, eof);
 	pthread_mutex_unlock(&c->lock);
 	readiness_sync(c->r);
+}
+
+void conn_drop_qp(struct conn *c, enum roceshim_downgrade cause)
+{
+	rdmacm.disconnect(c->id);
+	conn_qp_lost(c, cause);
 }
 
 /* ---- the end ---------------------------------------------------------- */

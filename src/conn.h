@@ -139,9 +139,13 @@ int conn_kernel_ready(struct conn *c, int fd);
 
 /*
  * The CM says its queue pair is gone (the peer's disconnect, a device
- * removal): it moves to TCP, unless the peer closed it.
+ * removal), or this end let it go: it moves to TCP, unless the peer
+ * closed it; one not attached yet moves once it is.  The first cause
+ * given is the one recorded.
  */
 void conn_qp_lost(struct conn *c, enum roceshim_downgrade cause);
+/* This end lets the queue pair go (it disconnects it), for cause. */
+void conn_drop_qp(struct conn *c, enum roceshim_downgrade cause);
 
 /*
  * The program closed the last fd: send FIN (unless abortive), and let the

@@ -203,7 +203,7 @@ static int move_timeout(const struct conn *c)
 
 void conn_move_begin_locked(struct conn *c, enum roceshim_downgrade cause)
 {
-	struct wire_marker m = { .cause = cause };
+	struct wire_marker m = { 0 };
 	uint8_t buf[WIRE_MARKER_LEN];
 	bool tx_shut;
 	ssize_t n;
@@ -216,7 +216,10 @@ void conn_move_begin_locked(struct conn *c, enum roceshim_downgrade cause)
 		peer_gone_locked(c, true);
 		return;
 	}
-	c->cause = cause;
+	/* The first cause holds: conn_qp_lost() may have given one. */
+	if (c->cause == ROCESHIM_DOWNGRADE_NONE)
+		c->cause = cause;
+	m.cause = c->cause;
 	set_path(c, CONN_MOVING);
 	share_publish(c->slot, SHARE_MOVING);
 	transport_freeze(c->t, &c->pos, &tx_shut);
@@ -370,6 +373,10 @@ static void read_marker_locked(struct conn *c)
 		fail_locked(c, "the peer's marker does not fit");
 		return;
 	}
+	/* The peer let the queue pair go for this: so did this end. */
+	if (c->cause == ROCESHIM_DOWNGRADE_QP_ERROR &&
+	    m.cause == ROCESHIM_DOWNGRADE_ACCEPT_QUEUE)
+		c->cause = m.cause;
 	/* What the peer resends: what it sent past this end's reads. */
 	if (m.sent > c->pos.consumed) {
 		c->catch_up_to =

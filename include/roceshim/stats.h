@@ -81,7 +81,10 @@ enum roceshim_downgrade {
 						read */
 	ROCESHIM_DOWNGRADE_SOCKOPT = 13,     /* an option only kernel TCP
 						has (SO_RCVLOWAT, ...) */
-	ROCESHIM_DOWNGRADE_COUNT = 16	     /* array size, room to grow */
+	ROCESHIM_DOWNGRADE_ACCEPT_QUEUE = 14, /* the listener's full accept
+						 queue held its TCP
+						 connection back */
+	ROCESHIM_DOWNGRADE_COUNT = 16	      /* array size, room to grow */
 };
 
 enum roceshim_row_state {
@@ -283,6 +286,7 @@ static inline const char *roceshim_downgrade_name(unsigned int cause)
 		[ROCESHIM_DOWNGRADE_STDIO] = "stdio",
 		[ROCESHIM_DOWNGRADE_URGENT] = "urgent",
 		[ROCESHIM_DOWNGRADE_SOCKOPT] = "sockopt",
+		[ROCESHIM_DOWNGRADE_ACCEPT_QUEUE] = "accept_queue",
 	};
 
 	if (cause >= sizeof(names) / sizeof(names[0]) || !names[cause])
