@@ -42,6 +42,24 @@
 #define PENDING_GONE_MS	    600000
 #define PENDING_PER_BACKLOG 2
 /*
+ * A client connects TCP once its side of the RDMA handshake is up.  A
+ * listener whose accept queue is full drops that connection's last ACK:
+ * the handshake stalls in the listener's SYN queue, or, where the SYN
+ * queue overflowed too and SYN cookies answered, leaves no trace there.
+ * Over TCP, the client's first bytes, retransmitted, get the connection
+ * in once there is room; this client sends its bytes over RDMA, and
+ * would wait for ever.  So an established pending whose TCP handshake
+ * stalls, or is not seen for STALL_ABSENT_MS, moves to TCP (tcp_diag.h):
+ * its queue pair goes, the client's marker rides TCP's retransmissions
+ * as its bytes would, and accept() still finds the connection here
+ * (settle() keeps it).  A client whose TCP connect is still on its way
+ * (its SYN dropped, and retried) moves once it is up.
+ */
+#define STALL_FIRST_CHECK_MS  500
+#define STALL_CHECK_MS	      250
+#define STALL_ABSENT_MS	      3000
+#define STALL_CHECKS_PER_TICK 16
+/*
  * A connection that a fork child claimed keeps its queue pair this long:
  * the child's marker must reach the client before the client sees the
  * disconnect, or the client would take that for a failure of its queue
@@ -57,13 +75,25 @@ enum pending_state {
 
 struct pending {
 	struct roceshim_stats_endpoint source;
+	struct roceshim_stats_endpoint
+		local; /* this end of its TCP connection */
 	uint16_t port;
 	struct rdma_cm_id *listener;
 	struct conn *conn;
 	enum pending_state state;
 	int64_t expires_ms; /* -1: until accept() or the listener's close */
+	int64_t established_ms;
+	int64_t check_ms; /* established: when its TCP handshake is looked at
+			     next (check_stalls()); 0: no more */
 	bool busy; /* its request is still being decided: accept() waits */
 	struct pending *next;
+};
+
+/* An established pending due for a look at its TCP handshake. */
+struct stall_check {
+	struct roceshim_stats_endpoint local;
+	struct roceshim_stats_endpoint source;
+	struct conn *conn;
 };
 
 /* A CM listener's context (handshake_impl.h). */
@@ -126,32 +156,36 @@ static bool source_is_requester(struct rdma_cm_id *id,
 	       same_host(&cm, source);
 }
 
+/* This end of the TCP connection that the request on id says it has. */
+static int tcp_local(struct rdma_cm_id *id, uint16_t local_port,
+		     struct roceshim_stats_endpoint *local)
+{
+	struct sockaddr *sa = rdma_get_local_addr(id);
+	int err;
+
+	err = endpoint_from_sockaddr(local, sa,
+				     sa->sa_family == AF_INET
+					     ? sizeof(struct sockaddr_in)
+					     : sizeof(struct sockaddr_in6));
+	local->port = local_port;
+	return err;
+}
+
 /*
  * A second request, whose TCP connection is up: it may have the
  * connection only while that waits in the listener's queue.  Asked once
  * the pending is listed, so that an accept() from then on waits for the
  * handshake, and one before it shows here as taken.
  */
-static bool still_in_queue(struct rdma_cm_id *id,
-			   const struct roceshim_stats_endpoint *source,
-			   uint16_t local_port)
+static bool still_in_queue(const struct pending *p)
 {
-	struct roceshim_stats_endpoint local;
-	struct sockaddr *sa = rdma_get_local_addr(id);
-	int ret;
+	int ret = tcp_diag_stage(&p->local, &p->source);
 
-	if (endpoint_from_sockaddr(&local, sa,
-				   sa->sa_family == AF_INET
-					   ? sizeof(struct sockaddr_in)
-					   : sizeof(struct sockaddr_in6)))
-		return false;
-	local.port = local_port;
-	ret = tcp_diag_unaccepted(&local, source);
 	if (ret < 0)
 		log_info("cm: cannot ask the kernel about a connection (%s); "
 			 "it stays on TCP",
 			 strerror(-ret));
-	return ret == 1;
+	return ret == TCP_DIAG_QUEUED;
 }
 
 /* Under pend.lock: an accept() waits for source's late request. */
@@ -210,6 +244,7 @@ bool handshake_on_connect_request(const struct config *cfg,
 	enum roceshim_reason why = ROCESHIM_REASON_NONE;
 	struct transport_ring_info ring;
 	struct transport *t = NULL;
+	struct roceshim_stats_endpoint local;
 	struct wire_hello hello;
 	uint16_t local_port = ntohs(rdmacm.get_src_port(id));
 	struct conn *c = NULL;
@@ -237,6 +272,11 @@ bool handshake_on_connect_request(const struct config *cfg,
 		stats_malformed_input();
 		log_info("cm: connect request refused: its TCP source is "
 			 "another host");
+		goto reject;
+	}
+	if (tcp_local(id, local_port, &local)) {
+		log_info("cm: connect request refused: its address family is "
+			 "not TCP's");
 		goto reject;
 	}
 	/* The rings start at the client's size; each end caps their growth. */
@@ -272,6 +312,7 @@ bool handshake_on_connect_request(const struct config *cfg,
 	param.private_data_len = sizeof(reply);
 	id->context = c;
 	p->source = hello.tcp_source;
+	p->local = local;
 	p->port = local_port;
 	p->listener = ev->listen_id;
 	/* A prefork worker that accepts it finds it there. */
@@ -290,8 +331,7 @@ bool handshake_on_connect_request(const struct config *cfg,
 	pend.list = p;
 	pthread_cond_broadcast(&pend.settled);
 	pthread_mutex_unlock(&pend.lock);
-	if (hello.connected && !late &&
-	    !still_in_queue(id, &hello.tcp_source, local_port)) {
+	if (hello.connected && !late && !still_in_queue(p)) {
 		log_debug("cm: second connect request refused: accept() took "
 			  "its TCP connection already");
 		unlist_pending(p);
@@ -339,6 +379,7 @@ static void settle(struct conn *c, enum pending_state state)
 			/* Its TCP connection may still be accepted. */
 			if (p->expires_ms)
 				p->expires_ms = clock_ms() + PENDING_GONE_MS;
+			p->check_ms = 0;
 			break;
 		}
 		if (p->conn == c && p->state == PENDING_ACCEPTED) {
@@ -346,6 +387,11 @@ static void settle(struct conn *c, enum pending_state state)
 			/* 0: its listener closed, it is being dropped. */
 			if (state == PENDING_ESTABLISHED && p->expires_ms)
 				p->expires_ms = -1;
+			if (state == PENDING_ESTABLISHED) {
+				p->established_ms = clock_ms();
+				p->check_ms = p->established_ms +
+					      STALL_FIRST_CHECK_MS;
+			}
 			share_pending_settle(conn_slot(c),
 					     state == PENDING_ESTABLISHED
 						     ? SHARE_PENDING_ESTABLISHED
@@ -367,6 +413,71 @@ void handshake_on_failed(struct conn *c)
 	settle(c, PENDING_FAILED);
 }
 
+/* Under pend.lock: the pending that check was made for, if still listed. */
+static struct pending *find_checked(const struct stall_check *check)
+{
+	struct pending *p;
+
+	for (p = pend.list; p; p = p->next)
+		if (p->conn == check->conn && p->state == PENDING_ESTABLISHED &&
+		    endpoint_equal(&p->source, &check->source))
+			return p;
+	return NULL;
+}
+
+/* Under pend.lock: a full accept queue holds p's TCP connection back. */
+static void let_go_of_rdma(struct pending *p)
+{
+	static bool told;
+
+	if (!__atomic_exchange_n(&told, true, __ATOMIC_RELAXED))
+		log_info("cm: a listener's full accept queue holds back the "
+			 "TCP connection of a connection upgraded to RDMA: "
+			 "such connections move to TCP, whose retransmissions "
+			 "get them in as they would without roceshim");
+	p->check_ms = 0;
+	conn_drop_qp(p->conn, ROCESHIM_DOWNGRADE_ACCEPT_QUEUE);
+}
+
+/*
+ * The TCP handshakes of the established pendings due for a look: at most
+ * STALL_CHECKS_PER_TICK, asked of the kernel outside the lock.
+ */
+static void check_stalls(int64_t now)
+{
+	struct stall_check due[STALL_CHECKS_PER_TICK];
+	unsigned int n = 0, i;
+	struct pending *p;
+	int stage;
+
+	pthread_mutex_lock(&pend.lock);
+	for (p = pend.list; p && n < STALL_CHECKS_PER_TICK; p = p->next) {
+		if (p->state != PENDING_ESTABLISHED || !p->check_ms ||
+		    now < p->check_ms)
+			continue;
+		p->check_ms = now + STALL_CHECK_MS;
+		due[n].local = p->local;
+		due[n].source = p->source;
+		due[n++].conn = p->conn;
+	}
+	pthread_mutex_unlock(&pend.lock);
+	for (i = 0; i < n; i++) {
+		stage = tcp_diag_stage(&due[i].local, &due[i].source);
+		/* Its ACK still to come: look again later. */
+		if (stage == TCP_DIAG_HANDSHAKE)
+			continue;
+		pthread_mutex_lock(&pend.lock);
+		p = find_checked(&due[i]);
+		if (p && (stage == TCP_DIAG_HANDSHAKE_STALLED ||
+			  (stage == TCP_DIAG_ABSENT &&
+			   now - p->established_ms >= STALL_ABSENT_MS)))
+			let_go_of_rdma(p);
+		else if (p && stage != TCP_DIAG_ABSENT)
+			p->check_ms = 0; /* queued, taken, or not to be known */
+		pthread_mutex_unlock(&pend.lock);
+	}
+}
+
 bool handshake_pending_tick(void)
 {
 	struct pending **pp = &pend.list, *p, *expired = NULL;
@@ -385,6 +496,8 @@ bool handshake_pending_tick(void)
 	}
 	left = pend.list;
 	pthread_mutex_unlock(&pend.lock);
+	if (left)
+		check_stalls(now);
 	while ((p = expired)) {
 		expired = p->next;
 		if (p->state != PENDING_CLAIMED)

@@ -37,7 +37,24 @@ static int fill_id(struct inet_diag_sockid *id, uint8_t *family,
 	return 0;
 }
 
-/* The answer to one exact lookup: 1, 0 or a negative errno. */
+/*
+ * An exact lookup that matches no connection finds the listener, or
+ * nothing (ENOENT).
+ */
+static int stage_of(const struct inet_diag_msg *msg)
+{
+	switch (msg->idiag_state) {
+	case TCP_SYN_RECV:
+		return msg->idiag_retrans ? TCP_DIAG_HANDSHAKE_STALLED
+					  : TCP_DIAG_HANDSHAKE;
+	case TCP_ESTABLISHED:
+		return msg->idiag_inode ? TCP_DIAG_ACCEPTED : TCP_DIAG_QUEUED;
+	default:
+		return TCP_DIAG_ABSENT;
+	}
+}
+
+/* The answer to one exact lookup: a stage or a negative errno. */
 static int read_answer(int fd, uint32_t seq)
 {
 	union {
@@ -61,8 +78,7 @@ static int read_answer(int fd, uint32_t seq)
 			if (h->nlmsg_len < NLMSG_LENGTH(sizeof(*err)))
 				return -EPROTO;
 			err = NLMSG_DATA(h);
-			/* No such connection: not one waiting to be taken. */
-			return err->error == -ENOENT ? 0
+			return err->error == -ENOENT ? TCP_DIAG_ABSENT
 			       : err->error	     ? err->error
 						     : -EPROTO;
 		}
@@ -70,13 +86,13 @@ static int read_answer(int fd, uint32_t seq)
 		    h->nlmsg_len < NLMSG_LENGTH(sizeof(*msg)))
 			return -EPROTO;
 		msg = NLMSG_DATA(h);
-		return msg->idiag_state == TCP_ESTABLISHED && !msg->idiag_inode;
+		return stage_of(msg);
 	}
 	return -EPROTO;
 }
 
-int tcp_diag_unaccepted(const struct roceshim_stats_endpoint *local,
-			const struct roceshim_stats_endpoint *remote)
+int tcp_diag_stage(const struct roceshim_stats_endpoint *local,
+		   const struct roceshim_stats_endpoint *remote)
 {
 	static uint32_t next_seq;
 	struct {
@@ -90,7 +106,8 @@ int tcp_diag_unaccepted(const struct roceshim_stats_endpoint *local,
 		},
 		.req = {
 			.sdiag_protocol = IPPROTO_TCP,
-			.idiag_states = 1u << TCP_ESTABLISHED,
+			.idiag_states = (1u << TCP_ESTABLISHED) |
+					(1u << TCP_SYN_RECV),
 		},
 	};
 	struct sockaddr_nl kernel = { .nl_family = AF_NETLINK };

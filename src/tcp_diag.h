@@ -3,7 +3,8 @@
  * What the kernel knows of one TCP connection, asked through sock_diag
  * (NETLINK_SOCK_DIAG, an exact lookup by its four-tuple; see
  * sock_diag(7)): whether it waits in a listener's queue, not yet taken
- * by accept(), which no call on the listener can tell without taking it.
+ * by accept(), which no call on the listener can tell without taking it,
+ * and whether its handshake is stuck there.
  *
  * Contract: thread safe, no state; a failure to ask is an error, never a
  * guess.
@@ -13,12 +14,25 @@
 
 #include <roceshim/stats.h>
 
+/* Where the kernel's listener holds the TCP connection from remote. */
+enum tcp_diag_stage {
+	TCP_DIAG_ABSENT,    /* no such connection in its queues */
+	TCP_DIAG_HANDSHAKE, /* its handshake waits for the client's ACK */
+	/*
+	 * Its handshake has waited a retransmission of the SYN-ACK: the
+	 * client's ACK was lost, or the listener's full accept queue
+	 * dropped it.
+	 */
+	TCP_DIAG_HANDSHAKE_STALLED,
+	TCP_DIAG_QUEUED,   /* established, waiting for accept() */
+	TCP_DIAG_ACCEPTED, /* established, with a socket file */
+};
+
 /*
- * The established TCP connection from remote to local: 1 while it waits
- * for accept() (no socket file yet), 0 once accepted or if there is no
- * such connection, or a negative errno when the kernel cannot be asked.
+ * The stage of the TCP connection from remote to local (an enum
+ * tcp_diag_stage), or a negative errno when the kernel cannot be asked.
  */
-int tcp_diag_unaccepted(const struct roceshim_stats_endpoint *local,
-			const struct roceshim_stats_endpoint *remote);
+int tcp_diag_stage(const struct roceshim_stats_endpoint *local,
+		   const struct roceshim_stats_endpoint *remote);
 
 #endif /* ROCESHIM_TCP_DIAG_H */

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -32,6 +33,7 @@
 #include "real.h"
 #include "share.h"
 #include "sock.h"
+#include "tcp_diag.h"
 #include "transport.h"
 #include "wire.h"
 
@@ -52,8 +54,11 @@ static struct rdma_event_channel shared_channel = { .fd = -1 };
 /* The rules, the kernel's queue and the share region. */
 static struct {
 	enum roceshim_reason policy; /* policy_decide()'s answer */
-	int unaccepted;		     /* tcp_diag_unaccepted()'s answer */
+	int stage;		     /* tcp_diag_stage()'s answer */
 	unsigned int shared;	     /* share_pending_set() */
+	unsigned int stage_asked;    /* tcp_diag_stage() */
+	struct conn *dropped;	     /* conn_drop_qp()'s */
+	enum roceshim_downgrade drop_cause;
 } around;
 
 static struct config cfg;
@@ -177,14 +182,22 @@ void __wrap_share_pending_settle(struct share_slot *slot,
 	(void)state;
 }
 
-int __wrap_tcp_diag_unaccepted(const struct roceshim_stats_endpoint *local,
-			       const struct roceshim_stats_endpoint *remote);
-int __wrap_tcp_diag_unaccepted(const struct roceshim_stats_endpoint *local,
-			       const struct roceshim_stats_endpoint *remote)
+int __wrap_tcp_diag_stage(const struct roceshim_stats_endpoint *local,
+			  const struct roceshim_stats_endpoint *remote);
+int __wrap_tcp_diag_stage(const struct roceshim_stats_endpoint *local,
+			  const struct roceshim_stats_endpoint *remote)
 {
 	(void)local;
 	(void)remote;
-	return around.unaccepted;
+	around.stage_asked++;
+	return around.stage;
+}
+
+void __wrap_conn_drop_qp(struct conn *c, enum roceshim_downgrade cause);
+void __wrap_conn_drop_qp(struct conn *c, enum roceshim_downgrade cause)
+{
+	around.dropped = c;
+	around.drop_cause = cause;
 }
 
 void __wrap_progress_wake(void);
@@ -349,9 +362,120 @@ static void a_second_request_whose_connection_waits_is_accepted(void **state)
 
 	(void)state;
 	hello.connected = true;
-	around.unaccepted = 1;
+	around.stage = TCP_DIAG_QUEUED;
 	assert_true(send_hello(&hello));
 	assert_int_equal(cm.accepted, 1);
+}
+
+/* ---- a TCP handshake stalled in a full accept queue ------------------- */
+
+/* Longer than the first look at an established one's TCP handshake. */
+#define FIRST_LOOK_WAIT_MS 700
+/* Longer than the time between two looks. */
+#define NEXT_LOOK_WAIT_MS 400
+/*
+ * Longer than a TCP connection may be missing (its SYN dropped by a full
+ * queue, or answered by a cookie whose ACK the queue dropped).
+ */
+#define ABSENT_WAIT_MS 3300
+
+static void sleep_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+
+	nanosleep(&ts, NULL);
+}
+
+/* An accepted request whose client's side is established: its conn. */
+static struct conn *established_pending(uint16_t port)
+{
+	struct wire_hello hello = hello_from("127.0.0.1", port);
+	struct conn *c;
+
+	assert_true(send_hello(&hello));
+	c = doubles.last;
+	handshake_on_established(c);
+	return c;
+}
+
+static void a_stalled_tcp_handshake_lets_the_queue_pair_go(void **state)
+{
+	struct conn *c = established_pending(50011);
+
+	(void)state;
+	around.stage = TCP_DIAG_HANDSHAKE_STALLED;
+	sleep_ms(FIRST_LOOK_WAIT_MS);
+	handshake_pending_tick();
+	assert_ptr_equal(around.dropped, c);
+	assert_int_equal(around.drop_cause, ROCESHIM_DOWNGRADE_ACCEPT_QUEUE);
+	/* accept() still finds it: its marker comes over TCP. */
+	assert_int_equal(doubles.discarded, 0);
+}
+
+static void a_tcp_handshake_is_not_looked_at_before_it_had_time(void **state)
+{
+	(void)state;
+	established_pending(50012);
+	around.stage = TCP_DIAG_HANDSHAKE_STALLED;
+	handshake_pending_tick();
+	assert_int_equal(around.stage_asked, 0);
+	assert_null(around.dropped);
+}
+
+static void a_connection_waiting_in_the_queue_keeps_its_queue_pair(void **state)
+{
+	(void)state;
+	established_pending(50013);
+	around.stage = TCP_DIAG_QUEUED;
+	sleep_ms(FIRST_LOOK_WAIT_MS);
+	handshake_pending_tick();
+	assert_int_equal(around.stage_asked, 1);
+	/* Queued for good: it is not looked at again. */
+	sleep_ms(NEXT_LOOK_WAIT_MS);
+	handshake_pending_tick();
+	assert_int_equal(around.stage_asked, 1);
+	assert_null(around.dropped);
+}
+
+static void a_tcp_handshake_not_there_yet_is_looked_at_again(void **state)
+{
+	struct conn *c = established_pending(50014);
+
+	(void)state;
+	around.stage = TCP_DIAG_ABSENT;
+	sleep_ms(FIRST_LOOK_WAIT_MS);
+	handshake_pending_tick();
+	assert_null(around.dropped);
+	around.stage = TCP_DIAG_HANDSHAKE_STALLED;
+	sleep_ms(NEXT_LOOK_WAIT_MS);
+	handshake_pending_tick();
+	assert_ptr_equal(around.dropped, c);
+}
+
+static void
+a_tcp_connection_not_seen_for_long_lets_the_queue_pair_go(void **state)
+{
+	struct conn *c = established_pending(50016);
+
+	(void)state;
+	around.stage = TCP_DIAG_ABSENT;
+	sleep_ms(ABSENT_WAIT_MS);
+	handshake_pending_tick();
+	assert_ptr_equal(around.dropped, c);
+	assert_int_equal(around.drop_cause, ROCESHIM_DOWNGRADE_ACCEPT_QUEUE);
+}
+
+static void a_connection_whose_queue_pair_failed_is_not_looked_at(void **state)
+{
+	struct conn *c = established_pending(50015);
+
+	(void)state;
+	handshake_on_failed(c);
+	around.stage = TCP_DIAG_HANDSHAKE_STALLED;
+	sleep_ms(FIRST_LOOK_WAIT_MS);
+	handshake_pending_tick();
+	assert_int_equal(around.stage_asked, 0);
+	assert_null(around.dropped);
 }
 
 /* ---- refused ---------------------------------------------------------- */
@@ -440,7 +564,7 @@ a_second_request_whose_connection_was_accepted_is_refused(void **state)
 
 	(void)state;
 	hello.connected = true;
-	around.unaccepted = 0;
+	around.stage = TCP_DIAG_ACCEPTED;
 	assert_false(send_hello(&hello));
 	assert_int_equal(cm.rejected, 1);
 	assert_int_equal(cm.accepted, 0);
@@ -478,6 +602,12 @@ int main(void)
 		T(a_ring_the_transport_cannot_take_is_refused),
 		T(a_second_request_whose_connection_was_accepted_is_refused),
 		T(a_listener_lets_twice_its_backlog_wait_for_accept),
+		T(a_stalled_tcp_handshake_lets_the_queue_pair_go),
+		T(a_tcp_handshake_is_not_looked_at_before_it_had_time),
+		T(a_connection_waiting_in_the_queue_keeps_its_queue_pair),
+		T(a_tcp_handshake_not_there_yet_is_looked_at_again),
+		T(a_tcp_connection_not_seen_for_long_lets_the_queue_pair_go),
+		T(a_connection_whose_queue_pair_failed_is_not_looked_at),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, NULL);
