@@ -514,6 +514,55 @@ static ssize_t send_device(struct conn *c, struct blocking *b,
 	return -EFAULT;
 }
 
+/*
+ * A send of at most SEND_WHOLE_MAX bytes keeps the connection's other
+ * sends out until it has staged all of them: the kernel copies such a
+ * send into its buffers in one piece when they have room
+ * (tcp_sendmsg_locked()), and with their megabytes another send lands
+ * among its bytes only when they are full, where a ring of some KiB fills
+ * often.  A larger send waits for a small one to end, and lets small ones
+ * in between its pieces, as the kernel's does.  A send kept out naps
+ * while there is credit (which wakes no wait), and sleeps for credit
+ * otherwise.
+ */
+#define SEND_WHOLE_MAX (64u << 10)
+static const struct timespec send_turn_nap = { .tv_nsec = 50000 };
+
+/* What a thread's sends hold the turn with. */
+static __thread char thread_tag;
+
+/*
+ * Whether a send may stage now: 1 if it took the turn (a small one), 0 if
+ * it may without (a large one, or a send of a signal handler on the
+ * thread whose send it interrupted), -1 if another thread's send has it.
+ */
+static int take_turn(struct conn *c, bool small)
+{
+	const void *holder = NULL;
+
+	if (small && __atomic_compare_exchange_n(
+			     &c->sending, &holder, &thread_tag, false,
+			     __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		return 1;
+	if (!small)
+		holder = __atomic_load_n(&c->sending, __ATOMIC_ACQUIRE);
+	return !holder || holder == &thread_tag ? 0 : -1;
+}
+
+/*
+ * Another send's turn: 0 once this one may try again, -EAGAIN if it must
+ * not block (or its timeout ran out), -EINTR for a signal.
+ */
+static int wait_turn(struct conn *c, struct blocking *b)
+{
+	if (must_not_block(b) ||
+	    (b->deadline >= 0 && clock_ms() >= b->deadline))
+		return -EAGAIN;
+	if (!transport_writable(c->t))
+		return readiness_wait_writable(c->r, b->deadline);
+	return nanosleep(&send_turn_nap, NULL) ? -EINTR : 0;
+}
+
 ssize_t conn_rdma_send(struct conn *c, int tcp_fd, const struct iovec *iov,
 		       int iovcnt, int flags)
 {
@@ -526,14 +575,24 @@ ssize_t conn_rdma_send(struct conn *c, int tcp_fd, const struct iovec *iov,
 	int64_t credit_deadline = -1; /* a non-blocking pinned send's */
 	ssize_t total = 0, n;
 	size_t len;
-	int host;
+	bool small, took_turn = false;
+	int host, turn;
 
 	host = host_memory(iov, iovcnt);
 	if (host < iovcnt && !iov_bytes(iov, host))
 		return send_device(c, &b, iov[host].iov_base);
 	iovcnt = host;
 	len = iov_bytes(iov, iovcnt); /* to stage before returning */
+	small = len <= SEND_WHOLE_MAX;
 	for (;;) {
+		turn = take_turn(c, small);
+		if (turn < 0) {
+			n = wait_turn(c, &b);
+			if (!n || restarts(&b, n, total))
+				continue;
+			break;
+		}
+		took_turn |= turn;
 		n = send_some(c, &z, &b, iov, iovcnt, total, &corked);
 		if (n == -EAGAIN) {
 			check_peer(c, tcp_fd);
@@ -567,6 +626,8 @@ ssize_t conn_rdma_send(struct conn *c, int tcp_fd, const struct iovec *iov,
 		if (n)
 			break;
 	}
+	if (took_turn)
+		__atomic_store_n(&c->sending, NULL, __ATOMIC_RELEASE);
 	wait_clock_stop(&w);
 	zerocopy_release(c, &z);
 	readiness_after_send(c->r, corked);

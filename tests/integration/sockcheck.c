@@ -5986,6 +5986,102 @@ out:
 	}
 }
 
+/*
+ * Threads that send small records on one socket at once, one send() per
+ * record, while the reader lags: every record arrives whole.  The kernel
+ * copies a send that fits its buffers in one piece, and its buffers of
+ * megabytes are not full here; roceshim's ring fills.
+ */
+enum {
+	RECORD_THREADS = 4,
+	RECORDS_EACH = 2000,
+	RECORD_LEN = 100,
+	RECORDS_PER_LAG = 64, /* the reader naps 1 ms after so many */
+};
+
+struct record_sender {
+	int fd;
+	unsigned char id;
+	char err[128];
+};
+
+static void record_fill(unsigned char *rec, unsigned char id, uint32_t seq)
+{
+	int i;
+
+	rec[0] = id;
+	memcpy(rec + 1, &seq, sizeof(seq));
+	for (i = 1 + sizeof(seq); i < RECORD_LEN; i++)
+		rec[i] = (unsigned char)(id * 31 + seq * 7 + i);
+}
+
+static void *send_records(void *arg)
+{
+	struct record_sender *rs = arg;
+	unsigned char rec[RECORD_LEN];
+	uint32_t seq;
+	ssize_t r;
+
+	for (seq = 0; seq < RECORDS_EACH; seq++) {
+		record_fill(rec, rs->id, seq);
+		r = send(rs->fd, rec, sizeof(rec), MSG_NOSIGNAL);
+		if (r != sizeof(rec)) {
+			snprintf(rs->err, sizeof(rs->err), "record %u: %s", seq,
+				 r < 0 ? errname(errno) : "short send");
+			return NULL;
+		}
+	}
+	return NULL;
+}
+
+/* Whether rec is one sender's record, whole. */
+static bool record_whole(const unsigned char *rec)
+{
+	unsigned char want[RECORD_LEN];
+	uint32_t seq;
+
+	if (rec[0] >= RECORD_THREADS)
+		return false;
+	memcpy(&seq, rec + 1, sizeof(seq));
+	record_fill(want, rec[0], seq);
+	return !memcmp(rec, want, RECORD_LEN);
+}
+
+static void concurrent_small_sends_arrive_whole(struct tctx *t)
+{
+	struct record_sender rs[RECORD_THREADS];
+	pthread_t th[RECORD_THREADS];
+	unsigned char rec[RECORD_LEN];
+	int c = -1, s = -1, started = 0, i, torn = 0;
+
+	TRY(make_pair(t, &c, &s, 0));
+	for (i = 0; i < RECORD_THREADS; i++) {
+		rs[i] = (struct record_sender){ .fd = c, .id = i };
+		ASSERT(!start_thread(&th[i], send_records, &rs[i]),
+		       "pthread_create");
+		started++;
+	}
+	for (i = 0; i < RECORD_THREADS * RECORDS_EACH; i++) {
+		TRY(recv_exact(t, s, rec, sizeof(rec)));
+		torn += !record_whole(rec);
+		if (i % RECORDS_PER_LAG == 0)
+			sleep_ms(1);
+	}
+	while (started)
+		pthread_join(th[--started], NULL);
+	for (i = 0; i < RECORD_THREADS; i++)
+		ASSERT(!rs[i].err[0], "sender %d: %s", i, rs[i].err);
+	ASSERT(!torn, "%d of %d records torn", torn,
+	       RECORD_THREADS * RECORDS_EACH);
+out:
+	if (started)
+		shutdown(c, SHUT_RDWR);
+	while (started)
+		pthread_join(th[--started], NULL);
+	close_fd(&c);
+	close_fd(&s);
+}
+
 /* ------------------------------------------------------------------ */
 /* Tests: sockets the shim must leave alone                            */
 /* ------------------------------------------------------------------ */
@@ -6416,6 +6512,7 @@ static const struct test tests[] = {
 	TEST(vfork_child_closing_sockets_leaves_them_open),
 	/* threads */
 	SLOW_TEST(concurrent_streams_on_distinct_connections, 15),
+	SLOW_TEST(concurrent_small_sends_arrive_whole, 15),
 	/* sockets the shim must leave alone */
 	TEST(unix_socketpair_stream_untouched),
 	TEST(unix_socketpair_dgram_preserves_boundaries),
