@@ -523,20 +523,29 @@ static ssize_t send_device(struct conn *c, struct blocking *b,
  * often.  A larger send waits for a small one to end, and lets small ones
  * in between its pieces, as the kernel's does.  A send kept out naps
  * while there is credit (which wakes no wait), and sleeps for credit
- * otherwise.
+ * otherwise.  A holder that stages nothing for SEND_TURN_STALE_MS while
+ * there is credit has left its call without ending it (a signal handler
+ * that jumped out of it): its turn is over.
  */
-#define SEND_WHOLE_MAX (64u << 10)
+#define SEND_WHOLE_MAX	   (64u << 10)
+#define SEND_TURN_STALE_MS 100
 static const struct timespec send_turn_nap = { .tv_nsec = 50000 };
 
 /* What a thread's sends hold the turn with. */
 static __thread char thread_tag;
 
+struct turn_wait {
+	const void *holder; /* the send that has the turn */
+	int64_t credit_ms;  /* since when it has had credit; 0: not yet */
+};
+
 /*
  * Whether a send may stage now: 1 if it took the turn (a small one), 0 if
  * it may without (a large one, or a send of a signal handler on the
- * thread whose send it interrupted), -1 if another thread's send has it.
+ * thread whose send it interrupted), -1 if another thread's send has it
+ * (tw->holder).
  */
-static int take_turn(struct conn *c, bool small)
+static int take_turn(struct conn *c, bool small, struct turn_wait *tw)
 {
 	const void *holder = NULL;
 
@@ -546,20 +555,37 @@ static int take_turn(struct conn *c, bool small)
 		return 1;
 	if (!small)
 		holder = __atomic_load_n(&c->sending, __ATOMIC_ACQUIRE);
-	return !holder || holder == &thread_tag ? 0 : -1;
+	if (!holder || holder == &thread_tag)
+		return 0;
+	if (holder != tw->holder)
+		*tw = (struct turn_wait){ .holder = holder };
+	return -1;
 }
 
 /*
  * Another send's turn: 0 once this one may try again, -EAGAIN if it must
  * not block (or its timeout ran out), -EINTR for a signal.
  */
-static int wait_turn(struct conn *c, struct blocking *b)
+static int wait_turn(struct conn *c, struct blocking *b, struct turn_wait *tw)
 {
+	const void *holder = tw->holder;
+	int64_t now;
+
 	if (must_not_block(b) ||
 	    (b->deadline >= 0 && clock_ms() >= b->deadline))
 		return -EAGAIN;
-	if (!transport_writable(c->t))
+	if (!transport_writable(c->t)) {
+		tw->credit_ms = 0;
 		return readiness_wait_writable(c->r, b->deadline);
+	}
+	now = clock_ms();
+	if (!tw->credit_ms)
+		tw->credit_ms = now;
+	if (now - tw->credit_ms >= SEND_TURN_STALE_MS) {
+		__atomic_compare_exchange_n(&c->sending, &holder, NULL, false,
+					    __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+		return 0;
+	}
 	return nanosleep(&send_turn_nap, NULL) ? -EINTR : 0;
 }
 
@@ -575,6 +601,7 @@ ssize_t conn_rdma_send(struct conn *c, int tcp_fd, const struct iovec *iov,
 	int64_t credit_deadline = -1; /* a non-blocking pinned send's */
 	ssize_t total = 0, n;
 	size_t len;
+	struct turn_wait tw = { .holder = NULL };
 	bool small, took_turn = false;
 	int host, turn;
 
@@ -585,9 +612,9 @@ ssize_t conn_rdma_send(struct conn *c, int tcp_fd, const struct iovec *iov,
 	len = iov_bytes(iov, iovcnt); /* to stage before returning */
 	small = len <= SEND_WHOLE_MAX;
 	for (;;) {
-		turn = take_turn(c, small);
+		turn = take_turn(c, small, &tw);
 		if (turn < 0) {
-			n = wait_turn(c, &b);
+			n = wait_turn(c, &b, &tw);
 			if (!n || restarts(&b, n, total))
 				continue;
 			break;
