@@ -32,18 +32,21 @@ struct conn {
 	struct readiness *r;
 	struct spin_policy rx_spin; /* waits for data */
 	struct spin_policy tx_spin; /* waits for credit */
-	const void *sending; /* atomic: the small send staging (conn_rdma.c) */
-	size_t zerocopy_min; /* 0: every send is copied */
-	size_t pinned_min;   /* 0: pinned memory is copied too */
-	size_t reg_cache_bytes;	  /* conn_options.reg_cache_bytes */
-	struct reg_cache *pinned; /* atomic: made on first use */
-	int64_t pinned_retry_ms;  /* atomic: copy pinned memory until */
-	bool zerocopy_failed;	  /* atomic: logged once */
-	unsigned int fork_epoch;  /* conn_fork_epoch when created */
-	struct share_slot *slot;  /* its state for fork children */
-	int row;		  /* atomic: its stats row, -1 for none */
-	uint64_t pinned_told;	  /* under t's lock: in the process's gauge */
-	int timeout_ms;		  /* the longest a move may take */
+	/* Atomic, the send turn (conn_rdma.c): */
+	const void *sending;	   /* the small send that has it */
+	unsigned int turns;	   /* turns taken so far */
+	unsigned int turn_waiters; /* small sends waiting for it */
+	size_t zerocopy_min;	   /* 0: every send is copied */
+	size_t pinned_min;	   /* 0: pinned memory is copied too */
+	size_t reg_cache_bytes;	   /* conn_options.reg_cache_bytes */
+	struct reg_cache *pinned;  /* atomic: made on first use */
+	int64_t pinned_retry_ms;   /* atomic: copy pinned memory until */
+	bool zerocopy_failed;	   /* atomic: logged once */
+	unsigned int fork_epoch;   /* conn_fork_epoch when created */
+	struct share_slot *slot;   /* its state for fork children */
+	int row;		   /* atomic: its stats row, -1 for none */
+	uint64_t pinned_told;	   /* under t's lock: in the process's gauge */
+	int timeout_ms;		   /* the longest a move may take */
 
 	int path;	  /* atomic: enum conn_path */
 	bool peer_closed; /* atomic: the peer's kernel socket is closed */

@@ -521,11 +521,14 @@ static ssize_t send_device(struct conn *c, struct blocking *b,
  * (tcp_sendmsg_locked()), and with their megabytes another send lands
  * among its bytes only when they are full, where a ring of some KiB fills
  * often.  A larger send waits for a small one to end, and lets small ones
- * in between its pieces, as the kernel's does.  A send kept out naps
- * while there is credit (which wakes no wait), and sleeps for credit
- * otherwise.  A holder that stages nothing for SEND_TURN_STALE_MS while
- * there is credit has left its call without ending it (a signal handler
- * that jumped out of it): its turn is over.
+ * in between its pieces, as the kernel's does.
+ *
+ * A send kept out naps while there is credit (which wakes no wait), and
+ * sleeps for credit otherwise.  A new small send lets those that wait go
+ * first: a thread that sends without pause would otherwise take every
+ * turn.  A holder that stages nothing for SEND_TURN_STALE_MS while there
+ * is credit has left its call without ending it (a signal handler that
+ * jumped out of it): its turn is over.
  */
 #define SEND_WHOLE_MAX	   (64u << 10)
 #define SEND_TURN_STALE_MS 100
@@ -535,38 +538,71 @@ static const struct timespec send_turn_nap = { .tv_nsec = 50000 };
 static __thread char thread_tag;
 
 struct turn_wait {
-	const void *holder; /* the send that has the turn */
-	int64_t credit_ms;  /* since when it has had credit; 0: not yet */
+	bool waiting;	    /* counted in c->turn_waiters */
+	const void *holder; /* the holder it saw last */
+	unsigned int turns; /* c->turns then */
+	int64_t credit_ms;  /* since when the holder had credit; 0: not yet */
 };
 
 /*
  * Whether a send may stage now: 1 if it took the turn (a small one), 0 if
- * it may without (a large one, or a send of a signal handler on the
- * thread whose send it interrupted), -1 if another thread's send has it
- * (tw->holder).
+ * it may without (a large one while nobody has the turn, or a send of a
+ * signal handler on the thread whose send it interrupted), -1 if it must
+ * wait for another thread's send, or, a new small one, for those waiting.
  */
 static int take_turn(struct conn *c, bool small, struct turn_wait *tw)
 {
-	const void *holder = NULL;
+	const void *holder = __atomic_load_n(&c->sending, __ATOMIC_ACQUIRE);
+	unsigned int turns;
 
-	if (small && __atomic_compare_exchange_n(
-			     &c->sending, &holder, &thread_tag, false,
-			     __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-		return 1;
-	if (!small)
-		holder = __atomic_load_n(&c->sending, __ATOMIC_ACQUIRE);
-	if (!holder || holder == &thread_tag)
+	if (holder == &thread_tag)
 		return 0;
-	if (holder != tw->holder)
-		*tw = (struct turn_wait){ .holder = holder };
+	if (!small)
+		return holder ? -1 : 0;
+	if (!holder &&
+	    (tw->waiting ||
+	     !__atomic_load_n(&c->turn_waiters, __ATOMIC_ACQUIRE)) &&
+	    __atomic_compare_exchange_n(&c->sending, &holder, &thread_tag,
+					false, __ATOMIC_ACQ_REL,
+					__ATOMIC_ACQUIRE)) {
+		__atomic_add_fetch(&c->turns, 1, __ATOMIC_RELAXED);
+		return 1;
+	}
+	turns = __atomic_load_n(&c->turns, __ATOMIC_RELAXED);
+	if (holder != tw->holder || turns != tw->turns) {
+		tw->holder = holder;
+		tw->turns = turns;
+		tw->credit_ms = 0;
+	}
 	return -1;
 }
 
+static void count_waiting(struct conn *c, struct turn_wait *tw, bool waiting)
+{
+	if (tw->waiting == waiting)
+		return;
+	tw->waiting = waiting;
+	if (waiting)
+		__atomic_add_fetch(&c->turn_waiters, 1, __ATOMIC_ACQ_REL);
+	else
+		__atomic_sub_fetch(&c->turn_waiters, 1, __ATOMIC_ACQ_REL);
+}
+
+/* Unless a send found the turn left and ended it (wait_turn()). */
+static void end_turn(struct conn *c)
+{
+	const void *mine = &thread_tag;
+
+	__atomic_compare_exchange_n(&c->sending, &mine, NULL, false,
+				    __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+}
+
 /*
- * Another send's turn: 0 once this one may try again, -EAGAIN if it must
- * not block (or its timeout ran out), -EINTR for a signal.
+ * The turn is another send's: 0 once this one may try again, -EAGAIN if
+ * it must not block (or its timeout ran out), -EINTR for a signal.
  */
-static int wait_turn(struct conn *c, struct blocking *b, struct turn_wait *tw)
+static int wait_turn(struct conn *c, struct blocking *b, struct turn_wait *tw,
+		     bool small)
 {
 	const void *holder = tw->holder;
 	int64_t now;
@@ -574,6 +610,7 @@ static int wait_turn(struct conn *c, struct blocking *b, struct turn_wait *tw)
 	if (must_not_block(b) ||
 	    (b->deadline >= 0 && clock_ms() >= b->deadline))
 		return -EAGAIN;
+	count_waiting(c, tw, small);
 	if (!transport_writable(c->t)) {
 		tw->credit_ms = 0;
 		return readiness_wait_writable(c->r, b->deadline);
@@ -581,7 +618,7 @@ static int wait_turn(struct conn *c, struct blocking *b, struct turn_wait *tw)
 	now = clock_ms();
 	if (!tw->credit_ms)
 		tw->credit_ms = now;
-	if (now - tw->credit_ms >= SEND_TURN_STALE_MS) {
+	if (holder && now - tw->credit_ms >= SEND_TURN_STALE_MS) {
 		__atomic_compare_exchange_n(&c->sending, &holder, NULL, false,
 					    __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
 		return 0;
@@ -601,7 +638,7 @@ ssize_t conn_rdma_send(struct conn *c, int tcp_fd, const struct iovec *iov,
 	int64_t credit_deadline = -1; /* a non-blocking pinned send's */
 	ssize_t total = 0, n;
 	size_t len;
-	struct turn_wait tw = { .holder = NULL };
+	struct turn_wait tw = { .waiting = false };
 	bool small, took_turn = false;
 	int host, turn;
 
@@ -614,11 +651,13 @@ ssize_t conn_rdma_send(struct conn *c, int tcp_fd, const struct iovec *iov,
 	for (;;) {
 		turn = take_turn(c, small, &tw);
 		if (turn < 0) {
-			n = wait_turn(c, &b, &tw);
+			n = wait_turn(c, &b, &tw, small);
 			if (!n || restarts(&b, n, total))
 				continue;
 			break;
 		}
+		if (turn > 0)
+			count_waiting(c, &tw, false);
 		took_turn |= turn;
 		n = send_some(c, &z, &b, iov, iovcnt, total, &corked);
 		if (n == -EAGAIN) {
@@ -653,8 +692,9 @@ ssize_t conn_rdma_send(struct conn *c, int tcp_fd, const struct iovec *iov,
 		if (n)
 			break;
 	}
+	count_waiting(c, &tw, false);
 	if (took_turn)
-		__atomic_store_n(&c->sending, NULL, __ATOMIC_RELEASE);
+		end_turn(c);
 	wait_clock_stop(&w);
 	zerocopy_release(c, &z);
 	readiness_after_send(c->r, corked);

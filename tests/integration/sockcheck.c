@@ -6053,6 +6053,7 @@ static void concurrent_small_sends_arrive_whole(struct tctx *t)
 	pthread_t th[RECORD_THREADS];
 	unsigned char rec[RECORD_LEN];
 	int c = -1, s = -1, started = 0, i, torn = 0;
+	int64_t start = now_ms();
 
 	TRY(make_pair(t, &c, &s, 0));
 	for (i = 0; i < RECORD_THREADS; i++) {
@@ -6071,6 +6072,8 @@ static void concurrent_small_sends_arrive_whole(struct tctx *t)
 		pthread_join(th[--started], NULL);
 	for (i = 0; i < RECORD_THREADS; i++)
 		ASSERT(!rs[i].err[0], "sender %d: %s", i, rs[i].err);
+	note(t, "%d records in %lld ms", RECORD_THREADS * RECORDS_EACH,
+	     (long long)(now_ms() - start));
 	ASSERT(!torn, "%d of %d records torn", torn,
 	       RECORD_THREADS * RECORDS_EACH);
 out:
@@ -6078,6 +6081,92 @@ out:
 		shutdown(c, SHUT_RDWR);
 	while (started)
 		pthread_join(th[--started], NULL);
+	close_fd(&c);
+	close_fd(&s);
+}
+
+/*
+ * A thread that sends small pieces without pause, to a reader that lags,
+ * does not keep another thread's small sends out: each of them ends in
+ * well under a second, as the kernel's waiters for buffer room take
+ * their turns.
+ */
+enum {
+	BUSY_PIECE = 1024,
+	LAGGING_READ = 4096,
+	PROBE_SENDS = 20,
+	PROBE_GAP_MS = 50,
+	PROBE_MAX_MS = 1000,
+};
+
+struct busy_sender {
+	int fd;
+	bool stop; /* atomic */
+};
+
+static void *send_without_pause(void *arg)
+{
+	struct busy_sender *bs = arg;
+	unsigned char piece[BUSY_PIECE];
+
+	memset(piece, 'b', sizeof(piece));
+	while (!__atomic_load_n(&bs->stop, __ATOMIC_ACQUIRE))
+		if (send(bs->fd, piece, sizeof(piece), MSG_NOSIGNAL) < 0 &&
+		    errno != EINTR)
+			break;
+	return NULL;
+}
+
+static void *read_with_lag(void *arg)
+{
+	unsigned char buf[LAGGING_READ];
+	int fd = *(int *)arg;
+
+	while (recv(fd, buf, sizeof(buf), 0) > 0)
+		sleep_ms(1);
+	return NULL;
+}
+
+static void small_sends_get_their_turn_beside_a_busy_sender(struct tctx *t)
+{
+	struct busy_sender bs = { .fd = -1 };
+	pthread_t busy, reader;
+	bool busy_up = false, reader_up = false;
+	int c = -1, s = -1, i;
+	int64_t start, took, longest = 0;
+	ssize_t r;
+
+	/* Small buffers: the kernel's own waits for room stay short. */
+	TRY(make_pair(t, &c, &s, PAIR_SMALL_BUFFERS));
+	bs.fd = c;
+	ASSERT(!start_thread(&reader, read_with_lag, &s), "pthread_create");
+	reader_up = true;
+	ASSERT(!start_thread(&busy, send_without_pause, &bs), "pthread_create");
+	busy_up = true;
+	for (i = 0; i < PROBE_SENDS; i++) {
+		sleep_ms(PROBE_GAP_MS);
+		start = now_ms();
+		r = send(c, "probe", 5, MSG_NOSIGNAL);
+		took = now_ms() - start;
+		ASSERT(r == 5, "send %d: %zd (%s)", i, r,
+		       r < 0 ? errname(errno) : "short");
+		if (took > longest)
+			longest = took;
+	}
+	note(t, "longest of %d sends beside a busy sender: %lld ms",
+	     PROBE_SENDS, (long long)longest);
+	ASSERT(longest < PROBE_MAX_MS, "a send took %lld ms",
+	       (long long)longest);
+out:
+	__atomic_store_n(&bs.stop, true, __ATOMIC_RELEASE);
+	if (c >= 0)
+		shutdown(c, SHUT_RDWR);
+	if (busy_up)
+		pthread_join(busy, NULL);
+	if (s >= 0)
+		shutdown(s, SHUT_RDWR);
+	if (reader_up)
+		pthread_join(reader, NULL);
 	close_fd(&c);
 	close_fd(&s);
 }
@@ -6513,6 +6602,7 @@ static const struct test tests[] = {
 	/* threads */
 	SLOW_TEST(concurrent_streams_on_distinct_connections, 15),
 	SLOW_TEST(concurrent_small_sends_arrive_whole, 15),
+	SLOW_TEST(small_sends_get_their_turn_beside_a_busy_sender, 15),
 	/* sockets the shim must leave alone */
 	TEST(unix_socketpair_stream_untouched),
 	TEST(unix_socketpair_dgram_preserves_boundaries),
