@@ -6053,7 +6053,6 @@ static void concurrent_small_sends_arrive_whole(struct tctx *t)
 	pthread_t th[RECORD_THREADS];
 	unsigned char rec[RECORD_LEN];
 	int c = -1, s = -1, started = 0, i, torn = 0;
-	int64_t start = now_ms();
 
 	TRY(make_pair(t, &c, &s, 0));
 	for (i = 0; i < RECORD_THREADS; i++) {
@@ -6072,8 +6071,6 @@ static void concurrent_small_sends_arrive_whole(struct tctx *t)
 		pthread_join(th[--started], NULL);
 	for (i = 0; i < RECORD_THREADS; i++)
 		ASSERT(!rs[i].err[0], "sender %d: %s", i, rs[i].err);
-	note(t, "%d records in %lld ms", RECORD_THREADS * RECORDS_EACH,
-	     (long long)(now_ms() - start));
 	ASSERT(!torn, "%d of %d records torn", torn,
 	       RECORD_THREADS * RECORDS_EACH);
 out:
@@ -6153,8 +6150,6 @@ static void small_sends_get_their_turn_beside_a_busy_sender(struct tctx *t)
 		if (took > longest)
 			longest = took;
 	}
-	note(t, "longest of %d sends beside a busy sender: %lld ms",
-	     PROBE_SENDS, (long long)longest);
 	ASSERT(longest < PROBE_MAX_MS, "a send took %lld ms",
 	       (long long)longest);
 out:
