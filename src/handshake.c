@@ -279,13 +279,17 @@ bool handshake_running(void)
  * that exits leaves its CM listeners to the kernel then, which refuses
  * their handshakes, where a copy kept open would leave them taking
  * handshakes that nobody serves (each client waiting for its timeout).
+ * A child makes RDMA connections of its own only where its parent never
+ * began to load the RDMA stack: nothing of it is then the parent's.  One
+ * that shares its parent's descriptors would put its own among them.
  */
 void FORK_CODE handshake_fork_child(bool fds_shared)
 {
 	pthread_mutex_init(&hs.lock, NULL);
 	if (!fds_shared && hs.started && !hs.disabled && hs.watch.ch)
 		real.close(hs.watch.ch->fd);
-	hs.disabled = true;
+	if (fds_shared || rdma_stack_begun())
+		hs.disabled = true;
 	handshake_server_fork_child();
 	handshake_client_fork_child(fds_shared);
 }

@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 
+#include "fork_page.h"
 #include "log.h"
 #include "rdma_stack.h"
 
@@ -17,6 +18,10 @@ static int load_result;
 static bool loaded;
 /* The program had loaded librdmacm itself. */
 static bool shared_rdmacm;
+/* Atomic: rdma_stack_load() was called, here or before a fork. */
+static bool load_begun FORK_DATA;
+/* This process is a fork child of one that had not begun to load. */
+static bool forked_unloaded FORK_DATA;
 
 struct symbol {
 	const char *name;
@@ -112,6 +117,13 @@ static void load(void)
 		shared_rdmacm = true;
 		dlclose(lib);
 	}
+	/* The program's librdmacm may hold what its parent opened. */
+	if (shared_rdmacm && forked_unloaded) {
+		log_info("RDMA stack: the program loaded librdmacm before this "
+			 "fork child; every connection stays on TCP");
+		load_result = -ELIBACC;
+		return;
+	}
 	load_result = open_library(cfg->librdmacm, rdmacm_symbols,
 				   COUNT(rdmacm_symbols));
 	if (load_result)
@@ -123,6 +135,7 @@ static void load(void)
 int rdma_stack_load(const struct config *cfg)
 {
 	__atomic_store_n(&load_cfg, cfg, __ATOMIC_RELAXED);
+	__atomic_store_n(&load_begun, true, __ATOMIC_SEQ_CST);
 	pthread_once(&load_once, load);
 	return load_result;
 }
@@ -135,4 +148,15 @@ bool rdma_stack_loaded(void)
 bool rdma_stack_private(void)
 {
 	return rdma_stack_loaded() && !shared_rdmacm;
+}
+
+bool rdma_stack_begun(void)
+{
+	return __atomic_load_n(&load_begun, __ATOMIC_SEQ_CST);
+}
+
+void FORK_CODE rdma_stack_fork_child(void)
+{
+	if (!__atomic_load_n(&load_begun, __ATOMIC_RELAXED))
+		forked_unloaded = true;
 }

@@ -84,6 +84,17 @@ int rdma_stack_load(const struct config *cfg);
 bool rdma_stack_loaded(void);
 
 /*
+ * Whether rdma_stack_load() has been called in this process, or in its
+ * parent before the fork that made it.  A fork child of a process that had
+ * not called it loads the stack as a new process would, unless the program
+ * itself had loaded librdmacm (its state may be the parent's).
+ */
+bool rdma_stack_begun(void);
+
+/* In a fork child, before anything else of roceshim runs there. */
+void rdma_stack_fork_child(void);
+
+/*
  * After a load that returned 0: whether librdmacm was loaded by roceshim
  * alone, so that no code of the program's holds what it opens.
  */

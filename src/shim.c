@@ -19,6 +19,7 @@
 #include "log.h"
 #include "progress.h"
 #include "readiness.h"
+#include "rdma_stack.h"
 #include "real.h"
 #include "share.h"
 #include "shim.h"
@@ -87,6 +88,7 @@ static void FORK_CODE fork_child(bool fds_shared)
 {
 	/* A vfork child of the parent's is none of this child's. */
 	shim_vfork_parent = 0;
+	rdma_stack_fork_child();
 	track_fork_child(fds_shared);
 	conn_fork_child(fds_shared);
 	fd_room_fork_child();

@@ -48,8 +48,8 @@
  * The connected transports, which the progress thread looks at (a
  * transport is listed from transport_connect() to transport_destroy()).
  * Lock order: a transport's lock, then this one; the scan only tries
- * the transports' locks.  In a fork child, which has no progress
- * thread, the list is left alone.
+ * the transports' locks.  In a fork child of a process that had begun to
+ * use RDMA, which has no progress thread, the list is left alone.
  */
 static struct {
 	pthread_mutex_t lock;
@@ -627,7 +627,8 @@ bool transport_idle_tick(void)
 void FORK_CODE transport_fork_child(void)
 {
 	pthread_mutex_init(&listed.lock, NULL);
-	listed.forked = true;
+	if (rdma_stack_begun())
+		listed.forked = true;
 }
 
 void transport_on_rings(struct transport *t, transport_rings_fn fn, void *ctx)

@@ -7,6 +7,11 @@
 # both of them, and the parent goes on over TCP, byte for byte.  A child
 # that leaves it alone leaves it on RDMA in the parent.  Either way the
 # child's own new connection works.
+#
+# A fork child of a process that has not used RDMA yet makes RDMA
+# connections of its own: a child, a daemonised grandchild, and two Gloo
+# ranks started with multiprocessing's fork.  A child of a process that
+# has keeps its new connections on TCP.
 set -u
 PYTHON=${PYTHON:-/usr/bin/python3}
 peer="$top_srcdir/tests/fabric/peer.py"
@@ -51,4 +56,37 @@ check_eq ignores_parent_reads_unread_echo ok "$(field ignores parent_rest)"
 check_eq ignores_parent_echo_after_child ok "$(field ignores parent_after)"
 check_eq ignores_parent_conn_still_rdma "conn rdma none" \
 	"$(last_conn ignores)"
+
+fresh=$tmp/fresh
+"$ROCESHIM_RUN" "$PYTHON" "$top_srcdir/tests/fabric/fork_fresh.py" pairs \
+	"$ROCESHIM_FABRIC_ADDR_A" "$ROCESHIM_FABRIC_ADDR_B" >"$fresh" 2>&1
+sed 's/^/    fresh: /' "$fresh"
+fresh_row() { awk -v k="$1" '$1 == k {$1 = ""; print substr($0, 2)}' "$fresh"; }
+check_eq fresh_child_on_rdma "ok rdma none rdma none" "$(fresh_row child)"
+check_eq fresh_daemonised_grandchild_on_rdma "ok rdma none rdma none" \
+	"$(fresh_row grandchild)"
+check_eq fresh_parent_after_child_on_rdma "ok rdma none rdma none" \
+	"$(fresh_row parent)"
+check_eq used_parent_child_on_tcp "ok tcp unsupported tcp peer_tcp" \
+	"$(fresh_row used-parent-child)"
+
+if "$PYTHON" -c 'import torch.distributed as d; assert d.is_available()' \
+	2>/dev/null; then
+	ifname=$(ip -o -4 addr show |
+		awk -v a="$ROCESHIM_FABRIC_ADDR_B" 'index($4, a "/") == 1 {print $2}')
+	GLOO_SOCKET_IFNAME=$ifname timeout 300 "$ROCESHIM_RUN" "$PYTHON" \
+		"$top_srcdir/tests/fabric/fork_fresh.py" gloo \
+		"$ROCESHIM_FABRIC_ADDR_B" >"$tmp/gloo" 2>&1
+	grep -v '^[WI][0-9]' "$tmp/gloo" | sed 's/^/    gloo: /'
+	for r in 0 1; do
+		line=$(awk -v r=$r '$1 == "rank" && $2 == r' "$tmp/gloo")
+		check_eq "gloo_fork_rank${r}_result" ok "$(echo "$line" | cut -d' ' -f3)"
+		check_eq "gloo_fork_rank${r}_every_connection_on_rdma" yes \
+			"$(echo "$line" | cut -d' ' -f4- | tr ',' '\n' |
+				awk 'NF && $0 != "rdma none" {bad = 1}
+				     NF {n++} END {print (n && !bad) ? "yes" : "no"}')"
+	done
+else
+	echo "    gloo: skipped (torch.distributed is not importable)"
+fi
 finish
