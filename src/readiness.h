@@ -156,6 +156,24 @@ struct sock;
 void readiness_resolve_pending(struct sock *sock, struct readiness *r);
 void readiness_forget_pending(struct sock *sock);
 
+/*
+ * Registrations of a TCP socket made before its connect() are the
+ * kernel's, on the socket itself; roceshim keeps a copy of each until the
+ * first connect() decides (at most one per set and fd).  Then, exactly
+ * one of:
+ * - readiness_early_pend(): a connect goes on in the background; they
+ *   leave the kernel and wait in the registry with those made meanwhile
+ *   (readiness_resolve_pending() ends them, readiness_forget_pending()
+ *   drops them);
+ * - readiness_early_upgrade(): a blocking connect ended on RDMA; they
+ *   become r's, as if the program had made them now;
+ * - readiness_early_forget(): the connection is the kernel's; so are
+ *   they.
+ */
+void readiness_early_pend(struct sock *sock);
+void readiness_early_upgrade(struct sock *sock, struct readiness *r);
+void readiness_early_forget(struct sock *sock);
+
 /* pthread_atfork handlers. */
 void readiness_fork_prepare(void);
 void readiness_fork_parent(void);

@@ -23,6 +23,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "clock.h"
 #include "conn.h"
@@ -52,6 +53,24 @@ static struct {
 	/* Upgraded registrations made so far: epoll_wait folds only if any. */
 	unsigned long made; /* atomic */
 } set FORK_DATA = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+/*
+ * Copies of the kernel's registrations of TCP sockets not connected yet
+ * (readiness.h, readiness_early_*()), under set.lock.  Few at a time: a
+ * socket's last only until its connect() or its close.
+ */
+struct early_reg {
+	struct sock *sock;
+	int epfd;
+	int fd;
+	struct epoll_event ev;
+};
+
+static struct {
+	struct early_reg *v;
+	unsigned int count; /* atomic reads: for the unlocked check */
+	unsigned int cap;
+} early FORK_DATA;
 
 /*
  * Which fds are epoll sets, for readiness_epoll_any_set(), which poll()
@@ -243,6 +262,31 @@ bool readiness_epoll_any_set(const struct pollfd *fds, unsigned long nfds)
 	return false;
 }
 
+static void early_remove_locked(unsigned int i)
+{
+	early.v[i] = early.v[early.count - 1];
+	__atomic_store_n(&early.count, early.count - 1, __ATOMIC_RELEASE);
+}
+
+static void early_forget_fds(unsigned int first, unsigned int last)
+{
+	unsigned int i;
+
+	if (!__atomic_load_n(&early.count, __ATOMIC_ACQUIRE))
+		return;
+	pthread_mutex_lock(&set.lock);
+	for (i = 0; i < early.count;) {
+		if (((unsigned int)early.v[i].fd >= first &&
+		     (unsigned int)early.v[i].fd <= last) ||
+		    ((unsigned int)early.v[i].epfd >= first &&
+		     (unsigned int)early.v[i].epfd <= last))
+			early_remove_locked(i);
+		else
+			i++;
+	}
+	pthread_mutex_unlock(&set.lock);
+}
+
 void readiness_set_opened(int fd)
 {
 	mark_set(fd, true);
@@ -251,6 +295,9 @@ void readiness_set_opened(int fd)
 void readiness_fd_dup(int old_fd, int new_fd)
 {
 	mark_set(new_fd, is_set(old_fd));
+	/* dup2() closed what new_fd was. */
+	if (new_fd >= 0)
+		early_forget_fds((unsigned int)new_fd, (unsigned int)new_fd);
 }
 
 /* The kernel dropped a closed set's entries: so does the registry. */
@@ -264,6 +311,7 @@ void readiness_fd_closed(unsigned int first, unsigned int last)
 {
 	unsigned int fd;
 
+	early_forget_fds(first, last);
 	for (fd = first; fd <= last && fd < SET_BITS; fd++) {
 		/* A word at a time where no bit is set. */
 		if (!(fd % 64) &&
@@ -649,20 +697,130 @@ void readiness_resolve_pending(struct sock *sock, struct readiness *r)
 	pthread_mutex_unlock(&move_lock);
 }
 
-/*
- * A socket added to an epoll set before its connect: that registration is
- * the kernel's, and cannot wait in the registry while a connect goes on
- * in the background, so its connect stays plain (track_connect_prepare).
- */
-static void note_watched_early(int fd)
+static struct early_reg *early_find_locked(int epfd, int fd)
 {
-	struct sock *sock = fd_table_get(fd);
+	unsigned int i;
 
+	for (i = 0; i < early.count; i++)
+		if (early.v[i].epfd == epfd && early.v[i].fd == fd)
+			return &early.v[i];
+	return NULL;
+}
+
+/*
+ * After the kernel made a change to a socket not connected yet: the copy
+ * follows it.  Out of memory, the copy is not made, and that connection
+ * keeps the kernel's registration as it did before copies were kept.
+ */
+static void early_note(int epfd, int op, int fd, const struct epoll_event *ev)
+{
+	struct early_reg *e, *v;
+	struct sock *sock;
+
+	if (op != EPOLL_CTL_ADD) {
+		if (!__atomic_load_n(&early.count, __ATOMIC_ACQUIRE))
+			return;
+		pthread_mutex_lock(&set.lock);
+		e = early_find_locked(epfd, fd);
+		if (e && op == EPOLL_CTL_DEL)
+			early_remove_locked((unsigned int)(e - early.v));
+		else if (e)
+			e->ev = *ev;
+		pthread_mutex_unlock(&set.lock);
+		return;
+	}
+	sock = fd_table_get(fd);
 	if (!sock)
 		return;
-	if (!__atomic_load_n(&sock->published, __ATOMIC_ACQUIRE))
-		__atomic_store_n(&sock->watched_early, true, __ATOMIC_RELEASE);
+	if (__atomic_load_n(&sock->published, __ATOMIC_ACQUIRE) ||
+	    __atomic_load_n(&sock->conn, __ATOMIC_ACQUIRE) ||
+	    connector_started(sock))
+		goto out;
+	pthread_mutex_lock(&set.lock);
+	e = early_find_locked(epfd, fd);
+	if (!e && early.count == early.cap) {
+		v = realloc(early.v, (early.cap * 2 + 8) * sizeof(*v));
+		if (v) {
+			early.v = v;
+			early.cap = early.cap * 2 + 8;
+		}
+	}
+	if (!e && early.count < early.cap) {
+		e = &early.v[early.count];
+		__atomic_store_n(&early.count, early.count + 1,
+				 __ATOMIC_RELEASE);
+	}
+	if (e)
+		*e = (struct early_reg){ sock, epfd, fd, *ev };
+	pthread_mutex_unlock(&set.lock);
+out:
 	sock_put(sock);
+}
+
+/* Takes one of sock's copies out, into *out. */
+static bool take_one_early(struct sock *sock, struct early_reg *out)
+{
+	unsigned int i;
+	bool found = false;
+
+	if (!__atomic_load_n(&early.count, __ATOMIC_ACQUIRE))
+		return false;
+	pthread_mutex_lock(&set.lock);
+	for (i = 0; i < early.count && !found; i++) {
+		if (early.v[i].sock == sock) {
+			*out = early.v[i];
+			early_remove_locked(i);
+			found = true;
+		}
+	}
+	pthread_mutex_unlock(&set.lock);
+	return found;
+}
+
+void readiness_early_pend(struct sock *sock)
+{
+	struct early_reg e;
+	bool kept;
+
+	pthread_mutex_lock(&move_lock);
+	while (take_one_early(sock, &e)) {
+		/* Gone from the kernel (its set closed meanwhile): nothing. */
+		if (real.epoll_ctl(e.epfd, EPOLL_CTL_DEL, e.fd, NULL))
+			continue;
+		pthread_mutex_lock(&set.lock);
+		kept = track_locked(e.epfd, e.fd, NULL, sock, &e.ev);
+		pthread_mutex_unlock(&set.lock);
+		if (!kept)
+			real.epoll_ctl(e.epfd, EPOLL_CTL_ADD, e.fd, &e.ev);
+	}
+	pthread_mutex_unlock(&move_lock);
+}
+
+void readiness_early_upgrade(struct sock *sock, struct readiness *r)
+{
+	struct early_reg e;
+
+	pthread_mutex_lock(&move_lock);
+	while (take_one_early(sock, &e)) {
+		if (real.epoll_ctl(e.epfd, EPOLL_CTL_DEL, e.fd, NULL))
+			continue;
+		if (ctl_upgraded(e.epfd, EPOLL_CTL_ADD, e.fd, r, &e.ev)) {
+			log_warn("epoll: fd %d made before its connect, cannot "
+				 "follow it onto RDMA (%s); its events come "
+				 "late",
+				 e.fd, strerror(errno));
+			real.epoll_ctl(e.epfd, EPOLL_CTL_ADD, e.fd, &e.ev);
+		}
+	}
+	pthread_mutex_unlock(&move_lock);
+}
+
+void readiness_early_forget(struct sock *sock)
+{
+	struct early_reg e;
+
+	while (take_one_early(sock, &e))
+		;
 }
 
 /*
@@ -697,9 +855,10 @@ int readiness_epoll_ctl(const struct config *cfg, int epfd, int op, int fd,
 	int ret;
 
 	if (!sock) {
-		if (op == EPOLL_CTL_ADD && cfg->enabled && cfg->rdma)
-			note_watched_early(fd);
-		return real.epoll_ctl(epfd, op, fd, ev);
+		ret = real.epoll_ctl(epfd, op, fd, ev);
+		if (!ret && cfg->enabled && cfg->rdma)
+			early_note(epfd, op, fd, ev);
+		return ret;
 	}
 	/*
 	 * Under move_lock, as the end of a background connect hands its

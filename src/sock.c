@@ -57,7 +57,6 @@ struct sock *sock_new(int domain)
 	sock->stdio_stream = false;
 	sock->imported = false;
 	sock->dial_again = false;
-	__atomic_store_n(&sock->watched_early, false, __ATOMIC_RELAXED);
 	__atomic_store_n(&sock->sndbuf, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&sock->row, -1, __ATOMIC_RELAXED);
 	/* Published last: a racing sock_tryget() sees a ready sock or 0. */

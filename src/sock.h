@@ -45,11 +45,10 @@ struct sock {
 	 * share region (share_import()).
 	 */
 	bool imported;
-	bool abortive;	    /* closed with SO_LINGER {1, 0}: no FIN */
-	bool spawn_dup;	    /* named in a posix_spawn file action */
-	bool stdio_stream;  /* atomic: fdopen() made a stream of it */
-	bool dial_again;    /* a blocking connect asks again once TCP is up */
-	bool watched_early; /* atomic: in an epoll set before its connect */
+	bool abortive;	   /* closed with SO_LINGER {1, 0}: no FIN */
+	bool spawn_dup;	   /* named in a posix_spawn file action */
+	bool stdio_stream; /* atomic: fdopen() made a stream of it */
+	bool dial_again;   /* a blocking connect asks again once TCP is up */
 	int sndbuf; /* atomic: SO_SNDBUF as the kernel has it; 0: not set */
 	int row;    /* stats row, -1 for none; atomic, set once */
 	/*

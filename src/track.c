@@ -291,12 +291,10 @@ int track_connect_prepare(struct sock *sock, int fd,
 		return 0;
 	}
 	if (real_call_nonblocking(fd, 0)) {
-		if (__atomic_load_n(&sock->watched_early, __ATOMIC_ACQUIRE)) {
-			*reason = ROCESHIM_REASON_UNSUPPORTED;
-			return 0;
-		}
+		readiness_early_pend(sock);
 		if (connector_start(&shim_config, sock, fd, addr, len, reason))
 			return -EINPROGRESS;
+		readiness_resolve_pending(sock, NULL);
 		return 0;
 	}
 	*reason = handshake_connect(&shim_config, fd, addr, len, 0, &conn,
@@ -341,6 +339,17 @@ void track_sndbuf(struct sock *sock, int fd)
 		conn_limit_send(c, bytes);
 }
 
+/* Its registrations made before the connect follow it onto RDMA. */
+static void upgrade_early(struct sock *sock)
+{
+	struct readiness *r = conn_readiness(sock->conn);
+
+	if (r && !readiness_released(r))
+		readiness_early_upgrade(sock, r);
+	else
+		readiness_early_forget(sock);
+}
+
 /* A new connection takes the program's SO_SNDBUF, if it set one. */
 static void attach(struct sock *sock, int fd)
 {
@@ -374,10 +383,13 @@ void track_connect(struct sock *sock, int fd, const struct sockaddr *addr,
 		/* Cleared first: the connector may attach it at once. */
 		conn = sock->conn;
 		__atomic_store_n(&sock->conn, NULL, __ATOMIC_RELEASE);
-		if (connector_adopt(&shim_config, sock, fd, addr, len, conn))
+		readiness_early_pend(sock);
+		if (connector_adopt(&shim_config, sock, fd, addr, len, conn)) {
 			err = EINPROGRESS;
-		else
+		} else {
+			readiness_resolve_pending(sock, NULL);
 			__atomic_store_n(&sock->conn, conn, __ATOMIC_RELEASE);
+		}
 	}
 	if (ret && err != EINPROGRESS) {
 		/* The TCP connection failed: so does the RDMA one. */
@@ -400,8 +412,12 @@ void track_connect(struct sock *sock, int fd, const struct sockaddr *addr,
 		connector_published(sock);
 		return;
 	}
-	if (sock->conn)
+	if (sock->conn) {
 		attach(sock, fd);
+		upgrade_early(sock);
+	} else {
+		readiness_early_forget(sock);
+	}
 	log_decision(fd, "connect to", &peer, reason);
 }
 

@@ -1280,6 +1280,96 @@ out:
 }
 
 /*
+ * The next event epoll set ep reports has data and EPOLLIN, and c then
+ * reads what s sent: 0, or -1 with the test failed.
+ */
+static int expect_data_via_epoll(struct tctx *t, int ep, int c, int s,
+				 uint64_t data)
+{
+	struct epoll_event ev;
+	char in[5];
+	int r;
+
+	ASSERT_OK(send_all(t, s, "hello", 5));
+	memset(&ev, 0, sizeof(ev));
+	r = epoll_wait(ep, &ev, 1, io_ms());
+	ASSERT(r == 1, "epoll_wait after the data: want 1 event, got %d", r);
+	ASSERT(ev.data.u64 == data, "wrong epoll data");
+	ASSERT(ev.events & EPOLLIN, "want EPOLLIN, got events %#x", ev.events);
+	ASSERT(recv(c, in, sizeof(in), MSG_DONTWAIT) == 5 &&
+		       !memcmp(in, "hello", 5),
+	       "recv after EPOLLIN: not the 5 bytes sent");
+	return 0;
+out:
+	return -1;
+}
+
+/*
+ * An event loop that registers its socket before a non-blocking connect
+ * (Netty, nginx's upstreams, Boost.Asio) learns of the peer's data from
+ * that registration.
+ */
+static void epoll_registration_before_connect_reports_the_data(struct tctx *t)
+{
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLET, .data.u64 = 11 };
+	int l = -1, c = -1, s = -1, ep = -1, r;
+	struct addr bound;
+
+	l = open_listener(t, &server_addr, 0, &bound);
+	TRY(l < 0);
+	c = tcp_socket(t, family(&server_addr), 0, &client_addr);
+	TRY(c < 0);
+	ASSERT_OK(set_nonblock(c, true));
+	ASSERT_OK(ep = epoll_create1(EPOLL_CLOEXEC));
+	ASSERT_OK(epoll_ctl(ep, EPOLL_CTL_ADD, c, &ev));
+	r = connect(c, sa(&bound), bound.len);
+	ASSERT(r == 0 || errno == EINPROGRESS, "connect: %s", errname(errno));
+	ev.events = EPOLLIN | EPOLLOUT | EPOLLET;
+	ASSERT_OK(epoll_ctl(ep, EPOLL_CTL_MOD, c, &ev));
+	TRY(expect_connected_via_epollout(t, ep, c, 11));
+	s = accept_within(t, l, 0);
+	TRY(s < 0);
+	ev.events = EPOLLIN | EPOLLET;
+	ASSERT_OK(epoll_ctl(ep, EPOLL_CTL_MOD, c, &ev));
+	TRY(expect_data_via_epoll(t, ep, c, s, 11));
+	ASSERT_OK(epoll_ctl(ep, EPOLL_CTL_DEL, c, NULL));
+out:
+	close_fd(&ep);
+	close_fd(&l);
+	close_fd(&c);
+	close_fd(&s);
+}
+
+/*
+ * A socket registered before a blocking connect (Boost.Asio's synchronous
+ * connect, then asynchronous reads): the registration reports the data.
+ */
+static void
+epoll_registration_before_blocking_connect_reports_the_data(struct tctx *t)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = 12 };
+	int l = -1, c = -1, s = -1, ep = -1;
+	struct addr bound;
+
+	l = open_listener(t, &server_addr, 0, &bound);
+	TRY(l < 0);
+	c = tcp_socket(t, family(&server_addr), 0, &client_addr);
+	TRY(c < 0);
+	ASSERT_OK(ep = epoll_create1(EPOLL_CLOEXEC));
+	ASSERT_OK(epoll_ctl(ep, EPOLL_CTL_ADD, c, &ev));
+	TRY(connect_to(t, c, &bound));
+	s = accept_within(t, l, 0);
+	TRY(s < 0);
+	TRY(expect_data_via_epoll(t, ep, c, s, 12));
+	ASSERT_OK(epoll_ctl(ep, EPOLL_CTL_DEL, c, NULL));
+out:
+	close_fd(&ep);
+	close_fd(&l);
+	close_fd(&c);
+	close_fd(&s);
+}
+
+/*
  * Vectored calls on a socket whose non-blocking connect may still be in
  * progress: EAGAIN or success, never EPIPE, SIGPIPE or ENOTCONN.
  */
@@ -6459,6 +6549,8 @@ static const struct test tests[] = {
 	TEST(blocking_accept_waits_for_client),
 	TEST(nonblocking_connect_completes_via_epollout),
 	TEST(epoll_registration_before_connect_reports_epollout),
+	TEST(epoll_registration_before_connect_reports_the_data),
+	TEST(epoll_registration_before_blocking_connect_reports_the_data),
 	TEST(vectored_calls_during_nonblocking_connect_wait),
 	TEST(connect_completes_for_a_dup_of_a_closed_fd),
 	TEST(successful_calls_leave_errno_alone),
