@@ -1247,30 +1247,43 @@ out:
 }
 
 /*
- * Netty's shape: the socket is in the epoll set before connect(), and
- * EPOLLOUT is asked for with EPOLL_CTL_MOD once connect() says
- * EINPROGRESS.
+ * Netty's shape: the socket is in the epoll set *ep (with data) before
+ * connect(), and EPOLLOUT is asked for with EPOLL_CTL_MOD once connect()
+ * says EINPROGRESS; *s is the connection accepted from *l.  0, or -1 with
+ * the test failed (what was opened is the caller's to close).
  */
-static void epoll_registration_before_connect_reports_epollout(struct tctx *t)
+static int connect_watched_from_the_start(struct tctx *t, int *l, int *c,
+					  int *s, int *ep, uint64_t data)
 {
-	struct epoll_event ev = { .events = EPOLLIN | EPOLLET, .data.u64 = 9 };
-	int l = -1, c = -1, s = -1, ep = -1, r;
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLET,
+				  .data.u64 = data };
 	struct addr bound;
+	int r;
 
-	l = open_listener(t, &server_addr, 0, &bound);
-	TRY(l < 0);
-	c = tcp_socket(t, family(&server_addr), 0, &client_addr);
-	TRY(c < 0);
-	ASSERT_OK(set_nonblock(c, true));
-	ASSERT_OK(ep = epoll_create1(EPOLL_CLOEXEC));
-	ASSERT_OK(epoll_ctl(ep, EPOLL_CTL_ADD, c, &ev));
-	r = connect(c, sa(&bound), bound.len);
+	*l = open_listener(t, &server_addr, 0, &bound);
+	TRY(*l < 0);
+	*c = tcp_socket(t, family(&server_addr), 0, &client_addr);
+	TRY(*c < 0);
+	ASSERT_OK(set_nonblock(*c, true));
+	ASSERT_OK(*ep = epoll_create1(EPOLL_CLOEXEC));
+	ASSERT_OK(epoll_ctl(*ep, EPOLL_CTL_ADD, *c, &ev));
+	r = connect(*c, sa(&bound), bound.len);
 	ASSERT(r == 0 || errno == EINPROGRESS, "connect: %s", errname(errno));
 	ev.events = EPOLLIN | EPOLLOUT | EPOLLET;
-	ASSERT_OK(epoll_ctl(ep, EPOLL_CTL_MOD, c, &ev));
-	TRY(expect_connected_via_epollout(t, ep, c, 9));
-	s = accept_within(t, l, 0);
-	TRY(s < 0);
+	ASSERT_OK(epoll_ctl(*ep, EPOLL_CTL_MOD, *c, &ev));
+	TRY(expect_connected_via_epollout(t, *ep, *c, data));
+	*s = accept_within(t, *l, 0);
+	TRY(*s < 0);
+	return 0;
+out:
+	return -1;
+}
+
+static void epoll_registration_before_connect_reports_epollout(struct tctx *t)
+{
+	int l = -1, c = -1, s = -1, ep = -1;
+
+	TRY(connect_watched_from_the_start(t, &l, &c, &s, &ep, 9));
 	TRY(roundtrip(t, c, s));
 out:
 	close_fd(&ep);
@@ -1312,24 +1325,9 @@ out:
 static void epoll_registration_before_connect_reports_the_data(struct tctx *t)
 {
 	struct epoll_event ev = { .events = EPOLLIN | EPOLLET, .data.u64 = 11 };
-	int l = -1, c = -1, s = -1, ep = -1, r;
-	struct addr bound;
+	int l = -1, c = -1, s = -1, ep = -1;
 
-	l = open_listener(t, &server_addr, 0, &bound);
-	TRY(l < 0);
-	c = tcp_socket(t, family(&server_addr), 0, &client_addr);
-	TRY(c < 0);
-	ASSERT_OK(set_nonblock(c, true));
-	ASSERT_OK(ep = epoll_create1(EPOLL_CLOEXEC));
-	ASSERT_OK(epoll_ctl(ep, EPOLL_CTL_ADD, c, &ev));
-	r = connect(c, sa(&bound), bound.len);
-	ASSERT(r == 0 || errno == EINPROGRESS, "connect: %s", errname(errno));
-	ev.events = EPOLLIN | EPOLLOUT | EPOLLET;
-	ASSERT_OK(epoll_ctl(ep, EPOLL_CTL_MOD, c, &ev));
-	TRY(expect_connected_via_epollout(t, ep, c, 11));
-	s = accept_within(t, l, 0);
-	TRY(s < 0);
-	ev.events = EPOLLIN | EPOLLET;
+	TRY(connect_watched_from_the_start(t, &l, &c, &s, &ep, 11));
 	ASSERT_OK(epoll_ctl(ep, EPOLL_CTL_MOD, c, &ev));
 	TRY(expect_data_via_epoll(t, ep, c, s, 11));
 	ASSERT_OK(epoll_ctl(ep, EPOLL_CTL_DEL, c, NULL));
