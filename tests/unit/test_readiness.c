@@ -3,9 +3,12 @@
  * two eventfds say for each state of the transport, the lag that an
  * epoll_wait() reporting an arrival itself may leave, who watches the
  * completion channel, how blocking calls sleep, and the end (release,
- * close, a fork child).  The transport and the progress thread are test
- * doubles (-Wl,--wrap): the transport's state is set by hand and its
- * completion channel is an eventfd, so no verbs are needed. */
+ * close, a fork child); and what becomes of the epoll registrations a
+ * socket had before its connect() (src/readiness_epoll.c), in a real
+ * epoll set with a real unconnected TCP socket.  The transport and the
+ * progress thread are test doubles (-Wl,--wrap): the transport's state is
+ * set by hand and its completion channel is an eventfd, so no verbs are
+ * needed. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -18,15 +21,19 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
 #include "clock.h"
+#include "config.h"
+#include "fd_table.h"
 #include "progress.h"
 #include "readiness_impl.h"
 #include "real.h"
+#include "sock.h"
 
 /* A transport double: the state readiness reads, and a channel. */
 struct transport {
@@ -544,6 +551,160 @@ static void fork_child_sees_inherited_readiness_dead(void **state)
 	assert_int_equal(progress.adds, adds);
 }
 
+/* ---- registrations made before connect() --------------------------- */
+
+/* An unconnected TCP socket, tracked, in a new epoll set for EPOLLIN. */
+struct early {
+	struct sock *sock;
+	int fd;
+	int ep;
+};
+
+static const struct config rdma_on = { .enabled = true, .rdma = true };
+
+static void early_open(struct early *e, uint64_t data)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = data };
+
+	e->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	e->ep = epoll_create1(EPOLL_CLOEXEC);
+	e->sock = sock_new(AF_INET);
+	assert_true(e->fd >= 0 && e->ep >= 0 && e->sock);
+	assert_int_equal(fd_table_install(e->fd, e->sock), 0);
+	assert_int_equal(
+		readiness_epoll_ctl(&rdma_on, e->ep, EPOLL_CTL_ADD, e->fd, &ev),
+		0);
+}
+
+static void early_close(struct early *e)
+{
+	struct sock *sock = fd_table_remove(e->fd);
+
+	readiness_fd_closed((unsigned int)e->fd, (unsigned int)e->fd);
+	close(e->fd);
+	close(e->ep);
+	sock_put(sock);
+	sock_put(e->sock);
+}
+
+/* Whether the kernel holds fd's own registration in ep. */
+static bool kernel_holds(int ep, int fd)
+{
+	struct epoll_event ev = { .events = EPOLLIN };
+
+	if (epoll_ctl(ep, EPOLL_CTL_MOD, fd, &ev) == 0)
+		return true;
+	assert_int_equal(errno, ENOENT);
+	return false;
+}
+
+static void registration_before_connect_follows_an_upgrade(void **state)
+{
+	struct fixture *f = *state;
+	struct epoll_event got[4];
+	uint32_t events = 0;
+	struct early e;
+	int i, n;
+
+	early_open(&e, 5);
+	readiness_early_upgrade(e.sock, f->r);
+	arrive(f);
+	readiness_sync(f->r);
+	/* The connection's entries, as the wrapper would fold them. */
+	n = epoll_wait(e.ep, got, 4, 0);
+	assert_true(n >= 1);
+	for (i = 0; i < n; i++) {
+		assert_int_equal(got[i].data.u64, 5);
+		events |= got[i].events;
+	}
+	assert_true(events & EPOLLIN);
+	/* It is in_fd that says so, not the kernel socket. */
+	assert_true(epoll_ctl(e.ep, EPOLL_CTL_ADD, readiness_in_fd(f->r),
+			      &got[0]) < 0 &&
+		    errno == EEXIST);
+	early_close(&e);
+}
+
+static void registration_before_connect_stays_the_kernels_on_tcp(void **state)
+{
+	struct early e;
+
+	(void)state;
+	early_open(&e, 5);
+	readiness_early_forget(e.sock);
+	assert_true(kernel_holds(e.ep, e.fd));
+	/* Nothing is left to move: a later upgrade leaves it alone. */
+	readiness_early_pend(e.sock);
+	assert_true(kernel_holds(e.ep, e.fd));
+	early_close(&e);
+}
+
+static void
+registration_before_connect_waits_out_a_background_connect(void **state)
+{
+	struct early e;
+
+	(void)state;
+	early_open(&e, 5);
+	readiness_early_pend(e.sock);
+	assert_false(kernel_holds(e.ep, e.fd));
+	readiness_resolve_pending(e.sock, NULL);
+	assert_true(kernel_holds(e.ep, e.fd));
+	early_close(&e);
+}
+
+static void registration_changed_before_connect_moves_as_changed(void **state)
+{
+	struct epoll_event ev = { .events = EPOLLOUT, .data.u64 = 6 }, got;
+	struct early e;
+
+	(void)state;
+	early_open(&e, 5);
+	assert_int_equal(
+		readiness_epoll_ctl(&rdma_on, e.ep, EPOLL_CTL_MOD, e.fd, &ev),
+		0);
+	readiness_early_pend(e.sock);
+	readiness_resolve_pending(e.sock, NULL);
+	/* An unconnected socket is writable (and hung up) to the kernel. */
+	assert_int_equal(epoll_wait(e.ep, &got, 1, 0), 1);
+	assert_int_equal(got.data.u64, 6);
+	assert_true(got.events & EPOLLOUT);
+	early_close(&e);
+}
+
+static void registration_removed_before_connect_is_not_moved(void **state)
+{
+	struct early e;
+
+	(void)state;
+	early_open(&e, 5);
+	assert_int_equal(
+		readiness_epoll_ctl(&rdma_on, e.ep, EPOLL_CTL_DEL, e.fd, NULL),
+		0);
+	readiness_early_pend(e.sock);
+	readiness_resolve_pending(e.sock, NULL);
+	assert_false(kernel_holds(e.ep, e.fd));
+	early_close(&e);
+}
+
+static void registration_of_a_closed_set_is_not_moved(void **state)
+{
+	struct early e;
+	int other;
+
+	(void)state;
+	early_open(&e, 5);
+	close(e.ep);
+	readiness_fd_closed((unsigned int)e.ep, (unsigned int)e.ep);
+	/* A new set with the closed one's number holds nothing of fd. */
+	other = epoll_create1(EPOLL_CLOEXEC);
+	assert_int_equal(other, e.ep);
+	readiness_early_pend(e.sock);
+	readiness_resolve_pending(e.sock, NULL);
+	assert_false(kernel_holds(other, e.fd));
+	early_close(&e);
+}
+
 #define CASE(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
@@ -574,6 +735,12 @@ int main(void)
 		CASE(send_wait_without_credit_times_out),
 		CASE(release_makes_both_eventfds_ready_for_good),
 		CASE(close_closes_the_eventfds_and_no_sync_writes_after),
+		CASE(registration_before_connect_follows_an_upgrade),
+		CASE(registration_before_connect_stays_the_kernels_on_tcp),
+		CASE(registration_before_connect_waits_out_a_background_connect),
+		CASE(registration_changed_before_connect_moves_as_changed),
+		CASE(registration_removed_before_connect_is_not_moved),
+		CASE(registration_of_a_closed_set_is_not_moved),
 		/* Last: the process's readiness is a fork child's after it. */
 		CASE(fork_child_sees_inherited_readiness_dead),
 	};
