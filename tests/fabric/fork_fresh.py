@@ -15,11 +15,13 @@
 
     fork_fresh.py gloo B
         A process that has made no connection starts two Gloo ranks with
-        multiprocessing's fork; they all_reduce over B.  Each rank prints
-        `rank R ok|WRONG ROWS`, ROWS its connections' rows, sorted.
+        multiprocessing's fork; they all_reduce over B.  For each rank the
+        parent prints `rank R ok|WRONG ROWS`, ROWS the rank's connections'
+        rows, sorted.
 """
 import hashlib
 import os
+import queue
 import socket
 import sys
 import threading
@@ -105,7 +107,7 @@ def pairs(a, b):
     in_child(pair, "used-parent-child", a, b)
 
 
-def rank(r, b, port):
+def rank(r, b, port, results):
     import torch
     import torch.distributed as dist
 
@@ -116,7 +118,8 @@ def rank(r, b, port):
     right = torch.equal(t, torch.arange(1 << 18, dtype=torch.int64) * 3)
     rows = sorted(own_stats.row(c["fd"]) for c in own_stats.connections())
     dist.barrier()
-    print("rank", r, "ok" if right else "WRONG", ",".join(rows), flush=True)
+    results.put("rank %d %s %s" % (r, "ok" if right else "WRONG",
+                                   ",".join(rows)))
     dist.destroy_process_group()
 
 
@@ -129,11 +132,22 @@ def gloo(b):
     port = probe.getsockname()[1]
     probe.close()
     ctx = multiprocessing.get_context("fork")
-    ranks = [ctx.Process(target=rank, args=(r, b, port)) for r in range(2)]
+    results = ctx.Queue()
+    ranks = [ctx.Process(target=rank, args=(r, b, port, results))
+             for r in range(2)]
     for p in ranks:
         p.start()
+    # Printed here, one line each: the ranks' own prints would interleave.
+    lines = []
+    for _ in ranks:
+        try:
+            lines.append(results.get(timeout=300))
+        except queue.Empty:
+            break
+    for line in sorted(lines):
+        print(line, flush=True)
     for p in ranks:
-        p.join(300)
+        p.join(60)
         if p.exitcode != 0:
             print("rank exit", p.exitcode, flush=True)
 
