@@ -29,6 +29,7 @@
 #include "conn.h"
 #include "connector.h"
 #include "epoll_registry.h"
+#include "event_fold.h"
 #include "fd_table.h"
 #include "fork_page.h"
 #include "log.h"
@@ -890,20 +891,11 @@ int readiness_epoll_ctl(const struct config *cfg, int epfd, int op, int fd,
  */
 static int fold_events(int epfd, struct epoll_event *events, int n)
 {
-	int i, j, out = 0, kept = 0;
+	int i, out, kept = 0;
 
 	if (n <= 0 || !__atomic_load_n(&set.made, __ATOMIC_RELAXED))
 		return n;
-	for (i = 0; i < n; i++) {
-		for (j = 0; j < out; j++) {
-			if (events[j].data.u64 == events[i].data.u64) {
-				events[j].events |= events[i].events;
-				break;
-			}
-		}
-		if (j == out)
-			events[out++] = events[i];
-	}
+	out = event_fold(events, n);
 	for (i = 0; i < out; i++)
 		if (fired(epfd, &events[i]))
 			events[kept++] = events[i];
