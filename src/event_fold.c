@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
- * An open-addressed table on the stack (4 KiB), from data.u64 to the
- * folded event, at most half full: an event loop's epoll_wait may return
- * thousands of events, and comparing each with every one kept before it
- * would cost their square.
+ * An open-addressed table on the stack (sized to the count, up to 4 KiB)
+ * from data.u64 to the folded event, at most half full: an event loop's
+ * epoll_wait may return thousands of events, and comparing each with
+ * every one kept before it would cost their square.
  */
 #include <stdint.h>
 #include <string.h>
@@ -17,11 +17,21 @@ _Static_assert(SLOTS == 2 * EVENT_FOLD_HASHED, "the table is half full");
 /* Below this, comparing with each one kept costs less than the table. */
 #define SCAN_MAX 8
 
-static unsigned int slot_of(uint64_t data)
+/* Of a table of 1 << bits slots. */
+static unsigned int slot_of(uint64_t data, unsigned int bits)
 {
 	/* Fibonacci hashing: datas are often pointers or small integers. */
-	return (unsigned int)((data * 0x9e3779b97f4a7c15ull) >>
-			      (64 - SLOT_BITS));
+	return (unsigned int)((data * 0x9e3779b97f4a7c15ull) >> (64 - bits));
+}
+
+/* The fewest bits whose table holds n datas at most half full. */
+static unsigned int bits_for(int n)
+{
+	unsigned int bits = 4;
+
+	while (bits < SLOT_BITS && (1 << bits) < 2 * n)
+		bits++;
+	return bits;
 }
 
 /* The index in events[first..last) with data, or -1. */
@@ -41,7 +51,7 @@ int event_fold(struct epoll_event *events, int n)
 	/* An index into events plus one; 0 is an empty slot. */
 	uint16_t slots[SLOTS];
 	int i, j, out = 0, hashed = 0;
-	unsigned int s;
+	unsigned int s, bits, mask;
 
 	if (n <= SCAN_MAX) {
 		for (i = 0; i < n; i++) {
@@ -53,11 +63,13 @@ int event_fold(struct epoll_event *events, int n)
 		}
 		return n > 0 ? out : n;
 	}
-	memset(slots, 0, sizeof(slots));
+	bits = bits_for(n);
+	mask = (1u << bits) - 1;
+	memset(slots, 0, sizeof(slots[0]) << bits);
 	for (i = 0; i < n; i++) {
 		uint64_t data = events[i].data.u64;
 
-		for (s = slot_of(data); slots[s]; s = (s + 1) & (SLOTS - 1))
+		for (s = slot_of(data, bits); slots[s]; s = (s + 1) & mask)
 			if (events[slots[s] - 1].data.u64 == data)
 				break;
 		j = slots[s] ? slots[s] - 1 : scan(events, hashed, out, data);
@@ -67,7 +79,7 @@ int event_fold(struct epoll_event *events, int n)
 		}
 		events[out] = events[i];
 		/* Kept in order, so the hashed ones are events[0..hashed). */
-		if (hashed == out && hashed < EVENT_FOLD_HASHED) {
+		if (hashed == out && hashed < (int)(mask + 1) / 2) {
 			slots[s] = (uint16_t)(out + 1);
 			hashed++;
 		}
