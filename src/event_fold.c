@@ -50,40 +50,37 @@ int event_fold(struct epoll_event *events, int n)
 {
 	/* An index into events plus one; 0 is an empty slot. */
 	uint16_t slots[SLOTS];
+	unsigned int s = 0, bits = bits_for(n), mask = (1u << bits) - 1;
+	/* A few are compared one by one: cheaper than clearing a table. */
+	int capacity = n > SCAN_MAX ? (int)(mask + 1) / 2 : 0;
 	int i, j, out = 0, hashed = 0;
-	unsigned int s, bits, mask;
 
-	if (n <= SCAN_MAX) {
-		for (i = 0; i < n; i++) {
-			j = scan(events, 0, out, events[i].data.u64);
-			if (j >= 0)
-				events[j].events |= events[i].events;
-			else
-				events[out++] = events[i];
-		}
-		return n > 0 ? out : n;
-	}
-	bits = bits_for(n);
-	mask = (1u << bits) - 1;
-	memset(slots, 0, sizeof(slots[0]) << bits);
+	if (capacity)
+		memset(slots, 0, sizeof(slots[0]) << bits);
 	for (i = 0; i < n; i++) {
 		uint64_t data = events[i].data.u64;
 
-		for (s = slot_of(data, bits); slots[s]; s = (s + 1) & mask)
-			if (events[slots[s] - 1].data.u64 == data)
-				break;
-		j = slots[s] ? slots[s] - 1 : scan(events, hashed, out, data);
+		j = -1;
+		if (capacity) {
+			for (s = slot_of(data, bits); slots[s];
+			     s = (s + 1) & mask)
+				if (events[slots[s] - 1].data.u64 == data)
+					break;
+			j = slots[s] ? slots[s] - 1 : -1;
+		}
+		if (j < 0)
+			j = scan(events, hashed, out, data);
 		if (j >= 0) {
 			events[j].events |= events[i].events;
 			continue;
 		}
 		events[out] = events[i];
 		/* Kept in order, so the hashed ones are events[0..hashed). */
-		if (hashed == out && hashed < (int)(mask + 1) / 2) {
+		if (hashed == out && hashed < capacity) {
 			slots[s] = (uint16_t)(out + 1);
 			hashed++;
 		}
 		out++;
 	}
-	return out;
+	return n < 0 ? n : out;
 }
