@@ -21,6 +21,8 @@
 
 /* Written to out_fd, this makes an eventfd unwritable (see eventfd(2)). */
 #define EVENTFD_FULL 0xfffffffffffffffeull
+/* A send's wait for credit without out_fd (see readiness_need_out_fd()). */
+#define OUT_FD_MISSING_NAP_MS 10
 
 /* Bumped in a fork child: readiness of an older generation is dead there. */
 static unsigned int generation FORK_DATA;
@@ -55,7 +57,7 @@ struct readiness {
 	struct transport *t;
 	unsigned int generation;
 	int in_fd;
-	int out_fd;
+	int out_fd;   /* atomic reads: -1 until readiness_need_out_fd() */
 	bool started; /* readiness_start(): the channel may be watched */
 	int closing;  /* atomic: closed, or released to the kernel socket */
 	struct progress_watcher watcher; /* the channel, for the thread */
@@ -94,15 +96,9 @@ int readiness_create(struct transport *t, struct readiness **out)
 
 	if (!r)
 		return -ENOMEM;
-	fd_room_enter();
 	r->in_fd = fd_room_eventfd();
-	r->out_fd = fd_room_eventfd();
-	fd_room_leave();
-	if (r->in_fd < 0 || r->out_fd < 0) {
-		if (r->in_fd >= 0)
-			real.close(r->in_fd);
-		if (r->out_fd >= 0)
-			real.close(r->out_fd);
+	r->out_fd = -1;
+	if (r->in_fd < 0) {
 		free(r);
 		return -EMFILE;
 	}
@@ -111,8 +107,6 @@ int readiness_create(struct transport *t, struct readiness **out)
 	r->t = t;
 	r->generation = generation;
 	r->watcher.fn = serve_for_progress;
-	/* A fresh out_fd is writable: make it say "no credit" until synced. */
-	(void)!real.write(r->out_fd, &(uint64_t){ EVENTFD_FULL }, 8);
 	readiness_sync(r);
 	*out = r;
 	return 0;
@@ -149,7 +143,37 @@ int readiness_in_fd(const struct readiness *r)
 
 int readiness_out_fd(const struct readiness *r)
 {
-	return r->out_fd;
+	return __atomic_load_n(&r->out_fd, __ATOMIC_ACQUIRE);
+}
+
+/*
+ * As the sync lock last left out_ready; once released
+ * (readiness_release_fds()), writable for good.
+ */
+int readiness_need_out_fd(struct readiness *r)
+{
+	int fd = readiness_out_fd(r);
+
+	if (fd >= 0)
+		return fd;
+	if (!readiness_alive(r))
+		return -EBADF;
+	fd = fd_room_eventfd();
+	if (fd < 0)
+		return fd;
+	pthread_mutex_lock(&r->sync_lock);
+	if (r->in_fd < 0 || r->out_fd >= 0) {
+		/* Closed, or another thread made it first. */
+		real.close(fd);
+		fd = r->in_fd < 0 ? -EBADF : r->out_fd;
+	} else {
+		if (!r->out_ready &&
+		    !__atomic_load_n(&r->closing, __ATOMIC_ACQUIRE))
+			(void)!real.write(fd, &(uint64_t){ EVENTFD_FULL }, 8);
+		__atomic_store_n(&r->out_fd, fd, __ATOMIC_RELEASE);
+	}
+	pthread_mutex_unlock(&r->sync_lock);
+	return fd;
 }
 
 int readiness_channel_fd(const struct readiness *r)
@@ -245,13 +269,13 @@ static bool sync_fds(struct readiness *r, bool told,
 	set_lag(r, lag);
 	r->in_ready = tr.readable && !lag;
 	r->arrivals = tr.arrivals;
-	if (tr.writable != r->out_ready) {
+	if (tr.writable != r->out_ready && r->out_fd >= 0) {
 		eventfd_reset(r->out_fd);
 		if (!tr.writable)
 			(void)!real.write(r->out_fd,
 					  &(uint64_t){ EVENTFD_FULL }, 8);
-		r->out_ready = tr.writable;
 	}
+	r->out_ready = tr.writable;
 	pthread_mutex_unlock(&r->sync_lock);
 	/* Corked bytes go out with a completion that someone must reap. */
 	if (tr.corked)
@@ -453,10 +477,20 @@ void readiness_serve(struct readiness *r, bool told,
  */
 void readiness_after_send(struct readiness *r, bool corked)
 {
-	if (kept(r))
-		readiness_sync(r);
-	else if (corked)
-		readiness_watch(r);
+	struct transport_readiness tr;
+
+	if (!kept(r)) {
+		if (corked)
+			readiness_watch(r);
+		return;
+	}
+	readiness_sync(r);
+	/* Out of room: only out_fd can say when there is room again. */
+	if (readiness_out_fd(r) < 0) {
+		transport_readiness(r->t, &tr);
+		if (!tr.writable)
+			readiness_make_out_fd(r);
+	}
 }
 
 /* A read never corks bytes: it syncs only if the eventfds are kept. */
@@ -512,7 +546,8 @@ static void waiter_leave(struct readiness *r, bool woke)
  */
 int readiness_wait_writable(struct readiness *r, int64_t deadline)
 {
-	struct pollfd pfd = { .fd = r->out_fd, .events = POLLOUT };
+	struct pollfd pfd = { .fd = readiness_make_out_fd(r),
+			      .events = POLLOUT };
 	int timeout, ret;
 
 	/* The progress thread makes out_fd writable when credit comes. */
@@ -522,6 +557,12 @@ int readiness_wait_writable(struct readiness *r, int64_t deadline)
 	timeout = clock_ms_left(deadline);
 	if (!timeout)
 		return -EAGAIN;
+	/* No descriptor to be had: look again now and then. */
+	if (pfd.fd < 0) {
+		if (timeout < 0 || timeout > OUT_FD_MISSING_NAP_MS)
+			timeout = OUT_FD_MISSING_NAP_MS;
+		return real.poll(NULL, 0, timeout) < 0 ? -errno : 0;
+	}
 	ret = real.poll(&pfd, 1, timeout);
 	if (ret < 0)
 		return -errno;
@@ -597,7 +638,8 @@ void readiness_release_fds(struct readiness *r)
 		__atomic_store_n(&r->closing, 1, __ATOMIC_RELEASE);
 		set_lag(r, false);
 		(void)!real.write(r->in_fd, &(uint64_t){ 1 }, 8);
-		eventfd_reset(r->out_fd);
+		if (r->out_fd >= 0)
+			eventfd_reset(r->out_fd);
 	}
 	pthread_mutex_unlock(&r->sync_lock);
 }

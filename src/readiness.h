@@ -5,9 +5,10 @@
  * module is the one place that keeps that state, and (with the progress
  * thread's own set) the one place that calls epoll_ctl.
  *
- * Each upgraded connection has two eventfds that stand for it: in_fd is
+ * Each upgraded connection has eventfds that stand for it: in_fd is
  * readable exactly while the connection has data or an error to report,
- * out_fd is writable exactly while a send would not block.  They are kept
+ * out_fd, made when something first waits for writability, is writable
+ * exactly while a send would not block.  They are kept
  * current only once something relies on them (readiness_want()): a
  * connection driven by blocking calls alone costs no update per message.
  * Its transport's completion channel wakes whoever waits: a blocking call

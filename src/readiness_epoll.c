@@ -2,10 +2,11 @@
 /*
  * Upgraded connections in the program's epoll sets.
  *
- * An upgraded fd is four entries in the set, all with the program's
- * epoll_data: its two eventfds (EPOLLIN, EPOLLOUT; in_fd also for EOF),
- * its kernel socket (for the EPOLLHUP and EPOLLERR that epoll always
- * reports: a reset), and its completion channel, registered
+ * An upgraded fd is up to four entries in the set, all with the program's
+ * epoll_data: its eventfds (in_fd for EPOLLIN and EOF; out_fd for
+ * EPOLLOUT, once made: readiness_make_out_fd()), its kernel socket (for
+ * the EPOLLHUP and EPOLLERR that epoll always reports: a reset; and for
+ * EPOLLOUT until out_fd is made), and its completion channel, registered
  * for READINESS_CHANNEL alone, level-triggered whatever the program asked.
  * epoll_wait folds the entries that share an epoll_data into one event.
  * When an event comes back with READINESS_CHANNEL, the wrapper takes the
@@ -333,6 +334,9 @@ void readiness_fd_closed(unsigned int first, unsigned int last)
  */
 static pthread_mutex_t move_lock FORK_DATA = PTHREAD_MUTEX_INITIALIZER;
 
+/* What every entry of a registration takes from the program's events. */
+#define ENTRY_FLAGS (EPOLLET | EPOLLONESHOT | EPOLLEXCLUSIVE | EPOLLWAKEUP)
+
 void FORK_CODE readiness_fork_prepare(void)
 {
 	pthread_mutex_lock(&move_lock);
@@ -381,8 +385,9 @@ void readiness_release(struct readiness *r)
 		next = epoll_registry_next_owned(&set.g, r, o);
 		real.epoll_ctl(o->epfd, EPOLL_CTL_DEL, readiness_in_fd(r),
 			       NULL);
-		real.epoll_ctl(o->epfd, EPOLL_CTL_DEL, readiness_out_fd(r),
-			       NULL);
+		if (readiness_out_fd(r) >= 0)
+			real.epoll_ctl(o->epfd, EPOLL_CTL_DEL,
+				       readiness_out_fd(r), NULL);
 		real.epoll_ctl(o->epfd, EPOLL_CTL_DEL, readiness_channel_fd(r),
 			       NULL);
 		/* A fired EPOLLONESHOT registration lost its socket entry. */
@@ -463,7 +468,9 @@ static void disarm(struct epoll_reg *o)
 				   .data.u64 = o->data };
 
 	real.epoll_ctl(o->epfd, EPOLL_CTL_MOD, readiness_in_fd(o->r), &off);
-	real.epoll_ctl(o->epfd, EPOLL_CTL_MOD, readiness_out_fd(o->r), &off);
+	if (readiness_out_fd(o->r) >= 0)
+		real.epoll_ctl(o->epfd, EPOLL_CTL_MOD, readiness_out_fd(o->r),
+			       &off);
 	real.epoll_ctl(o->epfd, EPOLL_CTL_MOD, readiness_channel_fd(o->r),
 		       &off);
 	real.epoll_ctl(o->epfd, EPOLL_CTL_DEL, o->fd, NULL);
@@ -525,14 +532,77 @@ static bool fired(int epfd, struct epoll_event *ev)
 	return ev->events;
 }
 
+static bool room_to_send(struct readiness *r)
+{
+	struct transport_readiness t;
+
+	transport_readiness(readiness_transport(r), &t);
+	return t.writable;
+}
+
+/* o's entry for EPOLLOUT moves from the kernel socket to out_fd. */
+static void hand_over_epollout(const struct epoll_reg *o, int out_fd)
+{
+	const uint32_t flags = o->events & ENTRY_FLAGS;
+	struct epoll_event out_ev = { .events = flags | EPOLLOUT,
+				      .data.u64 = o->data };
+	struct epoll_event tcp_ev = { .events = flags, .data.u64 = o->data };
+
+	real.epoll_ctl(o->epfd, EPOLL_CTL_ADD, out_fd, &out_ev);
+	/* Not MOD: an EPOLLEXCLUSIVE entry cannot be changed. */
+	real.epoll_ctl(o->epfd, EPOLL_CTL_DEL, o->fd, NULL);
+	real.epoll_ctl(o->epfd, EPOLL_CTL_ADD, o->fd, &tcp_ev);
+}
+
+/* Under move_lock: see readiness_make_out_fd(). */
+static int make_out_fd_locked(struct readiness *r)
+{
+	static bool logged;
+	struct epoll_reg *o = NULL;
+	int fd = readiness_out_fd(r);
+
+	if (fd >= 0)
+		return fd;
+	fd = readiness_need_out_fd(r);
+	if (fd < 0) {
+		if (fd != -EBADF &&
+		    !__atomic_exchange_n(&logged, true, __ATOMIC_RELAXED))
+			log_warn("readiness: no descriptor left for a "
+				 "connection's writability (%s): its kernel "
+				 "socket stands for it, and may wake a wait "
+				 "for room early",
+				 strerror(-fd));
+		return fd;
+	}
+	pthread_mutex_lock(&set.lock);
+	while ((o = epoll_registry_next_owned(&set.g, r, o)))
+		if (!o->disarmed && (o->events & EPOLLOUT))
+			hand_over_epollout(o, fd);
+	pthread_mutex_unlock(&set.lock);
+	return fd;
+}
+
+int readiness_make_out_fd(struct readiness *r)
+{
+	int fd = readiness_out_fd(r);
+
+	if (fd >= 0)
+		return fd;
+	pthread_mutex_lock(&move_lock);
+	fd = make_out_fd_locked(r);
+	pthread_mutex_unlock(&move_lock);
+	return fd;
+}
+
 /*
- * Registers (or changes, or removes) an upgraded fd as its four entries.
+ * Registers (or changes, or removes) an upgraded fd as its entries: in_fd,
+ * out_fd (until it is made, the kernel socket's entry asks for EPOLLOUT
+ * in its stead), the kernel socket, the completion channel.
  */
 static int ctl_upgraded(int epfd, int op, int fd, struct readiness *r,
 			struct epoll_event *ev)
 {
-	const uint32_t flags =
-		EPOLLET | EPOLLONESHOT | EPOLLEXCLUSIVE | EPOLLWAKEUP;
+	const uint32_t flags = ENTRY_FLAGS;
 	struct epoll_event in_ev, out_ev, tcp_ev, ch_ev;
 	int in_fd = readiness_in_fd(r), out_fd = readiness_out_fd(r);
 	int ch_fd = readiness_channel_fd(r);
@@ -545,7 +615,8 @@ static int ctl_upgraded(int epfd, int op, int fd, struct readiness *r,
 	}
 	if (op == EPOLL_CTL_DEL) {
 		ret = real.epoll_ctl(epfd, op, in_fd, NULL);
-		real.epoll_ctl(epfd, op, out_fd, NULL);
+		if (out_fd >= 0)
+			real.epoll_ctl(epfd, op, out_fd, NULL);
 		real.epoll_ctl(epfd, op, fd, NULL);
 		real.epoll_ctl(epfd, op, ch_fd, NULL);
 		untrack(epfd, fd);
@@ -555,6 +626,8 @@ static int ctl_upgraded(int epfd, int op, int fd, struct readiness *r,
 		errno = EFAULT;
 		return -1;
 	}
+	if ((ev->events & EPOLLOUT) && out_fd < 0 && !room_to_send(r))
+		out_fd = make_out_fd_locked(r);
 	in_ev.events = (ev->events & flags) | (ev->events & EPOLLIN);
 	out_ev.events = (ev->events & flags) | (ev->events & EPOLLOUT);
 	/*
@@ -564,13 +637,22 @@ static int ctl_upgraded(int epfd, int op, int fd, struct readiness *r,
 	 * comes with in_fd after the last byte.
 	 */
 	tcp_ev.events = ev->events & flags;
+	if (out_fd < 0)
+		tcp_ev.events |= ev->events & EPOLLOUT;
 	ch_ev.events = READINESS_CHANNEL |
 		       (ev->events & (EPOLLEXCLUSIVE | EPOLLWAKEUP));
 	in_ev.data = out_ev.data = tcp_ev.data = ch_ev.data = ev->data;
 	ret = real.epoll_ctl(epfd, op, in_fd, &in_ev);
 	if (ret)
 		return ret;
-	ret = real.epoll_ctl(epfd, op, out_fd, &out_ev);
+	if (out_fd >= 0) {
+		ret = real.epoll_ctl(epfd, op, out_fd, &out_ev);
+		/* Made after this registration was (readiness_need_out_fd()).
+		 */
+		if (ret && errno == ENOENT && op == EPOLL_CTL_MOD)
+			ret = real.epoll_ctl(epfd, EPOLL_CTL_ADD, out_fd,
+					     &out_ev);
+	}
 	if (!ret)
 		ret = real.epoll_ctl(epfd, op, fd, &tcp_ev);
 	/* A fired EPOLLONESHOT registration lost its kernel socket entry. */
@@ -582,7 +664,8 @@ static int ctl_upgraded(int epfd, int op, int fd, struct readiness *r,
 		int err = errno;
 
 		real.epoll_ctl(epfd, EPOLL_CTL_DEL, in_fd, NULL);
-		real.epoll_ctl(epfd, EPOLL_CTL_DEL, out_fd, NULL);
+		if (out_fd >= 0)
+			real.epoll_ctl(epfd, EPOLL_CTL_DEL, out_fd, NULL);
 		real.epoll_ctl(epfd, EPOLL_CTL_DEL, fd, NULL);
 		errno = err;
 	}
@@ -828,8 +911,8 @@ void readiness_early_forget(struct sock *sock)
  * The sock of fd, with a reference, if its registrations may be an
  * upgraded connection's: a pending connect, or a connection of this
  * process, whatever its path.  A connection that has just moved to TCP
- * keeps its four entries until readiness_release() turns them into the
- * kernel socket's: until then a DEL must remove all four, or the release
+ * keeps its entries until readiness_release() turns them into the
+ * kernel socket's: until then a DEL must remove all of them, or the release
  * would add back the entry the program removed.
  */
 static struct sock *registered_sock(int fd)

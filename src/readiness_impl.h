@@ -9,7 +9,23 @@
 #include "readiness.h"
 
 int readiness_in_fd(const struct readiness *r);
+/*
+ * out_fd: -1 until made.  Most connections never run out of room to
+ * send, and a writable connection's kernel socket (idle, so writable)
+ * can stand for it in the program's epoll sets and polls.  So out_fd is
+ * made only when a send leaves a connection whose readiness is wanted
+ * without room, or a wait needs it; from then on it stands for EPOLLOUT
+ * in every registration of the connection.
+ */
 int readiness_out_fd(const struct readiness *r);
+/* Makes out_fd alone (readiness_make_out_fd() does the rest): fd, -errno. */
+int readiness_need_out_fd(struct readiness *r);
+/*
+ * Makes out_fd if it is not made yet, and has it take EPOLLOUT over from
+ * the kernel socket in every registration (readiness_epoll.c): the fd, or
+ * -errno.  Called with none of the connection's locks held.
+ */
+int readiness_make_out_fd(struct readiness *r);
 int readiness_channel_fd(const struct readiness *r);
 struct transport *readiness_transport(const struct readiness *r);
 

@@ -2,13 +2,13 @@
 /*
  * Upgraded connections in poll() and select().  For a kernel socket the
  * kernel's readiness is the truth and these pass straight through.  An
- * upgraded fd becomes four entries of a substituted poll set: its two
- * eventfds, its kernel socket (for the POLLERR and POLLHUP that poll
- * always reports: a reset) and its completion channel, which is served
- * when it fires, as epoll_wait does.  A connection that moves to its
- * kernel socket during the wait wakes it, and the wait starts again with
- * that socket in its place.  select() is carried out as poll() when an
- * upgraded fd is among its sets.
+ * upgraded fd becomes four entries of a substituted poll set: its
+ * eventfds (out_fd for POLLOUT, once made), its kernel socket (for
+ * the POLLERR and POLLHUP that poll always reports: a reset) and its completion
+ * channel, which is served when it fires, as epoll_wait does.  A connection
+ * that moves to its kernel socket during the wait wakes it, and the wait starts
+ * again with that socket in its place.  select() is carried out as poll() when
+ * an upgraded fd is among its sets.
  */
 #include <errno.h>
 #include <limits.h>
@@ -77,10 +77,25 @@ static void poll_entries(struct pollfd *tmp, const struct pollfd *pfd,
 	}
 	tmp[POLL_IN_FD].fd = readiness_in_fd(r);
 	tmp[POLL_IN_FD].events = in ? POLLIN : 0;
-	tmp[POLL_OUT_FD].fd = readiness_out_fd(r);
-	tmp[POLL_OUT_FD].events = pfd->events & POLL_OUT_EVENTS ? POLLOUT : 0;
+	tmp[POLL_OUT_FD].fd = -1;
+	tmp[POLL_OUT_FD].events = POLLOUT;
 	tmp[POLL_SOCKET].fd = pfd->fd;
 	tmp[POLL_SOCKET].events = 0;
+	/*
+	 * Room to send now: the kernel socket (idle, so writable) says so,
+	 * and out_fd need not be made (readiness_make_out_fd()).  If room
+	 * runs out meanwhile, the send says EAGAIN, as TCP's may.
+	 */
+	if (pfd->events & POLL_OUT_EVENTS) {
+		tmp[POLL_OUT_FD].fd = readiness_out_fd(r);
+		if (tmp[POLL_OUT_FD].fd < 0) {
+			transport_readiness(readiness_transport(r), &t);
+			if (!t.writable)
+				tmp[POLL_OUT_FD].fd = readiness_make_out_fd(r);
+		}
+		if (tmp[POLL_OUT_FD].fd < 0)
+			tmp[POLL_SOCKET].events = POLLOUT;
+	}
 	tmp[POLL_CHANNEL].fd = readiness_channel_fd(r);
 	tmp[POLL_CHANNEL].events = POLLIN;
 }
@@ -97,7 +112,7 @@ static short poll_fold(const struct pollfd *tmp, short ev, struct readiness *r)
 
 	if (arrived)
 		revents |= ev & (POLLIN | POLLRDNORM);
-	if (tmp[POLL_OUT_FD].revents & POLLOUT)
+	if ((tmp[POLL_OUT_FD].revents | tmp[POLL_SOCKET].revents) & POLLOUT)
 		revents |= ev & POLL_OUT_EVENTS;
 	revents |= tmp[POLL_SOCKET].revents & (POLLHUP | POLLERR);
 	/* A reset: readable (the error), writable and hung up, as TCP's. */

@@ -18,8 +18,8 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/test-burst.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 # shellcheck source=../lib.sh
 . "$top_srcdir/tests/lib.sh"
-# Each upgraded connection end holds 3 descriptors of roceshim's, and one
-# process holds both ends of every connection here.
+# Each upgraded connection end holds 2 or 3 descriptors of roceshim's, and
+# one process holds both ends of every connection here.
 ulimit -n 16384
 
 # run NAME RDMA CONNS

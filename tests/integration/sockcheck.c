@@ -2340,6 +2340,64 @@ out:
 }
 
 /*
+ * An edge-triggered EPOLLOUT registration reports room again after a
+ * write said EAGAIN, once the peer has read everything: nginx and every
+ * edge-triggered loop wait for that edge alone.  Four rounds, byte-exact.
+ */
+static void edge_triggered_epollout_returns_after_eagain(struct tctx *t)
+{
+	struct epoll_event ev = { .events = EPOLLOUT | EPOLLET,
+				  .data.u64 = 21 };
+	struct pollfd pfd = { .events = POLLIN };
+	unsigned char *buf = malloc(65536);
+	size_t sent = 0, rcvd = 0, bad;
+	int c = -1, s = -1, ep = -1, round, n;
+	ssize_t r;
+
+	ASSERT(buf, "out of memory");
+	TRY(make_pair(t, &c, &s, PAIR_NONBLOCK | PAIR_SMALL_BUFFERS));
+	ASSERT_OK(ep = epoll_create1(EPOLL_CLOEXEC));
+	ASSERT_OK(epoll_ctl(ep, EPOLL_CTL_ADD, c, &ev));
+	n = epoll_wait(ep, &ev, 1, io_ms());
+	ASSERT(n == 1 && ev.events == EPOLLOUT,
+	       "a new connection: want EPOLLOUT, got %d (%#x)", n, ev.events);
+	for (round = 0; round < 4; round++) {
+		for (;;) {
+			pattern_fill(buf, 65536, 23, sent);
+			r = write(c, buf, 65536);
+			if (r < 0 && errno == EAGAIN)
+				break;
+			ASSERT(r > 0, "write: %s", r ? errname(errno) : "0");
+			sent += r;
+		}
+		while (rcvd < sent) {
+			pfd.fd = s;
+			ASSERT(poll(&pfd, 1, io_ms()) == 1,
+			       "round %d: %zu of %zu bytes came", round, rcvd,
+			       sent);
+			r = read(s, buf, 65536);
+			if (r < 0 && errno == EAGAIN)
+				continue;
+			ASSERT(r > 0, "read: %s", r ? errname(errno) : "EOF");
+			bad = pattern_mismatch(buf, r, 23, rcvd);
+			ASSERT(bad == (size_t)r, "data mismatch at byte %zu",
+			       rcvd + bad);
+			rcvd += r;
+		}
+		n = epoll_wait(ep, &ev, 1, io_ms());
+		ASSERT(n == 1 && (ev.events & EPOLLOUT) && ev.data.u64 == 21,
+		       "round %d: no EPOLLOUT edge once the peer read all "
+		       "(%d, %#x)",
+		       round, n, ev.events);
+	}
+out:
+	close_fd(&ep);
+	close_fd(&c);
+	close_fd(&s);
+	free(buf);
+}
+
+/*
  * One thread moves 8 MiB through small socket buffers with non-blocking
  * I/O: write until EAGAIN, wait for EPOLLOUT, continue; read whatever is
  * there in odd-sized pieces.
@@ -6579,6 +6637,7 @@ static const struct test tests[] = {
 	TEST(poll_for_rdhup_alone_sees_the_end_before_the_bytes_are_read),
 	SLOW_TEST(sendfile_streams_file_into_socket, 10),
 	SLOW_TEST(nonblocking_transfer_survives_partial_io, 15),
+	SLOW_TEST(edge_triggered_epollout_returns_after_eagain, 15),
 	SLOW_TEST(full_duplex_transfer_with_blocking_threads, 15),
 	SLOW_TEST(large_sends_from_a_reused_buffer_arrive_intact, 15),
 	SLOW_TEST(sndtimeo_ends_large_send_with_exact_count, 15),

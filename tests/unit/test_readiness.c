@@ -167,9 +167,10 @@ static bool in_ready(struct fixture *f)
 	return ready(readiness_in_fd(f->r)) & POLLIN;
 }
 
+/* Makes out_fd, as a wait for room to send would. */
 static bool out_ready(struct fixture *f)
 {
-	return ready(readiness_out_fd(f->r)) & POLLOUT;
+	return ready(readiness_need_out_fd(f->r)) & POLLOUT;
 }
 
 static void arrive(struct fixture *f)
@@ -199,9 +200,79 @@ static void new_connection_without_credit_is_not_writable(void **state)
 	struct readiness *r;
 
 	assert_int_equal(readiness_create(&t, &r), 0);
-	assert_false(ready(readiness_out_fd(r)) & POLLOUT);
+	assert_false(ready(readiness_need_out_fd(r)) & POLLOUT);
 	readiness_close(r);
 	readiness_destroy(r);
+}
+
+static void out_fd_is_made_only_when_a_wait_needs_it(void **state)
+{
+	struct fixture *f = *state;
+	int fd;
+
+	f->t.state.writable = false;
+	readiness_want(f->r);
+	f->t.state.writable = true;
+	readiness_sync(f->r);
+	assert_int_equal(readiness_out_fd(f->r), -1);
+	fd = readiness_need_out_fd(f->r);
+	assert_true(fd >= 0);
+	assert_int_equal(readiness_need_out_fd(f->r), fd);
+	assert_int_equal(readiness_out_fd(f->r), fd);
+}
+
+static void send_that_leaves_room_makes_no_out_fd(void **state)
+{
+	struct fixture *f = *state;
+
+	readiness_want(f->r);
+	readiness_after_send(f->r, false);
+	assert_int_equal(readiness_out_fd(f->r), -1);
+}
+
+static void send_out_of_room_makes_out_fd_once_readiness_is_wanted(void **state)
+{
+	struct fixture *f = *state;
+
+	f->t.state.writable = false;
+	readiness_after_send(f->r, false);
+	assert_int_equal(readiness_out_fd(f->r), -1);
+	readiness_want(f->r);
+	readiness_after_send(f->r, false);
+	assert_true(readiness_out_fd(f->r) >= 0);
+	assert_false(ready(readiness_out_fd(f->r)) & POLLOUT);
+}
+
+static void out_fd_made_late_says_what_the_last_sync_saw(void **state)
+{
+	struct fixture *f = *state;
+
+	f->t.state.writable = false;
+	readiness_sync(f->r);
+	f->t.state.writable = true;
+	assert_false(out_ready(f));
+	readiness_sync(f->r);
+	assert_true(out_ready(f));
+}
+
+static void out_fd_made_after_release_is_writable(void **state)
+{
+	struct fixture *f = *state;
+
+	f->t.state.writable = false;
+	readiness_sync(f->r);
+	readiness_release_fds(f->r);
+	assert_int_equal(readiness_out_fd(f->r), -1);
+	assert_true(out_ready(f));
+}
+
+static void out_fd_is_not_made_once_closed(void **state)
+{
+	struct fixture *f = *state;
+
+	readiness_close(f->r);
+	assert_true(readiness_need_out_fd(f->r) < 0);
+	assert_int_equal(readiness_out_fd(f->r), -1);
 }
 
 static void arrival_makes_in_fd_readable(void **state)
@@ -562,18 +633,24 @@ struct early {
 
 static const struct config rdma_on = { .enabled = true, .rdma = true };
 
-static void early_open(struct early *e, uint64_t data)
+static void early_open_for(struct early *e, uint64_t data, uint32_t events)
 {
-	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = data };
+	struct epoll_event ev = { .events = events, .data.u64 = data };
 
 	e->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	e->ep = epoll_create1(EPOLL_CLOEXEC);
 	e->sock = sock_new(AF_INET);
 	assert_true(e->fd >= 0 && e->ep >= 0 && e->sock);
+	readiness_set_opened(e->ep);
 	assert_int_equal(fd_table_install(e->fd, e->sock), 0);
 	assert_int_equal(
 		readiness_epoll_ctl(&rdma_on, e->ep, EPOLL_CTL_ADD, e->fd, &ev),
 		0);
+}
+
+static void early_open(struct early *e, uint64_t data)
+{
+	early_open_for(e, data, EPOLLIN);
 }
 
 static void early_close(struct early *e)
@@ -581,6 +658,7 @@ static void early_close(struct early *e)
 	struct sock *sock = fd_table_remove(e->fd);
 
 	readiness_fd_closed((unsigned int)e->fd, (unsigned int)e->fd);
+	readiness_fd_closed((unsigned int)e->ep, (unsigned int)e->ep);
 	close(e->fd);
 	close(e->ep);
 	sock_put(sock);
@@ -622,6 +700,76 @@ static void registration_before_connect_follows_an_upgrade(void **state)
 	assert_true(epoll_ctl(e.ep, EPOLL_CTL_ADD, readiness_in_fd(f->r),
 			      &got[0]) < 0 &&
 		    errno == EEXIST);
+	early_close(&e);
+}
+
+static void registration_for_epollin_makes_no_out_fd(void **state)
+{
+	struct fixture *f = *state;
+	struct early e;
+
+	early_open(&e, 5);
+	readiness_early_upgrade(e.sock, f->r);
+	assert_int_equal(readiness_out_fd(f->r), -1);
+	early_close(&e);
+}
+
+/* The events that e's set reports now, folded. */
+static uint32_t early_events(struct early *e)
+{
+	struct epoll_event got[4];
+	uint32_t events = 0;
+	int i, n;
+
+	n = epoll_wait(e->ep, got, 4, 0);
+	for (i = 0; i < n; i++)
+		events |= got[i].events;
+	return events;
+}
+
+static void registration_for_epollout_with_room_makes_no_out_fd(void **state)
+{
+	struct fixture *f = *state;
+	struct early e;
+
+	early_open_for(&e, 6, EPOLLIN | EPOLLOUT);
+	readiness_early_upgrade(e.sock, f->r);
+	assert_int_equal(readiness_out_fd(f->r), -1);
+	assert_true(early_events(&e) & EPOLLOUT);
+	early_close(&e);
+}
+
+static void registration_for_epollout_without_room_adds_out_fd(void **state)
+{
+	struct fixture *f = *state;
+	struct epoll_event again = { .events = EPOLLOUT };
+	struct early e;
+
+	f->t.state.writable = false;
+	early_open_for(&e, 6, EPOLLIN | EPOLLOUT);
+	readiness_early_upgrade(e.sock, f->r);
+	assert_true(readiness_out_fd(f->r) >= 0);
+	assert_true(epoll_ctl(e.ep, EPOLL_CTL_ADD, readiness_out_fd(f->r),
+			      &again) < 0 &&
+		    errno == EEXIST);
+	assert_false(early_events(&e) & EPOLLOUT);
+	early_close(&e);
+}
+
+static void send_that_runs_out_of_room_hands_epollout_to_out_fd(void **state)
+{
+	struct fixture *f = *state;
+	struct early e;
+
+	early_open_for(&e, 6, EPOLLIN | EPOLLOUT);
+	readiness_early_upgrade(e.sock, f->r);
+	f->t.state.writable = false;
+	readiness_after_send(f->r, false);
+	assert_true(readiness_out_fd(f->r) >= 0);
+	assert_false(early_events(&e) & EPOLLOUT);
+	f->t.state.writable = true;
+	readiness_sync(f->r);
+	assert_true(early_events(&e) & EPOLLOUT);
 	early_close(&e);
 }
 
@@ -712,6 +860,12 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		CASE(new_connection_with_credit_is_writable_not_readable),
 		CASE(new_connection_without_credit_is_not_writable),
+		CASE(out_fd_is_made_only_when_a_wait_needs_it),
+		CASE(send_that_leaves_room_makes_no_out_fd),
+		CASE(send_out_of_room_makes_out_fd_once_readiness_is_wanted),
+		CASE(out_fd_made_late_says_what_the_last_sync_saw),
+		CASE(out_fd_made_after_release_is_writable),
+		CASE(out_fd_is_not_made_once_closed),
 		CASE(arrival_makes_in_fd_readable),
 		CASE(read_of_everything_makes_in_fd_unreadable),
 		CASE(credit_running_out_and_coming_back_toggles_out_fd),
@@ -736,6 +890,10 @@ int main(void)
 		CASE(release_makes_both_eventfds_ready_for_good),
 		CASE(close_closes_the_eventfds_and_no_sync_writes_after),
 		CASE(registration_before_connect_follows_an_upgrade),
+		CASE(registration_for_epollin_makes_no_out_fd),
+		CASE(registration_for_epollout_with_room_makes_no_out_fd),
+		CASE(registration_for_epollout_without_room_adds_out_fd),
+		CASE(send_that_runs_out_of_room_hands_epollout_to_out_fd),
 		CASE(registration_before_connect_stays_the_kernels_on_tcp),
 		CASE(registration_before_connect_waits_out_a_background_connect),
 		CASE(registration_changed_before_connect_moves_as_changed),
