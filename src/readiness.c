@@ -477,16 +477,20 @@ void readiness_serve(struct readiness *r, bool told,
  */
 void readiness_after_send(struct readiness *r, bool corked)
 {
+	struct transport_readiness tr;
+
 	if (!kept(r)) {
 		if (corked)
 			readiness_watch(r);
 		return;
 	}
 	readiness_sync(r);
-	/* Out of room, as the sync found: only out_fd can say when it comes. */
-	if (readiness_out_fd(r) < 0 &&
-	    !__atomic_load_n(&r->out_ready, __ATOMIC_RELAXED))
-		readiness_make_out_fd(r);
+	/* Out of room: only out_fd can say when there is room again. */
+	if (readiness_out_fd(r) < 0) {
+		transport_readiness(r->t, &tr);
+		if (!tr.writable)
+			readiness_make_out_fd(r);
+	}
 }
 
 /* A read never corks bytes: it syncs only if the eventfds are kept. */
