@@ -3,12 +3,12 @@
  * Upgraded connections in poll() and select().  For a kernel socket the
  * kernel's readiness is the truth and these pass straight through.  An
  * upgraded fd becomes four entries of a substituted poll set: its
- * eventfds (out_fd for POLLOUT, once made), its kernel socket (for
- * the POLLERR and POLLHUP that poll always reports: a reset) and its completion
- * channel, which is served when it fires, as epoll_wait does.  A connection
- * that moves to its kernel socket during the wait wakes it, and the wait starts
- * again with that socket in its place.  select() is carried out as poll() when
- * an upgraded fd is among its sets.
+ * eventfds (out_fd for POLLOUT, once made), its kernel socket (for the
+ * POLLERR and POLLHUP that poll always reports: a reset) and its
+ * completion channel, which is served when it fires, as epoll_wait does.
+ * A connection that moves to its kernel socket during the wait wakes it,
+ * and the wait starts again with that socket in its place.  select() is
+ * carried out as poll() when an upgraded fd is among its sets.
  */
 #include <errno.h>
 #include <limits.h>
