@@ -23,6 +23,11 @@
 
 /* How long a closed connection's FIN may take before it is torn down. */
 #define LINGER_TIMEOUT_MS 2000
+/*
+ * How long _exit() waits for a connection's last writes, as a close()
+ * does (conn_rdma_wait_writes()).
+ */
+#define QUICK_EXIT_MS 200
 
 unsigned int conn_fork_epoch FORK_DATA;
 
@@ -799,6 +804,17 @@ void conn_exit(struct conn *c, int fd)
 	/* The peer reads EOF after the last byte, as when the kernel closes. */
 	if (!transport_available(c->t) && !transport_shutdown(c->t))
 		conn_rdma_wait_writes(c);
+}
+
+void conn_quick_exit(struct conn *c, int fd)
+{
+	struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+	int64_t deadline = clock_ms() + QUICK_EXIT_MS;
+
+	if (!conn_alive(c) || conn_shared(c) || path_of(c) != CONN_RDMA)
+		return;
+	if (transport_finish_by(c->t, deadline) == -ECONNRESET)
+		real.setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
 }
 
 int conn_kernel_ready(struct conn *c, int fd)

@@ -183,6 +183,13 @@ bool conn_forked(void);
  * bytes).
  */
 void conn_exit(struct conn *c, int fd);
+/*
+ * The process ends without exit() (_exit(), perhaps from a signal
+ * handler): one on RDMA and not shared ends as conn_exit() would end it,
+ * within a bounded time, whatever locks this thread was holding; any
+ * other is left to the kernel's close.
+ */
+void conn_quick_exit(struct conn *c, int fd);
 
 /* Its slot in memory shared with fork children (share.h). */
 struct share_slot *conn_slot(struct conn *c);

@@ -99,6 +99,7 @@ static void real_resolve(void)
 	RESOLVE(popen);
 	RESOLVE(daemon);
 	RESOLVE(sigaction);
+	*(void **)&real.exit_now = dlsym(RTLD_NEXT, "_exit");
 	/* glibc before 2.28 has no fcntl64; both names mean the same call. */
 	if (!real.fcntl64)
 		real.fcntl64 = real.fcntl;

@@ -121,6 +121,8 @@ struct real_libc {
 	FILE *(*popen)(const char *, const char *);
 	int (*daemon)(int, int);
 	int (*sigaction)(int, const struct sigaction *, struct sigaction *);
+	/* _exit */
+	__attribute__((noreturn)) void (*exit_now)(int);
 };
 
 extern struct real_libc real;

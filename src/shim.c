@@ -118,7 +118,7 @@ static void at_exit(void)
 	if (shim_in_vfork_child())
 		return;
 	track_exit();
-	stats_shutdown();
+	stats_shutdown(-1);
 }
 
 static void init_once_fn(void)

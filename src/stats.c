@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "fork_page.h"
+#include "lock_by.h"
 #include "log.h"
 #include "procinfo.h"
 #include "real.h"
@@ -624,7 +625,7 @@ void FORK_CODE stats_fork_child(void)
 	pthread_mutex_unlock(&st.lock);
 }
 
-void stats_shutdown(void)
+void stats_shutdown(int64_t deadline_ms)
 {
 	char name[64];
 
@@ -632,7 +633,10 @@ void stats_shutdown(void)
 	 * Only the name goes: other threads may still be counting into the
 	 * mapping while the process exits.
 	 */
-	pthread_mutex_lock(&st.lock);
+	if (deadline_ms < 0)
+		pthread_mutex_lock(&st.lock);
+	else if (!lock_by(&st.lock, deadline_ms))
+		return;
 	if (st.seg && !st.unpublished) {
 		segment_name(name, sizeof(name), getpid());
 		shm_unlink(name);

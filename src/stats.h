@@ -99,7 +99,10 @@ void stats_fork_prepare(void);
 void stats_fork_parent(void);
 /* The child publishes its own segment, starting from the parent's rows. */
 void stats_fork_child(void);
-/* Unmaps and removes the segment (at exit). */
-void stats_shutdown(void);
+/*
+ * Removes the segment's name (at exit), taking the lock by deadline_ms
+ * (of clock_ms(); lock_by.h), or waiting for it if negative.
+ */
+void stats_shutdown(int64_t deadline_ms);
 
 #endif /* ROCESHIM_STATS_INTERNAL_H */

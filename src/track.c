@@ -1113,6 +1113,21 @@ void track_spawn_dup(int fd)
 	}
 }
 
+static void quick_end(int fd, struct sock *sock, void *arg)
+{
+	struct conn *c = __atomic_load_n(&sock->conn, __ATOMIC_ACQUIRE);
+
+	(void)arg;
+	if (c)
+		conn_quick_exit(c, fd);
+}
+
+void track_quick_exit(void)
+{
+	if (may_have_rdma())
+		fd_table_for_each(quick_end, NULL);
+}
+
 /*
  * At exit: what a fork child may still use goes over TCP, the rest ends.
  * So does a connection with a stream of libc's: libc flushes it after

@@ -166,6 +166,12 @@ bool track_vfork_safe(void);
 void track_fds_passed(const struct msghdr *msg);
 void track_exit(void);
 /*
+ * At _exit(), which runs no exit handler and may be called from a signal
+ * handler: each connection this process owns on RDMA ends as at exit()
+ * (conn_quick_exit()), each within a bounded time.
+ */
+void track_quick_exit(void);
+/*
  * The process is about to change its credentials (setuid() and the
  * like).  The kernel refuses every later write to an RDMA descriptor
  * opened before ("changed security contexts after opening file

@@ -8,10 +8,12 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "clock.h"
 #include "fd_room.h"
+#include "lock_by.h"
 #include "log.h"
 #include "rdma_stack.h"
 #include "real.h"
@@ -699,6 +701,48 @@ int transport_shutdown(struct transport *t)
 		arm_for_own_completions_locked(t);
 		ret = t->error;
 	}
+	pthread_mutex_unlock(&t->lock);
+	return ret;
+}
+
+/* Under t->lock: every write posted and completed, the FIN last. */
+static bool finished_locked(const struct transport *t)
+{
+	return !t->sq_outstanding && !stream_unsent(&t->s) && !t->fin_pending;
+}
+
+int transport_finish_by(struct transport *t, int64_t deadline_ms)
+{
+	static const struct timespec pause = { .tv_nsec = 50000 };
+	int ret;
+
+	if (!lock_by(&t->lock, deadline_ms))
+		return -ETIMEDOUT;
+	progress_locked(t);
+	if (t->frozen || t->error) {
+		ret = t->error;
+		goto out;
+	}
+	if (stream_available(&t->s)) {
+		ret = -ECONNRESET;
+		goto out;
+	}
+	if (!t->tx_shut) {
+		t->tx_shut = true;
+		t->fin_pending = true;
+		flush_locked(t);
+	}
+	while (!t->error && !finished_locked(t)) {
+		pthread_mutex_unlock(&t->lock);
+		if (clock_ms() >= deadline_ms)
+			return -ETIMEDOUT;
+		nanosleep(&pause, NULL);
+		if (!lock_by(&t->lock, deadline_ms))
+			return -ETIMEDOUT;
+		progress_locked(t);
+	}
+	ret = t->error;
+out:
 	pthread_mutex_unlock(&t->lock);
 	return ret;
 }

@@ -163,6 +163,15 @@ void transport_limit_send(struct transport *t, uint32_t bytes);
 /* No more sending; the peer reads EOF once it has the data staged before. */
 int transport_shutdown(struct transport *t);
 /*
+ * For a process that ends without exit(): transport_shutdown(), then a
+ * wait until every write, the FIN last, has completed, by deadline_ms
+ * (of clock_ms()); its lock is taken by the deadline too (lock_by.h).
+ * 0: done; -ECONNRESET: the program left bytes unread, so nothing was
+ * sent (a close resets such a connection); -ETIMEDOUT: the deadline
+ * passed; or the transport's error.
+ */
+int transport_finish_by(struct transport *t, int64_t deadline_ms);
+/*
  * No more reading, as TCP's SHUT_RD: a read that finds nothing returns EOF
  * at once, and the connection reads as at its end (readable, RDHUP).
  */

@@ -139,6 +139,17 @@ check killed_process_is_listed_dead grep -Eq "^$live +dead" "$tmp/list"
 check cleanup_removes_the_dead_segment test ! -e "/dev/shm/roceshim-$live"
 check cleanup_reports_what_it_removed grep -q "pid $live is gone" "$tmp/cleanup"
 
+# _exit() runs no exit handler: roceshim's wrapper of it removes the name.
+"$ROCESHIM_RUN" "$PYTHON" -c 'import os, socket
+l = socket.socket()
+l.bind(("127.0.0.1", 0))
+l.listen()
+print(os.getpid(), flush=True)
+os._exit(0)' >"$tmp/quick"
+quick=$(cat "$tmp/quick")
+check quick_exit_removes_its_segment \
+	test -n "$quick" -a ! -e "/dev/shm/roceshim-${quick:-none}"
+
 # Forged segments, named after a live process so cleanup would keep them.
 sleep 60 &
 sleeper=$!

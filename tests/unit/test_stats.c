@@ -515,7 +515,7 @@ static void childs_counts_do_not_reach_a_later_child(void **state)
 
 static void shutdown_removes_the_name(void **state)
 {
-	stats_shutdown();
+	stats_shutdown(-1);
 	assert_false(segment_name_exists());
 }
 
