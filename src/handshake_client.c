@@ -146,34 +146,21 @@ static int bind_with_port(int fd, const struct sockaddr_storage *ss,
 	return err;
 }
 
-/*
- * Binds an unbound TCP socket to the RDMA route's source address, and
- * gives one bound without a port (IP_BIND_ADDRESS_NO_PORT) its port.
- */
-static int bind_to_route_source(int fd, struct rdma_cm_id *id)
+/* ss (of domain's family) becomes the RDMA route's source, port 0. */
+static int route_source(int domain, struct rdma_cm_id *id,
+			struct sockaddr_storage *ss, socklen_t *len)
 {
-	struct sockaddr_storage ss;
 	struct sockaddr *src = rdma_get_local_addr(id);
-	socklen_t len = sizeof(ss);
-	int domain;
 
-	if (real.getsockname(fd, (struct sockaddr *)&ss, &len))
-		return -errno;
-	domain = ss.ss_family;
-	if ((domain == AF_INET && ((struct sockaddr_in *)&ss)->sin_port) ||
-	    (domain == AF_INET6 && ((struct sockaddr_in6 *)&ss)->sin6_port))
-		return 0; /* the program bound it itself */
-	if (address_chosen(&ss))
-		return bind_with_port(fd, &ss, len);
-	memset(&ss, 0, sizeof(ss));
+	memset(ss, 0, sizeof(*ss));
 	if (domain == AF_INET && src->sa_family == AF_INET) {
-		struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
+		struct sockaddr_in *sin = (struct sockaddr_in *)ss;
 
 		*sin = *(struct sockaddr_in *)src;
 		sin->sin_port = 0;
-		len = sizeof(*sin);
+		*len = sizeof(*sin);
 	} else if (domain == AF_INET6) {
-		struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
+		struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)ss;
 
 		sin6->sin6_family = AF_INET6;
 		if (src->sa_family == AF_INET) {
@@ -187,11 +174,42 @@ static int bind_to_route_source(int fd, struct rdma_cm_id *id)
 			sin6->sin6_scope_id =
 				((struct sockaddr_in6 *)src)->sin6_scope_id;
 		}
-		len = sizeof(*sin6);
+		*len = sizeof(*sin6);
 	} else {
 		return -EAFNOSUPPORT;
 	}
-	return bind_with_port(fd, &ss, len);
+	return 0;
+}
+
+/*
+ * Gives the TCP socket a port of its own, on the address it was bound to,
+ * else on the RDMA route's source: the request names that port, and the
+ * kernel's connect must come from it.  Whether the socket holds a port is
+ * asked of bind() itself (EINVAL: it does), not of getsockname(): a
+ * failed connect() gives an automatic port back, getsockname() goes on
+ * naming it, and a program may connect the socket again, from another.
+ * One bound without a port (IP_BIND_ADDRESS_NO_PORT) gets its port here.
+ */
+static int bind_to_route_source(int fd, struct rdma_cm_id *id)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	int err;
+
+	if (real.getsockname(fd, (struct sockaddr *)&ss, &len))
+		return -errno;
+	if (address_chosen(&ss)) {
+		if (ss.ss_family == AF_INET)
+			((struct sockaddr_in *)&ss)->sin_port = 0;
+		else
+			((struct sockaddr_in6 *)&ss)->sin6_port = 0;
+	} else {
+		err = route_source(ss.ss_family, id, &ss, &len);
+		if (err)
+			return err;
+	}
+	err = bind_with_port(fd, &ss, len);
+	return err == -EINVAL ? 0 : err;
 }
 
 /*

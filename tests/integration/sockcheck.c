@@ -1612,6 +1612,44 @@ out:
 }
 
 /*
+ * A socket whose connect was refused may connect again, as a program
+ * that waits for its server does.  A refused connect gives back the port
+ * the kernel chose, though getsockname() goes on naming it: the next
+ * connect goes out from another, and each stream must reach the other
+ * end whole, whichever port that is.
+ */
+static void connect_again_after_refusals_carries_both_streams(struct tctx *t)
+{
+	const size_t len = 32 << 10;
+	int l = -1, c = -1, s = -1, i;
+	struct addr to;
+	uint64_t h;
+
+	l = closed_port(t, &server_addr, &to);
+	TRY(l < 0);
+	c = tcp_socket(t, family(&server_addr), 0, NULL);
+	TRY(c < 0);
+	for (i = 0; i < 2; i++)
+		ASSERT_ERR(connect(c, sa(&to), to.len), ECONNREFUSED);
+	ASSERT_OK(listen(l, 16));
+	TRY(connect_to(t, c, &to));
+	s = accept_within(t, l, 0);
+	TRY(s < 0);
+	TRY(send_pattern(t, c, 61, len));
+	TRY(recv_pattern(t, s, 61, len, &h));
+	note_digest(t, "to the server", len, h);
+	TRY(send_pattern(t, s, 62, len));
+	TRY(recv_pattern(t, c, 62, len, &h));
+	note_digest(t, "to the client", len, h);
+	ASSERT_OK(shutdown(c, SHUT_WR));
+	TRY(expect_eof(t, s));
+out:
+	close_fd(&l);
+	close_fd(&c);
+	close_fd(&s);
+}
+
+/*
  * shutdown() of a socket whose connect is in progress abandons the
  * connect, as Linux's disconnect does: 0, then POLLERR and POLLHUP,
  * SO_ERROR ECONNRESET (once), and EPIPE for a send.  The listener's
@@ -6614,6 +6652,7 @@ static const struct test tests[] = {
 	TEST(connection_takes_no_number_below_the_limit_but_its_own),
 	TEST(connect_to_closed_port_is_refused),
 	TEST(nonblocking_connect_to_closed_port_reports_so_error),
+	TEST(connect_again_after_refusals_carries_both_streams),
 	TEST(shutdown_abandons_connect_in_progress),
 	TEST(connect_on_connected_socket_gives_eisconn),
 	TEST(unconnected_socket_reports_enotconn),
