@@ -126,13 +126,45 @@ static bool option_tracked(int level, int name)
 	       sockopt_tcp_only(level, name);
 }
 
+/*
+ * An upper layer protocol (TCP_ULP: kernel TLS) frames every byte of the
+ * kernel socket from the option on: an upgraded connection moves there
+ * first, and what moved with it is written there before, unframed.  One
+ * that could not move refuses the option (-EOPNOTSUPP; OpenSSL then does
+ * TLS itself), for its bytes would never reach the layer.
+ */
+static int before_upper_layer(int level, int name, int fd)
+{
+	struct sock *sock;
+	int err = 0;
+
+	if (level != IPPROTO_TCP || name != TCP_ULP)
+		return 0;
+	sock = shim_lookup(fd);
+	if (!sock)
+		return 0;
+	if (upgraded_carried(sock)) {
+		upgraded_hand_over(sock, ROCESHIM_DOWNGRADE_SOCKOPT);
+		if (upgraded_carried(sock))
+			err = -EOPNOTSUPP;
+	}
+	sock_put(sock);
+	return err;
+}
+
 SHIM_EXPORT int setsockopt(int fd, int level, int name, const void *val,
 			   socklen_t len)
 {
 	struct sock *sock;
-	int ret;
+	int saved = errno, err, ret;
 
 	shim_ensure_init();
+	err = before_upper_layer(level, name, fd);
+	if (err) {
+		errno = -err;
+		return -1;
+	}
+	errno = saved;
 	ret = real.setsockopt(fd, level, name, val, len);
 	if (ret || !option_tracked(level, name))
 		return ret;

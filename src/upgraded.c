@@ -284,6 +284,13 @@ int upgraded_make_plain(struct sock *sock, enum roceshim_downgrade cause)
 	return c ? conn_make_plain(c, cause) : -EAGAIN;
 }
 
+int upgraded_hand_over(struct sock *sock, enum roceshim_downgrade cause)
+{
+	struct conn *c = __atomic_load_n(&sock->conn, __ATOMIC_ACQUIRE);
+
+	return c ? conn_hand_over(c, cause) : -EAGAIN;
+}
+
 int upgraded_kernel_ready(struct sock *sock, int fd)
 {
 	struct conn *c = __atomic_load_n(&sock->conn, __ATOMIC_ACQUIRE);

@@ -49,6 +49,12 @@ int upgraded_readable_bytes(struct sock *sock, int fd);
  * cause; -EAGAIN while its connect is still in the background.
  */
 int upgraded_make_plain(struct sock *sock, enum roceshim_downgrade cause);
+/*
+ * The same, and waits until what this end had sent over RDMA and its
+ * peer's program had not read yet is written to the kernel socket
+ * (conn_hand_over()), whether or not the socket blocks.
+ */
+int upgraded_hand_over(struct sock *sock, enum roceshim_downgrade cause);
 /* conn_kernel_ready() of sock's connection; 0 without one. */
 int upgraded_kernel_ready(struct sock *sock, int fd);
 /* conn_take_error() of sock's connection; 0 without one. */

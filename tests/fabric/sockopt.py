@@ -21,6 +21,7 @@ import time
 from own_stats import row
 
 TCP_INQ = 36
+TCP_FASTOPEN_CONNECT = 30
 SO_ZEROCOPY = 60
 MSG_ZEROCOPY = 0x4000000
 # Moments of rcvlowat_while_connecting_sweep, past a handshake's length.
@@ -262,6 +263,35 @@ def trunc(listener):
     return [c, s]
 
 
+def fastopen_connect(addr):
+    """TCP_FASTOPEN_CONNECT: once the client holds the server's cookie,
+    connect() returns at once and the SYN waits for the first write,
+    which it carries.  (The server hands out cookies where the guest's
+    net.ipv4.tcp_fastopen allows it: test-sockopt.sh sets it.)"""
+    listener = socket.create_server((addr, 0))
+    listener.setsockopt(socket.IPPROTO_TCP, socket.TCP_FASTOPEN, 16)
+    listener.settimeout(10)
+    held = [listener]
+    for i in range(3):
+        c = socket.socket(listener.family, socket.SOCK_STREAM)
+        c.setsockopt(socket.IPPROTO_TCP, TCP_FASTOPEN_CONNECT, 1)
+        c.settimeout(10)
+        held.append(c)
+        try:
+            c.connect(listener.getsockname())
+            c.sendall(b"fast%d" % i)
+            s, _ = listener.accept()
+            held.append(s)
+            s.settimeout(10)
+            print("fastopen", i, "server read:", s.recv(10))
+            s.sendall(b"back%d" % i)
+            print("fastopen", i, "client read:", c.recv(10))
+        except OSError as e:
+            print("fastopen", i, "failed:", type(e).__name__)
+    show_row("fastopen_connect", c)
+    return held
+
+
 def main():
     addr = sys.argv[1]
     listener = socket.create_server((addr, 0))
@@ -272,6 +302,7 @@ def main():
                   error_queue, trunc):
         held += check(listener)
     held += rcvlowat_on_listener(addr)
+    held += fastopen_connect(addr)
     for sock in held:
         sock.close()
 
