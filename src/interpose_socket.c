@@ -120,6 +120,14 @@ SHIM_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 	sock = shim_lookup(fd);
 	if (!sock)
 		return real.connect(fd, addr, len);
+	/*
+	 * connect(AF_UNSPEC) dissolves a connection, and the kernel resets
+	 * it: an upgraded one moves to its kernel socket first, which then
+	 * carries whatever the socket connects to next.
+	 */
+	if (addr && len >= sizeof(addr->sa_family) &&
+	    addr->sa_family == AF_UNSPEC && upgraded_carried(sock))
+		upgraded_make_plain(sock, ROCESHIM_DOWNGRADE_DISCONNECT);
 	/* RDMA or TCP is settled before the first TCP byte. */
 	err = -track_connect_prepare(sock, fd, addr, len, &reason);
 	if (err == EINTR && reason == ROCESHIM_REASON_ABANDONED) {

@@ -84,6 +84,8 @@ enum roceshim_downgrade {
 	ROCESHIM_DOWNGRADE_ACCEPT_QUEUE = 14, /* the listener's full accept
 						 queue held its TCP
 						 connection back */
+	ROCESHIM_DOWNGRADE_DISCONNECT = 15,   /* connect(AF_UNSPEC)
+						 dissolved it */
 	ROCESHIM_DOWNGRADE_COUNT = 16	      /* array size, room to grow */
 };
 
@@ -287,6 +289,7 @@ static inline const char *roceshim_downgrade_name(unsigned int cause)
 		[ROCESHIM_DOWNGRADE_URGENT] = "urgent",
 		[ROCESHIM_DOWNGRADE_SOCKOPT] = "sockopt",
 		[ROCESHIM_DOWNGRADE_ACCEPT_QUEUE] = "accept_queue",
+		[ROCESHIM_DOWNGRADE_DISCONNECT] = "disconnect",
 	};
 
 	if (cause >= sizeof(names) / sizeof(names[0]) || !names[cause])

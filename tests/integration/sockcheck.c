@@ -1650,6 +1650,47 @@ out:
 }
 
 /*
+ * connect() to AF_UNSPEC dissolves a connection (the kernel resets it),
+ * and the socket may then connect elsewhere: the old peer reads what
+ * came before and then the end, and the new one gets the whole stream.
+ */
+static void connect_unspec_then_elsewhere_carries_the_new_stream(struct tctx *t)
+{
+	const size_t len = 32 << 10;
+	struct sockaddr unspec = { .sa_family = AF_UNSPEC };
+	int c = -1, s1 = -1, s2 = -1, l2 = -1;
+	struct addr to;
+	char buf[16];
+	ssize_t r;
+	uint64_t h;
+
+	TRY(make_pair(t, &c, &s1, 0));
+	TRY(roundtrip(t, c, s1));
+	ASSERT_OK(connect(c, &unspec, sizeof(unspec)));
+	r = recv(s1, buf, sizeof(buf), 0);
+	note(t, "old peer reads %s",
+	     r < 0 ? errname(errno)
+	     : r   ? "data"
+		   : "EOF");
+	l2 = open_listener(t, &server_addr, 0, &to);
+	TRY(l2 < 0);
+	TRY(connect_to(t, c, &to));
+	s2 = accept_within(t, l2, 0);
+	TRY(s2 < 0);
+	TRY(send_pattern(t, c, 63, len));
+	TRY(recv_pattern(t, s2, 63, len, &h));
+	note_digest(t, "to the new peer", len, h);
+	TRY(send_pattern(t, s2, 64, len));
+	TRY(recv_pattern(t, c, 64, len, &h));
+	note_digest(t, "from the new peer", len, h);
+out:
+	close_fd(&c);
+	close_fd(&s1);
+	close_fd(&s2);
+	close_fd(&l2);
+}
+
+/*
  * shutdown() of a socket whose connect is in progress abandons the
  * connect, as Linux's disconnect does: 0, then POLLERR and POLLHUP,
  * SO_ERROR ECONNRESET (once), and EPIPE for a send.  The listener's
@@ -6653,6 +6694,7 @@ static const struct test tests[] = {
 	TEST(connect_to_closed_port_is_refused),
 	TEST(nonblocking_connect_to_closed_port_reports_so_error),
 	TEST(connect_again_after_refusals_carries_both_streams),
+	TEST(connect_unspec_then_elsewhere_carries_the_new_stream),
 	TEST(shutdown_abandons_connect_in_progress),
 	TEST(connect_on_connected_socket_gives_eisconn),
 	TEST(unconnected_socket_reports_enotconn),
