@@ -478,16 +478,40 @@ static void disarm(struct epoll_reg *o)
 }
 
 /*
+ * In a fork child, an event of a connection that it inherited, in a set
+ * it shares with the connection's owner: the child takes the connection
+ * over, as its first call on it would (the owner moves it to TCP), and
+ * its registrations become the kernel socket's, which reports what the
+ * connection brings from then on.
+ */
+static void adopt_inherited(int fd)
+{
+	struct sock *sock = fd_table_get(fd);
+	struct conn *c;
+
+	if (!sock)
+		return;
+	c = __atomic_load_n(&sock->conn, __ATOMIC_ACQUIRE);
+	if (c && !conn_alive(c)) {
+		conn_make_plain(c, ROCESHIM_DOWNGRADE_FORK);
+		readiness_release(conn_readiness(c));
+	}
+	sock_put(sock);
+}
+
+/*
  * Completes ev, as described above.  false: it has nothing left to report
  * (only a channel fired, and what it brought is not what the program
- * waits for): drop it.  Costs two atomic loads for an event without
- * READINESS_CHANNEL while no EPOLLONESHOT registration exists.
+ * waits for; or it was an inherited connection's, now adopted): drop it.  Costs
+ * two atomic loads for an event without READINESS_CHANNEL while no EPOLLONESHOT
+ * registration exists.
  */
 static bool fired(int epfd, struct epoll_event *ev)
 {
 	uint32_t channel = ev->events & READINESS_CHANNEL;
 	struct transport_readiness t;
 	struct epoll_reg *o = NULL;
+	int inherited = -1;
 	bool ours = false;
 
 	/* Only these need the registry. */
@@ -503,8 +527,10 @@ static bool fired(int epfd, struct epoll_event *ev)
 		if (o->disarmed || !o->r)
 			continue;
 		ours = true;
-		if (!readiness_alive(o->r))
+		if (!readiness_alive(o->r)) {
+			inherited = o->fd;
 			continue;
+		}
 		if (channel)
 			ev->events |= serve_channel(o);
 		/*
@@ -526,6 +552,11 @@ static bool fired(int epfd, struct epoll_event *ev)
 		}
 	}
 	pthread_mutex_unlock(&set.lock);
+	/* Its kernel socket reports it from the next wait on. */
+	if (inherited >= 0) {
+		adopt_inherited(inherited);
+		return false;
+	}
 	/* Not an upgraded fd's: the bit is a plain fd's own EPOLLRDNORM. */
 	if (!ours)
 		ev->events |= channel;

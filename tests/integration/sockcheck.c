@@ -1616,18 +1616,20 @@ out:
  * that waits for its server does.  A refused connect gives back the port
  * the kernel chose, though getsockname() goes on naming it: the next
  * connect goes out from another, and each stream must reach the other
- * end whole, whichever port that is.
+ * end whole, whichever port that is.  bind_to: the client's address
+ * (port 0), or NULL.
  */
-static void connect_again_after_refusals_carries_both_streams(struct tctx *t)
+static int connect_again_after_refusals(struct tctx *t,
+					const struct addr *bind_to)
 {
 	const size_t len = 32 << 10;
-	int l = -1, c = -1, s = -1, i;
+	int l = -1, c = -1, s = -1, i, ret = -1;
 	struct addr to;
 	uint64_t h;
 
 	l = closed_port(t, &server_addr, &to);
 	TRY(l < 0);
-	c = tcp_socket(t, family(&server_addr), 0, NULL);
+	c = tcp_socket(t, family(&server_addr), 0, bind_to);
 	TRY(c < 0);
 	for (i = 0; i < 2; i++)
 		ASSERT_ERR(connect(c, sa(&to), to.len), ECONNREFUSED);
@@ -1643,10 +1645,23 @@ static void connect_again_after_refusals_carries_both_streams(struct tctx *t)
 	note_digest(t, "to the client", len, h);
 	ASSERT_OK(shutdown(c, SHUT_WR));
 	TRY(expect_eof(t, s));
+	ret = 0;
 out:
 	close_fd(&l);
 	close_fd(&c);
 	close_fd(&s);
+	return ret;
+}
+
+static void connect_again_after_refusals_carries_both_streams(struct tctx *t)
+{
+	connect_again_after_refusals(t, NULL);
+}
+
+static void
+bound_connect_again_after_refusals_carries_both_streams(struct tctx *t)
+{
+	connect_again_after_refusals(t, &client_addr);
 }
 
 /*
@@ -5293,6 +5308,46 @@ out:
 	close_fd(&s);
 }
 
+/*
+ * An epoll set made before a fork, waited on by the child: the parent's
+ * connection in it reports the bytes its peer sends, and the child reads
+ * them, as with the kernel's socket.
+ */
+static void fork_child_waits_in_inherited_epoll_set(struct tctx *t)
+{
+	struct epoll_event ev = { .events = EPOLLIN };
+	int c = -1, s = -1, ep = -1, status;
+	char buf[8];
+	pid_t pid;
+
+	TRY(make_pair(t, &c, &s, PAIR_BIND_CLIENT));
+	ep = epoll_create1(0);
+	ASSERT_OK(ep);
+	ASSERT_OK(epoll_ctl(ep, EPOLL_CTL_ADD, c, &ev));
+	pid = fork_child();
+	ASSERT_OK(pid);
+	if (pid == 0) {
+		close(s);
+		if (epoll_wait(ep, &ev, 1, io_ms()) != 1 ||
+		    !(ev.events & EPOLLIN))
+			_exit(1);
+		if (recv(c, buf, 4, MSG_WAITALL) != 4 || memcmp(buf, "kid!", 4))
+			_exit(2);
+		_exit(send(c, "ack!", 4, 0) == 4 ? 0 : 3);
+	}
+	TRY(send_all(t, s, "kid!", 4));
+	TRY(recv_exact(t, s, buf, 4));
+	ASSERT(!memcmp(buf, "ack!", 4), "the child's answer is corrupted");
+	TRY(wait_child(t, pid, &status));
+	ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	       "child failed (status %#x)", status);
+	TRY(roundtrip(t, c, s));
+out:
+	close_fd(&ep);
+	close_fd(&c);
+	close_fd(&s);
+}
+
 struct one_send {
 	int fd;
 	const unsigned char *buf;
@@ -6694,6 +6749,7 @@ static const struct test tests[] = {
 	TEST(connect_to_closed_port_is_refused),
 	TEST(nonblocking_connect_to_closed_port_reports_so_error),
 	TEST(connect_again_after_refusals_carries_both_streams),
+	TEST(bound_connect_again_after_refusals_carries_both_streams),
 	TEST(connect_unspec_then_elsewhere_carries_the_new_stream),
 	TEST(shutdown_abandons_connect_in_progress),
 	TEST(connect_on_connected_socket_gives_eisconn),
@@ -6808,6 +6864,7 @@ static const struct test tests[] = {
 	TEST(fcntl_dupfd_cloexec_sets_cloexec),
 	/* processes */
 	TEST(fork_child_writes_inherited_socket),
+	TEST(fork_child_waits_in_inherited_epoll_set),
 	SLOW_TEST(blocking_send_completes_while_fork_child_uses_socket, 15),
 	SLOW_TEST(waitall_recv_completes_while_fork_child_uses_socket, 15),
 	TEST(fork_child_opens_own_connection),
