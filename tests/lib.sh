@@ -125,6 +125,14 @@ run_way() {
 	sed "s/^/    $way: /" "$tmp/$way"
 }
 
+# connections_on_rdma JSON: the count of connection ends on RDMA in a
+# roceshim-stat JSON report (empty if it cannot be read).
+connections_on_rdma() {
+	"${PYTHON:-/usr/bin/python3}" -c 'import json, sys
+print(json.load(open(sys.argv[1]))["global"]["connections_rdma"])' \
+		"$1" 2>/dev/null
+}
+
 # pair_check_both PROG: runs a check program of tests/fabric/pair_check.h
 # on the A address both ways (run_way): each run must pass every
 # behaviour and exit 0, and both must pass the same ones.  Each run's

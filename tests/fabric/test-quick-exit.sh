@@ -19,8 +19,6 @@ trap 'rm -rf "$tmp"' EXIT
 
 pair_check_both "$prog"
 # The server's ends: one per client, 13 clients.
-on_rdma=$("$PYTHON" -c 'import json, sys
-print(json.load(open(sys.argv[1]))["global"]["connections_rdma"])' \
-	"$tmp/rdma.json" 2>/dev/null)
+on_rdma=$(connections_on_rdma "$tmp/rdma.json")
 check_eq server_ends_on_rdma 13 "${on_rdma:-0}"
 finish

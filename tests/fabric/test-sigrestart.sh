@@ -25,9 +25,7 @@ trap 'rm -rf "$tmp"' EXIT
 . "$top_srcdir/tests/lib.sh"
 
 pair_check_both "$prog"
-on_rdma=$("$PYTHON" -c 'import json, sys
-print(json.load(open(sys.argv[1]))["global"]["connections_rdma"])' \
-	"$tmp/rdma.json" 2>/dev/null)
+on_rdma=$(connections_on_rdma "$tmp/rdma.json")
 # 19 connections, 2 ends each, on RDMA; but the one under the fast timer
 # goes on over TCP if the signal came in its handshake (it may come in
 # the kernel's connect, past it).

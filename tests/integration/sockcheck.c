@@ -849,6 +849,26 @@ out:
 	return -1;
 }
 
+/*
+ * @len bytes of pattern @seed from @a to @b, then of @seed + 1 back, each
+ * noted by digest.
+ */
+static int stream_both_ways(struct tctx *t, int a, int b, uint64_t seed,
+			    size_t len)
+{
+	uint64_t h;
+
+	TRY(send_pattern(t, a, seed, len));
+	TRY(recv_pattern(t, b, seed, len, &h));
+	note_digest(t, "one way", len, h);
+	TRY(send_pattern(t, b, seed + 1, len));
+	TRY(recv_pattern(t, a, seed + 1, len, &h));
+	note_digest(t, "the other way", len, h);
+	return 0;
+out:
+	return -1;
+}
+
 /* A short message each way proves both directions of @a <-> @b work. */
 static int roundtrip(struct tctx *t, int a, int b)
 {
@@ -1625,7 +1645,6 @@ static int connect_again_after_refusals(struct tctx *t,
 	const size_t len = 32 << 10;
 	int l = -1, c = -1, s = -1, i, ret = -1;
 	struct addr to;
-	uint64_t h;
 
 	l = closed_port(t, &server_addr, &to);
 	TRY(l < 0);
@@ -1637,12 +1656,7 @@ static int connect_again_after_refusals(struct tctx *t,
 	TRY(connect_to(t, c, &to));
 	s = accept_within(t, l, 0);
 	TRY(s < 0);
-	TRY(send_pattern(t, c, 61, len));
-	TRY(recv_pattern(t, s, 61, len, &h));
-	note_digest(t, "to the server", len, h);
-	TRY(send_pattern(t, s, 62, len));
-	TRY(recv_pattern(t, c, 62, len, &h));
-	note_digest(t, "to the client", len, h);
+	TRY(stream_both_ways(t, c, s, 61, len));
 	ASSERT_OK(shutdown(c, SHUT_WR));
 	TRY(expect_eof(t, s));
 	ret = 0;
@@ -1677,7 +1691,6 @@ static void connect_unspec_then_elsewhere_carries_the_new_stream(struct tctx *t)
 	struct addr to;
 	char buf[16];
 	ssize_t r;
-	uint64_t h;
 
 	TRY(make_pair(t, &c, &s1, 0));
 	TRY(roundtrip(t, c, s1));
@@ -1692,12 +1705,7 @@ static void connect_unspec_then_elsewhere_carries_the_new_stream(struct tctx *t)
 	TRY(connect_to(t, c, &to));
 	s2 = accept_within(t, l2, 0);
 	TRY(s2 < 0);
-	TRY(send_pattern(t, c, 63, len));
-	TRY(recv_pattern(t, s2, 63, len, &h));
-	note_digest(t, "to the new peer", len, h);
-	TRY(send_pattern(t, s2, 64, len));
-	TRY(recv_pattern(t, c, 64, len, &h));
-	note_digest(t, "from the new peer", len, h);
+	TRY(stream_both_ways(t, c, s2, 63, len));
 out:
 	close_fd(&c);
 	close_fd(&s1);
