@@ -375,13 +375,18 @@ void conn_attach(struct conn *c, int fd, int row, int sndbuf)
  * socket lingers 0, so that the close sends a reset, and no RDMA FIN goes
  * (the caller sees SO_LINGER {1, 0}).  true: it resets.
  */
-static bool reset_if_unread(struct conn *c, int fd)
+void conn_reset_on_close(int fd)
 {
 	struct linger lg = { .l_onoff = 1, .l_linger = 0 };
 
+	real.setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+}
+
+static bool reset_if_unread(struct conn *c, int fd)
+{
 	if (path_of(c) != CONN_RDMA || !transport_available(c->t))
 		return false;
-	real.setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+	conn_reset_on_close(fd);
 	return true;
 }
 
@@ -808,13 +813,12 @@ void conn_exit(struct conn *c, int fd)
 
 void conn_quick_exit(struct conn *c, int fd)
 {
-	struct linger lg = { .l_onoff = 1, .l_linger = 0 };
 	int64_t deadline = clock_ms() + QUICK_EXIT_MS;
 
 	if (!conn_alive(c) || conn_shared(c) || path_of(c) != CONN_RDMA)
 		return;
 	if (transport_finish_by(c->t, deadline) == -ECONNRESET)
-		real.setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+		conn_reset_on_close(fd);
 }
 
 int conn_kernel_ready(struct conn *c, int fd)

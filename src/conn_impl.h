@@ -91,6 +91,8 @@ ssize_t conn_rdma_recv(struct conn *c, int tcp_fd, const struct iovec *iov,
 		       int iovcnt, int flags);
 /* Lets the FIN's write complete, at most 200 ms. */
 void conn_rdma_wait_writes(struct conn *c);
+/* The kernel socket fd lingers 0: its close sends a reset, as TCP's does. */
+void conn_reset_on_close(int fd);
 
 /*
  * conn_move.c: the move to the kernel socket.  The caller holds c->lock.

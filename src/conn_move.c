@@ -85,14 +85,13 @@ static void log_move(const struct conn *c, const char *what)
 /* The move failed: the connection is reset, as a broken TCP one. */
 static void fail_locked(struct conn *c, const char *why)
 {
-	struct linger lg = { .l_onoff = 1, .l_linger = 0 };
 
 	log_warn("rdma: connection (fd %d) could not move to TCP (%s): "
 		 "reset",
 		 c->kfd, why);
 	moving_remove(c);
 	if (c->kfd >= 0) {
-		real.setsockopt(c->kfd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+		conn_reset_on_close(c->kfd);
 		real.shutdown(c->kfd, SHUT_RDWR);
 	}
 	share_publish(c->slot, SHARE_FAILED);
@@ -290,7 +289,6 @@ bool conn_move_flush_locked(struct conn *c)
 
 void conn_move_reset_locked(struct conn *c, const char *why)
 {
-	struct linger lg = { .l_onoff = 1, .l_linger = 0 };
 	struct sockaddr unspec = { .sa_family = AF_UNSPEC };
 
 	log_warn("rdma: connection (fd %d) could not write what moved with "
@@ -300,7 +298,7 @@ void conn_move_reset_locked(struct conn *c, const char *why)
 	c->shut_kernel = false;
 	if (c->kfd < 0)
 		return;
-	real.setsockopt(c->kfd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+	conn_reset_on_close(c->kfd);
 	/* A TCP disconnect: the peer gets a reset, this socket ECONNRESET. */
 	real.connect(c->kfd, &unspec, sizeof(unspec));
 	publish_tcp_locked(c);

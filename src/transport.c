@@ -685,6 +685,16 @@ void transport_limit_send(struct transport *t, uint32_t bytes)
 	pthread_mutex_unlock(&t->lock);
 }
 
+/* Under t->lock, neither frozen nor failed: the FIN goes after the data. */
+static void send_fin_locked(struct transport *t)
+{
+	if (t->tx_shut)
+		return;
+	t->tx_shut = true;
+	t->fin_pending = true;
+	flush_locked(t);
+}
+
 int transport_shutdown(struct transport *t)
 {
 	int ret = 0;
@@ -695,9 +705,7 @@ int transport_shutdown(struct transport *t)
 	} else if (t->error) {
 		ret = t->error;
 	} else if (!t->tx_shut) {
-		t->tx_shut = true;
-		t->fin_pending = true;
-		flush_locked(t);
+		send_fin_locked(t);
 		arm_for_own_completions_locked(t);
 		ret = t->error;
 	}
@@ -705,10 +713,17 @@ int transport_shutdown(struct transport *t)
 	return ret;
 }
 
-/* Under t->lock: every write posted and completed, the FIN last. */
-static bool finished_locked(const struct transport *t)
+/*
+ * Under t->lock: the writes not completed yet, one more for what is
+ * still to post (staged bytes, the FIN); none once frozen, since a move
+ * posts nothing more.
+ */
+static unsigned int writes_left_locked(const struct transport *t)
 {
-	return !t->sq_outstanding && !stream_unsent(&t->s) && !t->fin_pending;
+	if (t->frozen)
+		return 0;
+	return t->sq_outstanding +
+	       (stream_unsent(&t->s) || t->fin_pending ? 1 : 0);
 }
 
 int transport_finish_by(struct transport *t, int64_t deadline_ms)
@@ -727,12 +742,8 @@ int transport_finish_by(struct transport *t, int64_t deadline_ms)
 		ret = -ECONNRESET;
 		goto out;
 	}
-	if (!t->tx_shut) {
-		t->tx_shut = true;
-		t->fin_pending = true;
-		flush_locked(t);
-	}
-	while (!t->error && !finished_locked(t)) {
+	send_fin_locked(t);
+	while (!t->error && writes_left_locked(t)) {
 		pthread_mutex_unlock(&t->lock);
 		if (clock_ms() >= deadline_ms)
 			return -ETIMEDOUT;
@@ -935,9 +946,7 @@ unsigned int transport_writes_in_flight(struct transport *t)
 
 	pthread_mutex_lock(&t->lock);
 	progress_locked(t);
-	n = t->frozen ? 0 : t->sq_outstanding;
-	if (!t->frozen && (stream_unsent(&t->s) || t->fin_pending))
-		n++;
+	n = writes_left_locked(t);
 	pthread_mutex_unlock(&t->lock);
 	return n;
 }
