@@ -177,7 +177,7 @@ void handshake_channel_failed(int fd)
 	if (errno != EACCES)
 		return;
 	progress_del(fd);
-	if (policy_stop_rdma())
+	if (policy_stop_rdma(ROCESHIM_REASON_UNSUPPORTED))
 		log_info("cm: the process changed its credentials since the "
 			 "RDMA connection manager was opened, which the kernel "
 			 "refuses now: new connections stay on TCP");

@@ -7,11 +7,15 @@
 #include "policy.h"
 
 static bool fd_limit_logged;
-static bool rdma_stopped; /* atomic */
+/* atomic: why RDMA stopped (policy_stop_rdma()), NONE while it has not */
+static unsigned int rdma_stopped;
 
-bool policy_stop_rdma(void)
+bool policy_stop_rdma(enum roceshim_reason why)
 {
-	return !__atomic_exchange_n(&rdma_stopped, true, __ATOMIC_SEQ_CST);
+	unsigned int none = ROCESHIM_REASON_NONE;
+
+	return __atomic_compare_exchange_n(&rdma_stopped, &none, why, false,
+					   __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
 }
 
 bool policy_rdma_stopped(void)
@@ -27,7 +31,7 @@ static enum roceshim_reason rdma_available(const struct config *cfg)
 	if (!cfg->rdma)
 		return ROCESHIM_REASON_DISABLED;
 	if (policy_rdma_stopped())
-		return ROCESHIM_REASON_UNSUPPORTED;
+		return __atomic_load_n(&rdma_stopped, __ATOMIC_SEQ_CST);
 	/* A host without RDMA pays nothing for the descriptor check. */
 	reason = device_status(cfg);
 	if (reason)

@@ -31,12 +31,15 @@ enum roceshim_reason policy_decide(const struct config *cfg,
 enum roceshim_reason policy_listener(const struct config *cfg, uint16_t port);
 
 /*
- * The kernel refuses a process's writes to an RDMA descriptor opened
- * before its credentials changed (setuid() and the like): from
- * policy_stop_rdma() on, both calls above say ROCESHIM_REASON_UNSUPPORTED.
- * true: this call stopped it, an earlier one had not.
+ * The process gives up RDMA for good: its credentials changed (the kernel
+ * refuses its writes to an RDMA descriptor opened before, setuid() and
+ * the like: why is ROCESHIM_REASON_UNSUPPORTED), or it set up io_uring,
+ * which reads and writes sockets behind roceshim's back
+ * (ROCESHIM_REASON_IO_URING).  From policy_stop_rdma() on, both calls
+ * above say the first why given.  true: this call stopped it, an earlier
+ * one had not.
  */
-bool policy_stop_rdma(void);
+bool policy_stop_rdma(enum roceshim_reason why);
 bool policy_rdma_stopped(void);
 
 #endif /* ROCESHIM_POLICY_H */

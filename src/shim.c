@@ -315,8 +315,10 @@ SHIM_EXPORT long syscall(long number, ...)
 	shim_ensure_init();
 	if (shim_config.enabled && shim_fd_syscall(number, arg, &ret))
 		return ret;
-	if (shim_config.enabled)
+	if (shim_config.enabled) {
 		shim_cred_syscall(number, arg);
+		shim_uring_syscall(number);
+	}
 	if (!shim_config.enabled || !forks(number, arg, &flags))
 		return real.syscall(number, arg[0], arg[1], arg[2], arg[3],
 				    arg[4], arg[5]);

@@ -73,6 +73,12 @@ bool shim_fd_syscall(long number, const long *arg, long *ret);
  */
 void shim_cred_syscall(long number, const long *arg);
 
+/*
+ * interpose_uring.c: io_uring_setup made through syscall(): the process
+ * gives up RDMA first, as liburing's set-up calls do.
+ */
+void shim_uring_syscall(long number);
+
 static inline struct sock *shim_lookup(int fd)
 {
 	if (!shim_tracking())

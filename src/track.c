@@ -1077,10 +1077,23 @@ void track_option(struct sock *sock, int fd)
 	errno = err;
 }
 
+/*
+ * The process gives up RDMA (policy_stop_rdma()): its CM listeners go,
+ * then, the handshakes under way over, every connection on RDMA moves to
+ * TCP with cause.  Leaves errno.
+ */
+static void give_up_all(enum roceshim_downgrade cause)
+{
+	struct leaving how = { .cause = cause, .all = true };
+
+	fd_table_for_each(give_up_listener, NULL);
+	handshake_quiesce((int)shim_config.connect_timeout_ms + 1000);
+	fd_table_for_each(give_up_rdma, &how);
+	conn_closing_drain();
+}
+
 void track_credentials_change(void)
 {
-	struct leaving how = { .cause = ROCESHIM_DOWNGRADE_CREDENTIALS,
-			       .all = true };
 	int err = errno;
 
 	/*
@@ -1090,15 +1103,33 @@ void track_credentials_change(void)
 	 * uses it and hands it those its listeners took
 	 * (handshake_take_pending()); the child itself makes none.
 	 */
-	if (!may_have_rdma() || !handshake_running() || !policy_stop_rdma())
+	if (!may_have_rdma() || !handshake_running() ||
+	    !policy_stop_rdma(ROCESHIM_REASON_UNSUPPORTED))
 		goto out;
 	log_info("the process changes its credentials: the kernel refuses "
 		 "its RDMA descriptors from now on, so its connections move "
 		 "to TCP and new ones stay there");
-	fd_table_for_each(give_up_listener, NULL);
-	handshake_quiesce((int)shim_config.connect_timeout_ms + 1000);
-	fd_table_for_each(give_up_rdma, &how);
-	conn_closing_drain();
+	give_up_all(ROCESHIM_DOWNGRADE_CREDENTIALS);
+out:
+	errno = err;
+}
+
+void track_io_uring(void)
+{
+	struct leaving how = { .cause = ROCESHIM_DOWNGRADE_IO_URING,
+			       .all = true };
+	int err = errno;
+
+	if (!policy_stop_rdma(ROCESHIM_REASON_IO_URING) || !may_have_rdma())
+		goto out;
+	log_info("the process sets up io_uring, which reads and writes "
+		 "sockets without roceshim: its connections move to TCP and "
+		 "new ones stay there (io_uring)");
+	/* A fork child claims what it inherited, as at its first call. */
+	if (handshake_running())
+		give_up_all(ROCESHIM_DOWNGRADE_IO_URING);
+	else
+		fd_table_for_each(give_up_rdma, &how);
 out:
 	errno = err;
 }

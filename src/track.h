@@ -183,5 +183,14 @@ void track_quick_exit(void);
  * moves them), and its later connections stay on TCP.  Leaves errno.
  */
 void track_credentials_change(void);
+/*
+ * The process is about to set up io_uring (io_uring_setup(2), directly or
+ * through liburing).  Its reads and writes of a socket go to the kernel
+ * without a call roceshim sees, so they must find the connection on its
+ * kernel socket: the process gives up RDMA for good (policy_stop_rdma()),
+ * its connections, those it inherited included, move to TCP, and its
+ * later ones stay there.  Leaves errno.
+ */
+void track_io_uring(void);
 
 #endif /* ROCESHIM_TRACK_H */

@@ -29,7 +29,7 @@
 #include <stdint.h>
 
 #define ROCESHIM_STATS_MAGIC	      0x4d485352u /* "RSHM" little endian */
-#define ROCESHIM_STATS_LAYOUT_VERSION 4u
+#define ROCESHIM_STATS_LAYOUT_VERSION 5u
 #define ROCESHIM_STATS_SHM_PREFIX     "/roceshim-"
 #define ROCESHIM_STATS_COMMAND_LEN    64
 
@@ -51,7 +51,8 @@ enum roceshim_reason {
 	ROCESHIM_REASON_MEMLOCK_LIMIT = 13, /* rings beyond RLIMIT_MEMLOCK */
 	ROCESHIM_REASON_SHARED = 14,	    /* shared during the handshake */
 	ROCESHIM_REASON_ABANDONED = 15,	    /* shut down while connecting */
-	ROCESHIM_REASON_COUNT = 16	    /* array size, room to grow */
+	ROCESHIM_REASON_IO_URING = 16,	    /* the process set up io_uring */
+	ROCESHIM_REASON_COUNT = 24	    /* array size, room to grow */
 };
 
 /*
@@ -86,7 +87,10 @@ enum roceshim_downgrade {
 						 connection back */
 	ROCESHIM_DOWNGRADE_DISCONNECT = 15,   /* connect(AF_UNSPEC)
 						 dissolved it */
-	ROCESHIM_DOWNGRADE_COUNT = 16	      /* array size, room to grow */
+	ROCESHIM_DOWNGRADE_IO_URING = 16,     /* the process set up io_uring,
+						 which reads and writes the
+						 kernel socket itself */
+	ROCESHIM_DOWNGRADE_COUNT = 24	      /* array size, room to grow */
 };
 
 enum roceshim_row_state {
@@ -250,6 +254,7 @@ static inline const char *roceshim_reason_name(unsigned int reason)
 		[ROCESHIM_REASON_MEMLOCK_LIMIT] = "memlock_limit",
 		[ROCESHIM_REASON_SHARED] = "shared",
 		[ROCESHIM_REASON_ABANDONED] = "abandoned",
+		[ROCESHIM_REASON_IO_URING] = "io_uring",
 	};
 
 	if (reason >= sizeof(names) / sizeof(names[0]) || !names[reason])
@@ -290,6 +295,7 @@ static inline const char *roceshim_downgrade_name(unsigned int cause)
 		[ROCESHIM_DOWNGRADE_SOCKOPT] = "sockopt",
 		[ROCESHIM_DOWNGRADE_ACCEPT_QUEUE] = "accept_queue",
 		[ROCESHIM_DOWNGRADE_DISCONNECT] = "disconnect",
+		[ROCESHIM_DOWNGRADE_IO_URING] = "io_uring",
 	};
 
 	if (cause >= sizeof(names) / sizeof(names[0]) || !names[cause])

@@ -501,8 +501,8 @@ def check_stats(args, master_port):
     if data.get("pid") != os.getpid():
         problems.append("stats pid %r is not ours (%d)"
                         % (data.get("pid"), os.getpid()))
-    if data.get("layout_version") != 4:
-        problems.append("layout_version %r, expected 4"
+    if data.get("layout_version") != 5:
+        problems.append("layout_version %r, expected 5"
                         % data.get("layout_version"))
     glob = data.get("global", {})
     rows = data.get("connections", [])

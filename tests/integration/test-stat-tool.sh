@@ -157,7 +157,7 @@ pids+=($sleeper)
 forge() { "$PYTHON" - "/dev/shm/roceshim-$sleeper" "$@" <<'PY'
 import struct, sys
 path, version, rows, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-head = struct.pack("<IIIIIi", 0x4d485352, version, 640, 192, rows, 0)
+head = struct.pack("<IIIIIi", 0x4d485352, version, 768, 192, rows, 0)
 open(path, "wb").write((head + bytes(size))[:size])
 PY
 }
@@ -165,16 +165,16 @@ forge 99 0 4096
 "$ROCESHIM_STAT" "$sleeper" >/dev/null 2>"$tmp/err"
 rc=$?
 check other_layout_version_is_refused test "$rc" -eq 1
-check refusal_names_both_versions grep -q "layout version 99, this tool reads version 4" "$tmp/err"
+check refusal_names_both_versions grep -q "layout version 99, this tool reads version 5" "$tmp/err"
 
-# A segment of the previous layout (before the rings' sizes).
-forge 3 0 4096
+# A segment of the previous layout (before the io_uring reason and cause).
+forge 4 0 4096
 "$ROCESHIM_STAT" "$sleeper" >/dev/null 2>"$tmp/err"
 rc=$?
 check previous_layout_version_is_refused test "$rc" -eq 1
-check refusal_names_the_previous_version grep -q "layout version 3, this tool reads version 4" "$tmp/err"
+check refusal_names_the_previous_version grep -q "layout version 4, this tool reads version 5" "$tmp/err"
 
-forge 4 1000000 4096
+forge 5 1000000 4096
 "$ROCESHIM_STAT" "$sleeper" >/dev/null 2>"$tmp/err"
 check oversized_row_count_is_refused test $? -eq 1
 check refusal_says_corrupt grep -q "corrupt header" "$tmp/err"

@@ -44,9 +44,9 @@ static int open_conn(int fd)
 
 /* Readers of other builds depend on these: change them only together
  * with ROCESHIM_STATS_LAYOUT_VERSION. */
-static void layout_is_pinned_for_version_4(void **state)
+static void layout_is_pinned_for_version_5(void **state)
 {
-	assert_int_equal(ROCESHIM_STATS_LAYOUT_VERSION, 4);
+	assert_int_equal(ROCESHIM_STATS_LAYOUT_VERSION, 5);
 	assert_int_equal(sizeof(struct roceshim_stats_memory), 128);
 	assert_int_equal(sizeof(struct roceshim_stats_endpoint), 20);
 	assert_int_equal(sizeof(struct roceshim_stats_counters), 64);
@@ -58,7 +58,8 @@ static void layout_is_pinned_for_version_4(void **state)
 	assert_int_equal(offsetof(struct roceshim_stats_row, rings), 128);
 	assert_int_equal(offsetof(struct roceshim_stats_header, command), 40);
 	assert_int_equal(offsetof(struct roceshim_stats_header, global), 104);
-	assert_int_equal(sizeof(struct roceshim_stats_header), 640);
+	assert_int_equal(sizeof(struct roceshim_stats_global), 656);
+	assert_int_equal(sizeof(struct roceshim_stats_header), 768);
 }
 
 static const struct stats_ring_sizes grown = {
@@ -116,6 +117,13 @@ static void reason_names_are_stable(void **state)
 			    "no_device");
 	assert_string_equal(roceshim_reason_name(ROCESHIM_REASON_EXCLUDED),
 			    "excluded");
+	assert_string_equal(roceshim_reason_name(ROCESHIM_REASON_IO_URING),
+			    "io_uring");
+	assert_string_equal(
+		roceshim_downgrade_name(ROCESHIM_DOWNGRADE_IO_URING),
+		"io_uring");
+	assert_string_equal(roceshim_reason_name(ROCESHIM_REASON_COUNT),
+			    "unknown");
 	assert_string_equal(roceshim_reason_name(200), "unknown");
 	assert_string_equal(roceshim_state_name(99), "unknown");
 }
@@ -522,7 +530,7 @@ static void shutdown_removes_the_name(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(layout_is_pinned_for_version_4),
+		cmocka_unit_test(layout_is_pinned_for_version_5),
 		cmocka_unit_test(reason_names_are_stable),
 		cmocka_unit_test(ring_changes_are_refused_before_the_segment),
 		cmocka_unit_test(segment_appears_on_first_row_only),
