@@ -94,7 +94,7 @@ static struct roceshim_stats_header *segment_map(size_t size)
 {
 	char name[64];
 	void *map;
-	int fd;
+	int fd, err;
 
 	segment_name(name, sizeof(name), getpid());
 	fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0644);
@@ -108,10 +108,17 @@ static struct roceshim_stats_header *segment_map(size_t size)
 			 strerror(errno));
 		return NULL;
 	}
-	/* Readable by monitoring users whatever the umask. */
-	if (fchmod(fd, 0644) || ftruncate(fd, size)) {
+	/*
+	 * Readable by monitoring users whatever the umask; its pages had now,
+	 * since a store into one that a full tmpfs cannot give is SIGBUS.
+	 */
+	if (fchmod(fd, 0644) || ftruncate(fd, size))
+		err = errno;
+	else
+		err = posix_fallocate(fd, 0, size);
+	if (err) {
 		log_warn("stats: sizing %s: %s; stats are off", name,
-			 strerror(errno));
+			 strerror(err));
 		goto fail;
 	}
 	map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
