@@ -68,12 +68,15 @@ static void poll_entries(struct pollfd *tmp, const struct pollfd *pfd,
 
 	readiness_poll_begin(r);
 	/*
-	 * POLLRDHUP alone: a FIN to come wakes the channel; one already
-	 * there leaves in_fd readable for good, and must answer at once.
+	 * POLLRDHUP alone, or POLLHUP, which poll() reports whatever the
+	 * entry asks, once this end is shut too: a FIN to come wakes the
+	 * channel; one already there leaves in_fd readable for good, and
+	 * must answer at once.
 	 */
-	if (!in && pfd->events & POLLRDHUP) {
+	if (!in) {
 		transport_readiness(readiness_transport(r), &t);
-		in = t.eof;
+		if (pfd->events & POLLRDHUP || t.shut)
+			in = t.eof;
 	}
 	tmp[POLL_IN_FD].fd = readiness_in_fd(r);
 	tmp[POLL_IN_FD].events = in ? POLLIN : 0;
@@ -127,11 +130,16 @@ static short poll_fold(const struct pollfd *tmp, short ev, struct readiness *r)
 			revents |= ev & POLL_OUT_EVENTS;
 		arrived |= t.readable;
 	}
-	/* The transport's EOF: POLLRDHUP (and POLLHUP) with it, as TCP's. */
-	if (arrived && ev & POLLRDHUP) {
+	/*
+	 * The transport's EOF: POLLRDHUP with it, and POLLHUP once both
+	 * sides are shut, whatever the entry asks, as TCP's.
+	 */
+	if (arrived) {
 		transport_readiness(readiness_transport(r), &t);
-		if (t.eof)
-			revents |= POLLRDHUP | (t.shut ? POLLHUP : 0);
+		if (t.eof && ev & POLLRDHUP)
+			revents |= POLLRDHUP;
+		if (t.eof && t.shut)
+			revents |= POLLHUP;
 	}
 	return revents;
 }

@@ -3451,6 +3451,51 @@ out:
 }
 
 /*
+ * Both sides shut (the peer's FIN read, then this end's own shutdown):
+ * poll() reports POLLHUP whatever the entry asks for, with events 0 (a
+ * program that watches a connection for its end only) or with POLLIN.
+ */
+static int both_sides_shut(struct tctx *t, int *c, int *s)
+{
+	char byte;
+
+	TRY(make_pair(t, c, s, PAIR_BIND_CLIENT));
+	TRY(roundtrip(t, *c, *s));
+	ASSERT_OK(shutdown(*s, SHUT_WR));
+	ASSERT(wait_fd(*c, POLLIN, io_ms()) > 0, "no EOF at the client");
+	ASSERT(recv(*c, &byte, 1, 0) == 0, "want EOF at the client");
+	ASSERT_OK(shutdown(*c, SHUT_WR));
+	return 0;
+out:
+	return -1;
+}
+
+static void
+poll_without_events_reports_hangup_once_both_sides_shut(struct tctx *t)
+{
+	int c = -1, s = -1, ev;
+
+	TRY(both_sides_shut(t, &c, &s));
+	ev = wait_fd(c, 0, io_ms());
+	ASSERT(ev == POLLHUP, "want POLLHUP, got %#x", ev);
+out:
+	close_fd(&c);
+	close_fd(&s);
+}
+
+static void poll_for_input_reports_hangup_once_both_sides_shut(struct tctx *t)
+{
+	int c = -1, s = -1, ev;
+
+	TRY(both_sides_shut(t, &c, &s));
+	ev = wait_fd(c, POLLIN, io_ms());
+	ASSERT(ev == (POLLIN | POLLHUP), "want POLLIN|POLLHUP, got %#x", ev);
+out:
+	close_fd(&c);
+	close_fd(&s);
+}
+
+/*
  * A reset is readable (the read gets the error) as well as an error and a
  * hang-up.  (Over RDMA, the queue pair's end may show as readable a moment
  * before the reset: the loops wait for the error.)  Event loops that take
@@ -6840,6 +6885,8 @@ static const struct test tests[] = {
 	TEST(raw_close_syscall_frees_the_number),
 	TEST(linger_zero_close_resets_peer),
 	TEST(reset_is_reported_once_then_reads_end),
+	TEST(poll_without_events_reports_hangup_once_both_sides_shut),
+	TEST(poll_for_input_reports_hangup_once_both_sides_shut),
 	TEST(reset_reports_readable_to_poll),
 	TEST(reset_reports_readable_to_epoll),
 	TEST(blocking_read_wakes_with_eof_when_peer_closes),
