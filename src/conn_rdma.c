@@ -626,41 +626,6 @@ static int wait_turn(struct conn *c, struct blocking *b, struct turn_wait *tw,
 	return nanosleep(&send_turn_nap, NULL) ? -EINTR : 0;
 }
 
-/*
- * A blocking send's wait for credit.  Kernel TCP's buffers take megabytes
- * that nobody reads yet; an RDMA connection, what the peer's ring holds
- * (it grows within a few seconds of the need, up to ROCESHIM_RING_KB).  A
- * program that sends more than that before it reads the other end, from
- * the same thread, would wait for ever.  So a send that has waited
- * SEND_STALL_MS without staging a byte moves the connection to TCP, whose
- * buffers take the bytes: -EXDEV, and the send goes on there.
- * *stall_end: when the wait began, plus SEND_STALL_MS; -1 before.
- */
-#define SEND_STALL_MS 5000
-
-static int wait_for_credit(struct conn *c, struct blocking *b,
-			   int64_t *stall_end)
-{
-	static bool logged;
-	int64_t deadline = b->deadline;
-	int n;
-
-	if (*stall_end < 0)
-		*stall_end = clock_ms() + SEND_STALL_MS;
-	if (deadline < 0 || deadline > *stall_end)
-		deadline = *stall_end;
-	n = readiness_wait_writable(c->r, deadline);
-	if (n != -EAGAIN || clock_ms() < *stall_end)
-		return n;
-	if (!__atomic_exchange_n(&logged, true, __ATOMIC_RELAXED))
-		log_info("fd %d: a blocking send waited %d s for its peer to "
-			 "read: the connection moves to TCP, whose buffers "
-			 "take the bytes (send_stalled; logged once)",
-			 b->fd, SEND_STALL_MS / 1000);
-	conn_move_start(c, ROCESHIM_DOWNGRADE_SEND_STALLED);
-	return -EXDEV;
-}
-
 ssize_t conn_rdma_send(struct conn *c, int tcp_fd, const struct iovec *iov,
 		       int iovcnt, int flags)
 {
@@ -671,7 +636,6 @@ ssize_t conn_rdma_send(struct conn *c, int tcp_fd, const struct iovec *iov,
 	struct zerocopy z = { .mr = NULL };
 	bool corked = false;
 	int64_t credit_deadline = -1; /* a non-blocking pinned send's */
-	int64_t stall_end = -1;	      /* see wait_for_credit() */
 	ssize_t total = 0, n;
 	size_t len;
 	struct turn_wait tw = { .waiting = false };
@@ -702,7 +666,6 @@ ssize_t conn_rdma_send(struct conn *c, int tcp_fd, const struct iovec *iov,
 		}
 		if (n > 0) {
 			wait_clock_stop(&w);
-			stall_end = -1;
 			total += n;
 			if ((size_t)total == len)
 				break;
@@ -723,7 +686,7 @@ ssize_t conn_rdma_send(struct conn *c, int tcp_fd, const struct iovec *iov,
 		wait_clock_start(&w);
 		if (spin(c, &w, transport_writable))
 			continue;
-		n = wait_for_credit(c, &b, &stall_end);
+		n = readiness_wait_writable(c->r, b.deadline);
 		if (restarts(&b, n, total))
 			continue;
 		if (n)

@@ -90,8 +90,6 @@ enum roceshim_downgrade {
 	ROCESHIM_DOWNGRADE_IO_URING = 16,     /* the process set up io_uring,
 						 which reads and writes the
 						 kernel socket itself */
-	ROCESHIM_DOWNGRADE_SEND_STALLED = 17, /* a blocking send waited for
-						 a peer that read nothing */
 	ROCESHIM_DOWNGRADE_COUNT = 24	      /* array size, room to grow */
 };
 
@@ -298,7 +296,6 @@ static inline const char *roceshim_downgrade_name(unsigned int cause)
 		[ROCESHIM_DOWNGRADE_ACCEPT_QUEUE] = "accept_queue",
 		[ROCESHIM_DOWNGRADE_DISCONNECT] = "disconnect",
 		[ROCESHIM_DOWNGRADE_IO_URING] = "io_uring",
-		[ROCESHIM_DOWNGRADE_SEND_STALLED] = "send_stalled",
 	};
 
 	if (cause >= sizeof(names) / sizeof(names[0]) || !names[cause])

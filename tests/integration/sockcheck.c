@@ -1679,33 +1679,6 @@ bound_connect_again_after_refusals_carries_both_streams(struct tctx *t)
 }
 
 /*
- * One thread sends a megabyte with one blocking send() before it reads
- * the other end: kernel TCP's buffers take it, and the send returns.
- */
-static void one_thread_sends_a_megabyte_before_reading_it(struct tctx *t)
-{
-	const size_t len = 1 << 20;
-	unsigned char *buf = malloc(len);
-	int c = -1, s = -1;
-	uint64_t h;
-	ssize_t n;
-
-	TRY(!buf);
-	TRY(make_pair(t, &c, &s, 0));
-	pattern_fill(buf, len, 73, 0);
-	n = send(c, buf, len, MSG_NOSIGNAL);
-	ASSERT(n == (ssize_t)len, "send: want %zu, got %zd (%s)", len, n,
-	       n < 0 ? errname(errno) : "short");
-	TRY(recv_pattern(t, s, 73, len, &h));
-	note_digest(t, "the megabyte", len, h);
-	TRY(stream_both_ways(t, s, c, 74, 32 << 10));
-out:
-	free(buf);
-	close_fd(&c);
-	close_fd(&s);
-}
-
-/*
  * connect() to AF_UNSPEC dissolves a connection (the kernel resets it),
  * and the socket may then connect elsewhere: the old peer reads what
  * came before and then the end, and the new one gets the whole stream.
@@ -6831,7 +6804,6 @@ static const struct test tests[] = {
 	TEST(connect_again_after_refusals_carries_both_streams),
 	TEST(bound_connect_again_after_refusals_carries_both_streams),
 	TEST(connect_unspec_then_elsewhere_carries_the_new_stream),
-	SLOW_TEST(one_thread_sends_a_megabyte_before_reading_it, 15),
 	TEST(shutdown_abandons_connect_in_progress),
 	TEST(connect_on_connected_socket_gives_eisconn),
 	TEST(unconnected_socket_reports_enotconn),

@@ -122,9 +122,6 @@ static void reason_names_are_stable(void **state)
 	assert_string_equal(
 		roceshim_downgrade_name(ROCESHIM_DOWNGRADE_IO_URING),
 		"io_uring");
-	assert_string_equal(
-		roceshim_downgrade_name(ROCESHIM_DOWNGRADE_SEND_STALLED),
-		"send_stalled");
 	assert_string_equal(roceshim_reason_name(ROCESHIM_REASON_COUNT),
 			    "unknown");
 	assert_string_equal(roceshim_reason_name(200), "unknown");
