@@ -493,24 +493,45 @@ static void dial_end(struct dial *d)
 }
 
 /*
+ * How long a blocking connect's handshake goes on after a signal handler
+ * interrupted it where the kernel would not restart the connect.  The
+ * kernel's connect to a live peer on the route is over in well under
+ * that, so a signal rarely finds it waiting; the handshake takes longer,
+ * and a program with a fast timer (a handler without SA_RESTART) that
+ * takes EINTR for a failure and connects again would find every attempt
+ * interrupted.  A handshake that ends within the grace goes on as if
+ * nothing had happened; one that does not is abandoned (EINTR).
+ */
+#define SIGNAL_GRACE_MS 100
+
+/*
  * Waits for the next event on ch; NULL on timeout, or (*interrupted) when
  * a signal handler interrupted the wait where the kernel would not
- * restart a connect (may_restart false: a send timeout is set).
+ * restart a connect (may_restart false: a send timeout is set) and no
+ * event came in the grace after the first such signal.  *grace_end: that
+ * grace's end, -1 before the first.
  */
 static struct rdma_cm_event *next_event(struct rdma_event_channel *ch,
 					int64_t deadline, bool may_restart,
-					bool *interrupted)
+					int64_t *grace_end, bool *interrupted)
 {
 	struct pollfd pfd = { .fd = ch->fd, .events = POLLIN };
 	struct rdma_cm_event *ev;
+	int64_t until;
 	int left, n;
 
-	do {
-		left = clock_ms_left(deadline);
+	for (;;) {
+		until = *grace_end >= 0 && *grace_end < deadline ? *grace_end
+								 : deadline;
+		left = clock_ms_left(until);
 		n = left ? real.poll(&pfd, 1, left) : 0;
-	} while (n < 0 && errno == EINTR && may_restart &&
-		 sig_restart_allowed());
-	*interrupted = n < 0 && errno == EINTR;
+		if (n >= 0 || errno != EINTR)
+			break;
+		if (*grace_end < 0 && !(may_restart && sig_restart_allowed()))
+			*grace_end = clock_ms() + SIGNAL_GRACE_MS;
+	}
+	/* Or its deadline came first: the connect must still end now. */
+	*interrupted = !n && *grace_end >= 0;
 	if (n <= 0)
 		return NULL;
 	return rdmacm.get_cm_event(ch, &ev) ? NULL : ev;
@@ -528,6 +549,7 @@ static enum roceshim_reason connect_now(const struct config *cfg, int fd,
 	/* SO_SNDTIMEO bounds a connect and stops its restart (signal(7)). */
 	bool may_restart = real_socket_timeout_ms(fd, SO_SNDTIMEO) < 0,
 	     interrupted;
+	int64_t grace_end = -1;
 
 	if (!shared)
 		return ROCESHIM_REASON_UNSUPPORTED;
@@ -542,7 +564,8 @@ static enum roceshim_reason connect_now(const struct config *cfg, int fd,
 	if (reason)
 		dial_finish(&d, reason);
 	while (d.state != DIAL_DONE) {
-		ev = next_event(ch, d.deadline, may_restart, &interrupted);
+		ev = next_event(ch, d.deadline, may_restart, &grace_end,
+				&interrupted);
 		if (!ev) {
 			log_debug("cm: %s", interrupted
 						    ? "a signal ended the wait"

@@ -1679,6 +1679,107 @@ bound_connect_again_after_refusals_carries_both_streams(struct tctx *t)
 }
 
 /*
+ * A program with a fast timer (SIGUSR1 every millisecond, its handler
+ * without SA_RESTART) that takes a connect's EINTR for a failure and
+ * connects again on a new socket: each of its connections gets through
+ * within a few tries, as the kernel's connect to a peer on the route is
+ * over before most signals come, and carries bytes.  (A connect that gave
+ * EINTR may still complete: its connection waits in the listener's
+ * queue, and is told apart by its port.)
+ */
+#define FAST_TIMER_CONNECTIONS 10
+#define FAST_TIMER_TRIES       20
+#define FAST_TIMER_PERIOD_NS   1000000
+
+/*
+ * The end of the connection that l's queue holds for client c: from the
+ * ends accepted so far (pool, *pooled of them), or accepted now, the
+ * others pooled for the clients after c.
+ */
+static int accept_peer_of(struct tctx *t, int l, int c, int *pool, int *pooled)
+{
+	struct addr want, got;
+	int s = -1, i;
+
+	ASSERT_OK(local_addr(c, &want));
+	for (i = 0;; i++) {
+		if (i == *pooled) {
+			ASSERT(*pooled < FAST_TIMER_CONNECTIONS *
+						 FAST_TIMER_TRIES,
+			       "no connection from the client's port");
+			pool[i] = accept_within(t, l, 0);
+			TRY(pool[i] < 0);
+			(*pooled)++;
+		}
+		if (pool[i] < 0)
+			continue;
+		ASSERT_OK(peer_addr(pool[i], &got));
+		if (addr_equal(&got, &want)) {
+			s = pool[i];
+			pool[i] = -1;
+			return s;
+		}
+	}
+out:
+	return -1;
+}
+
+static void
+connect_retried_after_eintr_under_a_fast_timer_connects(struct tctx *t)
+{
+	struct sigevent sev = { .sigev_notify = SIGEV_SIGNAL,
+				.sigev_signo = SIGUSR1 };
+	struct itimerspec period = { .it_interval.tv_nsec =
+					     FAST_TIMER_PERIOD_NS,
+				     .it_value.tv_nsec = FAST_TIMER_PERIOD_NS };
+	struct itimerspec off = { .it_value.tv_nsec = 0 };
+	int c[FAST_TIMER_CONNECTIONS], l = -1, s = -1, i, tries = 0, r;
+	int pool[FAST_TIMER_CONNECTIONS * FAST_TIMER_TRIES], pooled = 0;
+	timer_t timer;
+	bool armed = false;
+	struct addr to;
+
+	for (i = 0; i < FAST_TIMER_CONNECTIONS; i++)
+		c[i] = -1;
+	l = closed_port(t, &server_addr, &to);
+	TRY(l < 0);
+	ASSERT_OK(listen(l, FAST_TIMER_CONNECTIONS * FAST_TIMER_TRIES));
+	ASSERT_OK(timer_create(CLOCK_MONOTONIC, &sev, &timer));
+	armed = true;
+	ASSERT_OK(timer_settime(timer, 0, &period, NULL));
+	for (i = 0; i < FAST_TIMER_CONNECTIONS; i++) {
+		for (tries = 1; tries <= FAST_TIMER_TRIES; tries++) {
+			c[i] = tcp_socket(t, family(&server_addr), 0,
+					  &client_addr);
+			TRY(c[i] < 0);
+			r = connect(c[i], sa(&to), to.len);
+			if (!r)
+				break;
+			ASSERT(errno == EINTR, "connect: %s", errname(errno));
+			close_fd(&c[i]);
+		}
+		ASSERT(c[i] >= 0, "connection %d: EINTR %d times", i,
+		       FAST_TIMER_TRIES);
+	}
+	ASSERT_OK(timer_settime(timer, 0, &off, NULL));
+	for (i = 0; i < FAST_TIMER_CONNECTIONS; i++) {
+		s = accept_peer_of(t, l, c[i], pool, &pooled);
+		TRY(s < 0);
+		TRY(roundtrip(t, c[i], s));
+		close_fd(&s);
+	}
+out:
+	if (armed)
+		timer_delete(timer);
+	for (i = 0; i < FAST_TIMER_CONNECTIONS; i++)
+		close_fd(&c[i]);
+	for (i = 0; i < pooled; i++)
+		close_fd(&pool[i]);
+	close_fd(&l);
+	close_fd(&s);
+}
+
+/*
  * connect() to AF_UNSPEC dissolves a connection (the kernel resets it),
  * and the socket may then connect elsewhere: the old peer reads what
  * came before and then the end, and the new one gets the whole stream.
@@ -6804,6 +6905,7 @@ static const struct test tests[] = {
 	TEST(connect_again_after_refusals_carries_both_streams),
 	TEST(bound_connect_again_after_refusals_carries_both_streams),
 	TEST(connect_unspec_then_elsewhere_carries_the_new_stream),
+	TEST(connect_retried_after_eintr_under_a_fast_timer_connects),
 	TEST(shutdown_abandons_connect_in_progress),
 	TEST(connect_on_connected_socket_gives_eisconn),
 	TEST(unconnected_socket_reports_enotconn),
