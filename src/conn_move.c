@@ -85,7 +85,6 @@ static void log_move(const struct conn *c, const char *what)
 /* The move failed: the connection is reset, as a broken TCP one. */
 static void fail_locked(struct conn *c, const char *why)
 {
-
 	log_warn("rdma: connection (fd %d) could not move to TCP (%s): "
 		 "reset",
 		 c->kfd, why);

@@ -30,8 +30,9 @@ static enum roceshim_reason rdma_available(const struct config *cfg)
 	/* Checked first: with the path off, the RDMA stack is never loaded. */
 	if (!cfg->rdma)
 		return ROCESHIM_REASON_DISABLED;
-	if (policy_rdma_stopped())
-		return __atomic_load_n(&rdma_stopped, __ATOMIC_SEQ_CST);
+	reason = __atomic_load_n(&rdma_stopped, __ATOMIC_SEQ_CST);
+	if (reason)
+		return reason;
 	/* A host without RDMA pays nothing for the descriptor check. */
 	reason = device_status(cfg);
 	if (reason)
