@@ -6,11 +6,14 @@
 # (tests/fabric/accept_burst.c), over TCP (ROCESHIM_RDMA=0) and with RDMA
 # on.  The full accept queue makes the kernel drop the last ACK of some
 # handshakes, or answer SYNs with cookies and drop their ACK.  Over TCP,
-# each client's retransmitted bytes get it in once the queue drains; with
-# RDMA on, such a connection must move to TCP (accept_queue) to get in the
-# same way, where it would otherwise wait for ever.  Both runs must accept
-# every client with its bytes.  Rings of 16 KiB: 1000 connection ends in
-# one guest process.
+# each client's retransmitted bytes get it in once the queue drains; on a
+# slow host some are dropped again and again, back off for minutes, or
+# are given up (the client sees a reset or a timeout).  With RDMA on, such
+# a connection must move to TCP (accept_queue) to get in the same way,
+# where it would otherwise wait for ever.  In both runs every client must
+# be read on exactly one accepted connection, see its connection fail,
+# or still be retransmitting after 120 s: none may wait with nothing in
+# flight.  Rings of 16 KiB: 1000 connection ends in one guest process.
 set -u
 probe="$top_builddir/tests/fabric/accept_burst"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/test-accept-queue.XXXXXX") || exit 1
@@ -28,14 +31,18 @@ run() {
 	echo "moved_accept_queue $(grep -c 'moved to TCP (accept_queue)' \
 		"$tmp/$1.log")" >>"$tmp/$1"
 	sed "s/^/    $1: /" "$tmp/$1"
-	check_eq "${1}_accepts_every_client_with_its_bytes" "rc 0" \
+	check_eq "${1}_leaves_no_client_waiting" "rc 0" \
 		"$(grep '^rc ' "$tmp/$1")"
 }
 field() { awk -v k="$2" '$1 == k {print $2}' "$tmp/$1"; }
 
 run tcp 0
 run rdma 1
-echo "# burst of 500, backlog 16: tcp $(field tcp seconds) s," \
-	"rdma $(field rdma seconds) s ($(field rdma moved_accept_queue)" \
-	"connection ends moved to TCP for the full queue)"
+summary() {
+	echo "$1 $(field "$1" seconds) s ($(field "$1" failed) failed," \
+		"$(field "$1" retrying) retrying)"
+}
+echo "# burst of 500, backlog 16: $(summary tcp), $(summary rdma);" \
+	"$(field rdma moved_accept_queue) connection ends moved to TCP for" \
+	"the full queue"
 finish
