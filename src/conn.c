@@ -461,12 +461,23 @@ static ssize_t kernel_recv(int fd, const struct iovec *iov, int iovcnt,
 /* ---- fork children ---------------------------------------------------- */
 
 /*
+ * How long past its longest wait for the peer's marker the owner's move
+ * may take to say how it ended: its tick, and the resend of what it
+ * staged, come after.
+ */
+#define SHARE_REPLY_SLACK_MS 2000
+
+/*
  * A connection inherited across fork is its owner's: this process asks the
  * owner to move it to the kernel socket, which both then share as they
- * would over TCP (share.h).
+ * would over TCP (share.h).  It waits as long as the owner's move may: a
+ * descendant that gave up first would take for reset a connection the
+ * owner then moves.
  */
 static void claim_inherited(struct conn *c)
 {
+	int longest = c->timeout_ms > MOVE_WAIT_MAX_MS ? c->timeout_ms
+						       : MOVE_WAIT_MAX_MS;
 	enum conn_path path = path_of(c);
 	enum share_state state;
 
@@ -477,7 +488,7 @@ static void claim_inherited(struct conn *c)
 	if (path == CONN_FAILED ||
 	    (path == CONN_TCP && c->backlog_from == c->backlog_to))
 		return;
-	state = share_request(c->slot, c->timeout_ms);
+	state = share_request(c->slot, longest + SHARE_REPLY_SLACK_MS);
 	c->backlog_from = c->backlog_to = 0;
 	c->shut_kernel = false;
 	__atomic_store_n(&c->path, state == SHARE_TCP ? CONN_TCP : CONN_FAILED,

@@ -372,7 +372,16 @@ static bool owner_gone(int poked)
 	return poked == -ECONNREFUSED || poked == -EINVAL;
 }
 
-/* Waits while *word is val, until deadline; false once it has passed. */
+/*
+ * How often a descendant waiting for the owner's move checks that the
+ * owner still lives: one that died mid-move publishes nothing.
+ */
+#define OWNER_CHECK_MS 1000
+
+/*
+ * Waits while *word is val, until deadline and at most OWNER_CHECK_MS;
+ * false once the deadline has passed.
+ */
 static bool wait_word(uint32_t *word, uint32_t val, int64_t deadline)
 {
 	struct timespec ts;
@@ -380,6 +389,8 @@ static bool wait_word(uint32_t *word, uint32_t val, int64_t deadline)
 
 	if (!left)
 		return false;
+	if (left > OWNER_CHECK_MS)
+		left = OWNER_CHECK_MS;
 	ts.tv_sec = left / 1000;
 	ts.tv_nsec = left % 1000 * 1000000l;
 	futex(word, FUTEX_WAIT, val, &ts);
@@ -395,15 +406,20 @@ enum share_state share_request(struct share_slot *slot, int timeout_ms)
 		return state;
 	__atomic_store_n(&slot->request, 1, __ATOMIC_RELEASE);
 	/* A full queue still reaches it: it reads every slot's word. */
-	if (owner_gone(poke_owner(sh.own.r))) {
-		log_info("fork: the owner of an inherited RDMA connection is "
-			 "gone; the connection is reset here");
-		return SHARE_FAILED;
-	}
-	while ((state = share_state(slot)) < SHARE_TCP)
+	if (owner_gone(poke_owner(sh.own.r)))
+		goto gone;
+	while ((state = share_state(slot)) < SHARE_TCP) {
 		if (!wait_word(&slot->state, state, deadline))
 			return SHARE_FAILED;
+		if (share_state(slot) < SHARE_TCP &&
+		    owner_gone(poke_owner(sh.own.r)))
+			goto gone;
+	}
 	return state;
+gone:
+	log_info("fork: the owner of an inherited RDMA connection is gone; "
+		 "the connection is reset here");
+	return SHARE_FAILED;
 }
 
 void share_pending_set(struct share_slot *slot,

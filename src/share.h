@@ -75,9 +75,10 @@ enum share_state share_state(const struct share_slot *slot);
 
 /*
  * Descendant: asks the owner to move the connection to TCP, and waits at
- * most timeout_ms for it.  Returns the state it ended in: SHARE_TCP, or
- * SHARE_FAILED when the owner could not, or could not be reached (it has
- * exited), or took too long.
+ * most timeout_ms for it (the longest the owner's move may wait, so that
+ * both ends of the share agree on how it ended).  Returns the state it
+ * ended in: SHARE_TCP, or SHARE_FAILED when the owner could not, or could
+ * not be reached or died meanwhile, or took too long.
  */
 enum share_state share_request(struct share_slot *slot, int timeout_ms);
 
