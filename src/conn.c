@@ -660,14 +660,28 @@ int conn_take_error(struct conn *c)
 /*
  * A reset peer: its error is reported once, by the kernel socket or by
  * the record of it that roceshim took, and the reads after it find the
- * end of the stream, as on TCP.
+ * end of the stream, as on TCP.  The kernel socket of a connection on
+ * RDMA carries none of the program's bytes: what it holds before the
+ * reset is the marker of a move the peer could not finish, and is thrown
+ * away.
  */
 static ssize_t recv_after_reset(struct conn *c, int tcp_fd,
 				const struct iovec *iov, int iovcnt, int flags)
 {
+	uint8_t discard[WIRE_MARKER_LEN];
 	int err = conn_take_error(c);
+	ssize_t n;
 
-	return err ? -err : kernel_recv(tcp_fd, iov, iovcnt, flags);
+	if (err)
+		return -err;
+	do
+		n = real.recv(tcp_fd, discard, sizeof(discard), MSG_DONTWAIT);
+	while (n > 0);
+	if (n < 0 && errno != EAGAIN && errno != EINTR)
+		return -errno;
+	if (!n)
+		return 0;
+	return kernel_recv(tcp_fd, iov, iovcnt, flags);
 }
 
 ssize_t conn_recv(struct conn *c, int tcp_fd, const struct iovec *iov,

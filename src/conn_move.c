@@ -82,14 +82,21 @@ static void log_move(const struct conn *c, const char *what)
 		 roceshim_downgrade_name(c->cause));
 }
 
-/* The move failed: the connection is reset, as a broken TCP one. */
+/*
+ * The move failed: the connection is reset, as a broken TCP one.  The
+ * peer gets a TCP reset at once, never an end of stream it could take for
+ * a clean close.
+ */
 static void fail_locked(struct conn *c, const char *why)
 {
+	struct sockaddr unspec = { .sa_family = AF_UNSPEC };
+
 	log_warn("rdma: connection (fd %d) could not move to TCP (%s): "
 		 "reset",
 		 c->kfd, why);
 	moving_remove(c);
-	if (c->kfd >= 0) {
+	/* A disconnect another thread's wait holds off: reset at close. */
+	if (c->kfd >= 0 && real.connect(c->kfd, &unspec, sizeof(unspec))) {
 		conn_reset_on_close(c->kfd);
 		real.shutdown(c->kfd, SHUT_RDWR);
 	}

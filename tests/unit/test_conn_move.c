@@ -726,9 +726,9 @@ static void catch_up_ends_with_the_peer_s_close(void **state)
 	assert_true(caught_up(&ends[0]));
 }
 
-static void unanswered_marker_fails_the_move_after_its_timeout(void **state)
+/* End a's move waits 30 ms for a marker b never writes. */
+static void move_unanswered(struct end *ends)
 {
-	struct end *ends = *state;
 	struct timespec pause = { .tv_nsec = 20 * 1000000 };
 	int64_t until;
 
@@ -739,8 +739,28 @@ static void unanswered_marker_fails_the_move_after_its_timeout(void **state)
 		conn_move_tick();
 		nanosleep(&pause, NULL);
 	}
+}
+
+static void unanswered_marker_fails_the_move_after_its_timeout(void **state)
+{
+	struct end *ends = *state;
+
+	move_unanswered(ends);
 	assert_int_equal(path(&ends[0]), CONN_FAILED);
 	assert_int_equal(published, SHARE_FAILED);
+}
+
+static void
+failed_move_resets_the_peer_rather_than_ending_its_stream(void **state)
+{
+	struct end *ends = *state;
+	uint8_t marker[WIRE_MARKER_LEN];
+	char byte;
+
+	move_unanswered(ends);
+	read_all(ends[1].fd, marker, sizeof(marker));
+	assert_int_equal(recv(ends[1].fd, &byte, 1, 0), -1);
+	assert_int_equal(errno, ECONNRESET);
 }
 
 static void peer_that_took_and_sent_nothing_gets_the_longest_wait(void **state)
@@ -788,6 +808,7 @@ int main(void)
 		CASE(catch_up_waits_for_the_first_bytes_the_peer_resends),
 		CASE(catch_up_ends_with_the_peer_s_close),
 		CASE(unanswered_marker_fails_the_move_after_its_timeout),
+		CASE(failed_move_resets_the_peer_rather_than_ending_its_stream),
 		CASE(peer_that_took_and_sent_nothing_gets_the_longest_wait),
 	};
 
