@@ -382,6 +382,15 @@ void conn_reset_on_close(int fd)
 	real.setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
 }
 
+void conn_reset_kernel(int fd)
+{
+	struct sockaddr unspec = { .sa_family = AF_UNSPEC };
+
+	conn_reset_on_close(fd);
+	if (real.connect(fd, &unspec, sizeof(unspec)))
+		real.shutdown(fd, SHUT_RD);
+}
+
 static bool reset_if_unread(struct conn *c, int fd)
 {
 	if (path_of(c) != CONN_RDMA || !transport_available(c->t))

@@ -203,6 +203,14 @@ void conn_on_share_request(struct conn *c);
  * negative errno (then the stream is unusable).
  */
 int conn_move_unclaimed(int fd, enum roceshim_downgrade cause, int timeout_ms);
+/*
+ * A move of fd's connection failed: its TCP connection is reset, as a
+ * broken one.  The peer gets a reset at once (a TCP disconnect), never an
+ * end of stream it could take for a clean close; if another thread's
+ * wait holds the disconnect off, nothing more is sent until the reset
+ * that fd's close then sends.
+ */
+void conn_reset_kernel(int fd);
 
 /*
  * Before every fork, a vfork carried out as one included (its parent runs

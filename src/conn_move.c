@@ -89,17 +89,12 @@ static void log_move(const struct conn *c, const char *what)
  */
 static void fail_locked(struct conn *c, const char *why)
 {
-	struct sockaddr unspec = { .sa_family = AF_UNSPEC };
-
 	log_warn("rdma: connection (fd %d) could not move to TCP (%s): "
 		 "reset",
 		 c->kfd, why);
 	moving_remove(c);
-	/* A disconnect another thread's wait holds off: reset at close. */
-	if (c->kfd >= 0 && real.connect(c->kfd, &unspec, sizeof(unspec))) {
-		conn_reset_on_close(c->kfd);
-		real.shutdown(c->kfd, SHUT_RDWR);
-	}
+	if (c->kfd >= 0)
+		conn_reset_kernel(c->kfd);
 	share_publish(c->slot, SHARE_FAILED);
 	set_path(c, CONN_FAILED);
 	readiness_release(c->r);
@@ -295,8 +290,6 @@ bool conn_move_flush_locked(struct conn *c)
 
 void conn_move_reset_locked(struct conn *c, const char *why)
 {
-	struct sockaddr unspec = { .sa_family = AF_UNSPEC };
-
 	log_warn("rdma: connection (fd %d) could not write what moved with "
 		 "it to TCP (%s): reset",
 		 c->kfd, why);
@@ -304,9 +297,7 @@ void conn_move_reset_locked(struct conn *c, const char *why)
 	c->shut_kernel = false;
 	if (c->kfd < 0)
 		return;
-	conn_reset_on_close(c->kfd);
-	/* A TCP disconnect: the peer gets a reset, this socket ECONNRESET. */
-	real.connect(c->kfd, &unspec, sizeof(unspec));
+	conn_reset_kernel(c->kfd);
 	publish_tcp_locked(c);
 }
 
@@ -503,9 +494,14 @@ bool conn_move_tick(void)
 			late = c;
 	left = moving_list;
 	pthread_mutex_unlock(&moving_lock);
-	/* One a tick: the list may change under the lock dropped here. */
+	/*
+	 * One a tick: the list may change under the lock dropped here.  A
+	 * marker that came since its event was served ends the move first.
+	 */
 	if (late) {
 		pthread_mutex_lock(&late->lock);
+		if (path_of(late) == CONN_MOVING)
+			read_marker_locked(late);
 		if (path_of(late) == CONN_MOVING &&
 		    !marker_stalled_locked(late, now))
 			fail_locked(late, "the peer's marker did not come");

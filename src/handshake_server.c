@@ -696,7 +696,7 @@ static void move_unclaimed(const struct config *cfg, int fd,
 				 ? "the process before an exec"
 				 : "a parent process",
 			 strerror(-err));
-		real.shutdown(fd, SHUT_RDWR);
+		conn_reset_kernel(fd);
 		return;
 	}
 	*moved = cause;
