@@ -19,6 +19,7 @@
 #include "log.h"
 #include "rdma_stack.h"
 #include "real.h"
+#include "sig_restart.h"
 #include "stats.h"
 
 /* How long a closed connection's FIN may take before it is torn down. */
@@ -479,11 +480,13 @@ static ssize_t kernel_recv(int fd, const struct iovec *iov, int iovcnt,
 /*
  * A connection inherited across fork is its owner's: this process asks the
  * owner to move it to the kernel socket, which both then share as they
- * would over TCP (share.h).  It waits as long as the owner's move may: a
- * descendant that gave up first would take for reset a connection the
- * owner then moves.
+ * would over TCP (share.h).  It waits longer than the owner's move may
+ * (twice its first wait, which a stall on the path may extend by about
+ * as much): a descendant that gave up first would take for reset a
+ * connection the owner then moves.  0, or -EINTR when a signal handler
+ * interrupted the wait (the request stands).
  */
-static void claim_inherited(struct conn *c)
+static int claim_inherited(struct conn *c)
 {
 	int longest = c->timeout_ms > MOVE_WAIT_MAX_MS ? c->timeout_ms
 						       : MOVE_WAIT_MAX_MS;
@@ -496,12 +499,15 @@ static void claim_inherited(struct conn *c)
 	 */
 	if (path == CONN_FAILED ||
 	    (path == CONN_TCP && c->backlog_from == c->backlog_to))
-		return;
-	state = share_request(c->slot, longest + SHARE_REPLY_SLACK_MS);
+		return 0;
+	state = share_request(c->slot, 2 * longest + SHARE_REPLY_SLACK_MS);
+	if (state < SHARE_TCP)
+		return -EINTR;
 	c->backlog_from = c->backlog_to = 0;
 	c->shut_kernel = false;
 	__atomic_store_n(&c->path, state == SHARE_TCP ? CONN_TCP : CONN_FAILED,
 			 __ATOMIC_RELEASE);
+	return 0;
 }
 
 struct share_slot *conn_slot(struct conn *c)
@@ -602,11 +608,22 @@ static int kernel_ready(struct conn *c, int fd, int flags)
 	return err ? -err : backlog_out(c, fd, flags);
 }
 
-/* A call on a connection inherited across fork claims it first. */
-static void claim_if_inherited(struct conn *c)
+/*
+ * A call on a connection inherited across fork claims it first.  A signal
+ * handler that interrupts the wait ends a call that may fail with EINTR
+ * (interruptible) as the kernel would end it, unless the kernel would
+ * restart it; any other call waits on.
+ */
+static int claim_if_inherited(struct conn *c, bool interruptible)
 {
-	if (!conn_alive(c))
-		claim_inherited(c);
+	int err;
+
+	if (conn_alive(c))
+		return 0;
+	while ((err = claim_inherited(c)))
+		if (interruptible && !sig_restart_allowed())
+			return err;
+	return 0;
 }
 
 ssize_t conn_send(struct conn *c, int tcp_fd, const struct iovec *iov,
@@ -615,7 +632,10 @@ ssize_t conn_send(struct conn *c, int tcp_fd, const struct iovec *iov,
 	ssize_t n;
 	int err;
 
-	claim_if_inherited(c);
+	*kernel = true;
+	err = claim_if_inherited(c, true);
+	if (err)
+		return err;
 	for (;;) {
 		*kernel = true;
 		switch (path_of(c)) {
@@ -699,7 +719,10 @@ ssize_t conn_recv(struct conn *c, int tcp_fd, const struct iovec *iov,
 	ssize_t n;
 	int err;
 
-	claim_if_inherited(c);
+	*kernel = true;
+	err = claim_if_inherited(c, true);
+	if (err)
+		return err;
 	for (;;) {
 		*kernel = true;
 		switch (path_of(c)) {
@@ -740,7 +763,7 @@ int conn_shutdown(struct conn *c, int fd, int how)
 	bool to_kernel, on_rdma;
 	int ret = 0;
 
-	claim_if_inherited(c);
+	claim_if_inherited(c, false);
 	if (how != SHUT_WR) {
 		/*
 		 * On RDMA, the kernel socket's read side is where the peer's
@@ -790,7 +813,7 @@ int conn_readable_bytes(struct conn *c, int fd)
 	size_t n;
 	int k;
 
-	claim_if_inherited(c);
+	claim_if_inherited(c, false);
 	if (path_of(c) == CONN_TCP)
 		return real.ioctl(fd, FIONREAD, &k) ? 0 : k;
 	if (path_of(c) != CONN_RDMA)
@@ -911,7 +934,7 @@ static int move_to_kernel(struct conn *c, enum roceshim_downgrade cause,
 			  bool backlog_too)
 {
 	if (!conn_alive(c)) {
-		claim_inherited(c);
+		claim_if_inherited(c, false);
 	} else {
 		pthread_mutex_lock(&c->lock);
 		conn_move_begin_locked(c, cause);

@@ -379,28 +379,31 @@ static bool owner_gone(int poked)
 #define OWNER_CHECK_MS 1000
 
 /*
- * Waits while *word is val, until deadline and at most OWNER_CHECK_MS;
- * false once the deadline has passed.
+ * Waits while *word is val, until deadline and at most OWNER_CHECK_MS:
+ * 0, -ETIMEDOUT once the deadline has passed, or -EINTR when a signal
+ * handler ran.
  */
-static bool wait_word(uint32_t *word, uint32_t val, int64_t deadline)
+static int wait_word(uint32_t *word, uint32_t val, int64_t deadline)
 {
 	struct timespec ts;
 	int left = clock_ms_left(deadline);
 
 	if (!left)
-		return false;
+		return -ETIMEDOUT;
 	if (left > OWNER_CHECK_MS)
 		left = OWNER_CHECK_MS;
 	ts.tv_sec = left / 1000;
 	ts.tv_nsec = left % 1000 * 1000000l;
-	futex(word, FUTEX_WAIT, val, &ts);
-	return true;
+	if (futex(word, FUTEX_WAIT, val, &ts) && errno == EINTR)
+		return -EINTR;
+	return 0;
 }
 
 enum share_state share_request(struct share_slot *slot, int timeout_ms)
 {
 	int64_t deadline = clock_ms() + timeout_ms;
 	enum share_state state = share_state(slot);
+	int err;
 
 	if (state >= SHARE_TCP)
 		return state;
@@ -409,10 +412,15 @@ enum share_state share_request(struct share_slot *slot, int timeout_ms)
 	if (owner_gone(poke_owner(sh.own.r)))
 		goto gone;
 	while ((state = share_state(slot)) < SHARE_TCP) {
-		if (!wait_word(&slot->state, state, deadline))
+		err = wait_word(&slot->state, state, deadline);
+		if (err == -ETIMEDOUT)
 			return SHARE_FAILED;
-		if (share_state(slot) < SHARE_TCP &&
-		    owner_gone(poke_owner(sh.own.r)))
+		state = share_state(slot);
+		if (state >= SHARE_TCP)
+			break;
+		if (err == -EINTR)
+			return state;
+		if (owner_gone(poke_owner(sh.own.r)))
 			goto gone;
 	}
 	return state;
@@ -502,7 +510,7 @@ share_pending_claim(const struct roceshim_stats_endpoint *src, uint16_t port,
 		return SHARE_NOT_PENDING;
 	/* The client connects TCP once established: that may be in flight. */
 	while ((state = share_pending_state(slot)) == SHARE_PENDING_WAIT)
-		if (!wait_word(&slot->pending, state, deadline))
+		if (wait_word(&slot->pending, state, deadline) == -ETIMEDOUT)
 			break;
 	if (state != SHARE_PENDING_ESTABLISHED ||
 	    !__atomic_compare_exchange_n(&slot->pending, &state,

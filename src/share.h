@@ -75,10 +75,12 @@ enum share_state share_state(const struct share_slot *slot);
 
 /*
  * Descendant: asks the owner to move the connection to TCP, and waits at
- * most timeout_ms for it (the longest the owner's move may wait, so that
+ * most timeout_ms for it (longer than the owner's move may take, so that
  * both ends of the share agree on how it ended).  Returns the state it
  * ended in: SHARE_TCP, or SHARE_FAILED when the owner could not, or could
- * not be reached or died meanwhile, or took too long.
+ * not be reached or died meanwhile, or took too long; or, when a signal
+ * handler interrupted the wait, the state before the end (the request
+ * stands: a later call waits on).
  */
 enum share_state share_request(struct share_slot *slot, int timeout_ms);
 

@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: MIT
-/* Specification of the share region handed to a new program (src/share.c):
- * a worker that a server starts as a new program, with the listener, claims
+/* Specification of the share region (src/share.c): a descendant's request
+ * waits for its owner's answer, and a signal handler may interrupt it; a
+ * worker that a server starts as a new program, with the listener, claims
  * the connections its owner's CM listener took, as a prefork worker does;
  * and the environment variable that names the region is hostile input. */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -15,12 +17,14 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
+#include "clock.h"
 #include "progress.h"
 #include "real.h"
 #include "share.h"
@@ -87,6 +91,130 @@ static void wait_for_request(void *ctx)
 	     i++)
 		nanosleep(&tick, NULL);
 	assert_ptr_equal(__atomic_load_n(&requested, __ATOMIC_ACQUIRE), ctx);
+}
+
+static void on_alarm(int sig)
+{
+	(void)sig;
+}
+
+struct answer {
+	int state;
+	long ms;
+};
+
+/*
+ * A fork child asks about slot, a handler without SA_RESTART interrupting
+ * it after interrupt_ms if that is not 0; the test reads its answer.
+ */
+static pid_t descendant_request(struct share_slot *slot, int interrupt_ms,
+				int *answer_fd)
+{
+	struct sigaction sa = { .sa_handler = on_alarm };
+	struct itimerval it = { .it_value = { 0, interrupt_ms * 1000 } };
+	struct answer a;
+	int fds[2];
+	int64_t t0;
+	pid_t pid;
+
+	assert_int_equal(pipe(fds), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid) {
+		close(fds[1]);
+		*answer_fd = fds[0];
+		return pid;
+	}
+	share_fork_child(false);
+	if (interrupt_ms) {
+		sigaction(SIGALRM, &sa, NULL);
+		setitimer(ITIMER_REAL, &it, NULL);
+	}
+	t0 = clock_ms();
+	a.state = share_request(slot, 10000);
+	a.ms = clock_ms() - t0;
+	_exit(write(fds[1], &a, sizeof(a)) == sizeof(a) ? 0 : 1);
+}
+
+static struct answer read_answer(pid_t pid, int fd)
+{
+	struct answer a = { -1, -1 };
+
+	assert_int_equal(read(fd, &a, sizeof(a)), sizeof(a));
+	close(fd);
+	assert_int_equal(waitpid(pid, NULL, 0), pid);
+	return a;
+}
+
+static void request_waits_for_an_owner_that_answers_late(void **state)
+{
+	static int ctx;
+	struct share_slot *slot = share_slot_new(&ctx);
+	struct timespec late = { 1, 500000000 };
+	struct answer a;
+	int fd;
+	pid_t pid;
+
+	(void)state;
+	assert_non_null(slot);
+	pid = descendant_request(slot, 0, &fd);
+	wait_for_request(&ctx);
+	nanosleep(&late, NULL);
+	share_publish(slot, SHARE_TCP);
+	a = read_answer(pid, fd);
+	assert_int_equal(a.state, SHARE_TCP);
+	assert_true(a.ms >= 1400);
+	share_slot_free(slot);
+}
+
+static void request_a_signal_interrupts_returns_before_the_end(void **state)
+{
+	static int ctx;
+	struct share_slot *slot = share_slot_new(&ctx);
+	struct answer a;
+	int fd;
+	pid_t pid;
+
+	(void)state;
+	assert_non_null(slot);
+	pid = descendant_request(slot, 200, &fd);
+	wait_for_request(&ctx);
+	a = read_answer(pid, fd);
+	assert_true(a.state < SHARE_TCP);
+	assert_true(a.ms < 5000);
+	share_slot_free(slot);
+}
+
+static void
+descendant_claims_a_pending_connection_once_established(void **state)
+{
+	static int ctx;
+	struct share_slot *slot = share_slot_new(&ctx);
+	struct timespec later = { 0, 300000000 };
+	bool orphan;
+	int status;
+	pid_t pid;
+
+	(void)state;
+	assert_non_null(slot);
+	share_pending_set(slot, &source, PORT);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (!pid) {
+		share_fork_child(false);
+		_exit(share_pending_claim(&source, PORT, 5000, &orphan) ==
+				      SHARE_PENDING_CLAIMED
+			      ? 0
+			      : 1);
+	}
+	nanosleep(&later, NULL);
+	share_pending_settle(slot, SHARE_PENDING_ESTABLISHED);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	assert_int_equal(share_pending_state(slot), SHARE_PENDING_CLAIMED);
+	wait_for_request(&ctx);
+	share_slot_free(slot);
 }
 
 static void new_image_claims_a_pending_connection_of_its_owner(void **state)
@@ -258,6 +386,11 @@ static int claim_in_new_image(void)
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(request_waits_for_an_owner_that_answers_late),
+		cmocka_unit_test(
+			request_a_signal_interrupts_returns_before_the_end),
+		cmocka_unit_test(
+			descendant_claims_a_pending_connection_once_established),
 		cmocka_unit_test(
 			new_image_claims_a_pending_connection_of_its_owner),
 		cmocka_unit_test(new_image_finds_nothing_for_another_source),
