@@ -38,7 +38,7 @@
 #define CONNS	       500
 #define BACKLOG	       16
 #define ACCEPT_AFTER_S 1
-#define LIMIT_S	       120
+#define LIMIT_S	       180
 #define POLL_MS	       200
 #define NAMED_WAITING  5
 

@@ -7,7 +7,8 @@ new program.
     stopped_peer.py server ADDR GATE [--fork]
         prints "port N"; accepts one connection, reads "hi", writes "ok",
         waits for the file GATE (the client's pid, written once it is
-        about to stop), writes PAYLOAD_BYTES (less than a ring starts
+        about to stop) and for the client to be stopped, writes
+        PAYLOAD_BYTES (less than a ring starts
         at: the stopped client's ring must take them), then puts the
         connection on its stdin and stdout and execs itself as the
         handler.  With --fork, a fork child is the handler instead, and
@@ -33,6 +34,8 @@ import socket
 import sys
 import time
 
+from peer import connect
+
 PAYLOAD_BYTES = 16 << 10
 GREETING = b"handler ready\n"
 DATA_BYTES = 1 << 20
@@ -43,13 +46,26 @@ def payload():
     return bytes(i % 251 for i in range(PAYLOAD_BYTES))
 
 
+def stopped(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("T", "t")
+    except (OSError, IndexError):
+        return False
+
+
 def wait_gate(gate):
+    """The client's pid, once the client is stopped."""
     while True:
         try:
             with open(gate) as f:
-                return int(f.read())
+                pid = int(f.read())
+            break
         except (OSError, ValueError):
             time.sleep(0.01)
+    while not stopped(pid):
+        time.sleep(0.01)
+    return pid
 
 
 def server(args):
@@ -115,10 +131,7 @@ def recv_exactly(s, n, got):
 
 
 def client(args):
-    s = socket.socket()
-    if args.bind:
-        s.bind((args.bind, 0))
-    s.connect((args.addr, args.port))
+    s = connect(args)
     s.sendall(b"hi")
     if s.recv(2) != b"ok":
         sys.exit("client: no ok")

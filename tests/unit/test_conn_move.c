@@ -758,6 +758,7 @@ failed_move_resets_the_peer_rather_than_ending_its_stream(void **state)
 	char byte;
 
 	move_unanswered(ends);
+	assert_int_equal(path(&ends[0]), CONN_FAILED);
 	read_all(ends[1].fd, marker, sizeof(marker));
 	assert_int_equal(recv(ends[1].fd, &byte, 1, 0), -1);
 	assert_int_equal(errno, ECONNRESET);
