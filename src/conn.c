@@ -488,8 +488,7 @@ static ssize_t kernel_recv(int fd, const struct iovec *iov, int iovcnt,
  */
 static int claim_inherited(struct conn *c)
 {
-	int longest = c->timeout_ms > MOVE_WAIT_MAX_MS ? c->timeout_ms
-						       : MOVE_WAIT_MAX_MS;
+	int longest = move_wait_longest_ms(c->timeout_ms);
 	enum conn_path path = path_of(c);
 	enum share_state state;
 

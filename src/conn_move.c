@@ -197,8 +197,7 @@ static int move_timeout(const struct conn *c)
 {
 	if (c->pos.consumed || c->pos.released)
 		return c->timeout_ms;
-	return c->timeout_ms > MOVE_WAIT_MAX_MS ? c->timeout_ms
-						: MOVE_WAIT_MAX_MS;
+	return move_wait_longest_ms(c->timeout_ms);
 }
 
 void conn_move_begin_locked(struct conn *c, enum roceshim_downgrade cause)

@@ -39,6 +39,12 @@ enum move_wait_verdict {
 
 void move_wait_start(struct move_wait *w, int timeout_ms, int64_t now_ms);
 
+/* The first wait of a move that may wait longest, for timeout_ms. */
+static inline int move_wait_longest_ms(int timeout_ms)
+{
+	return timeout_ms > MOVE_WAIT_MAX_MS ? timeout_ms : MOVE_WAIT_MAX_MS;
+}
+
 static inline bool move_wait_late(const struct move_wait *w, int64_t now_ms)
 {
 	return now_ms >= w->deadline_ms;
