@@ -504,6 +504,8 @@ static int claim_inherited(struct conn *c)
 		return -EINTR;
 	c->backlog_from = c->backlog_to = 0;
 	c->shut_kernel = false;
+	if (state != SHARE_TCP)
+		conn_record_reset(c);
 	__atomic_store_n(&c->path, state == SHARE_TCP ? CONN_TCP : CONN_FAILED,
 			 __ATOMIC_RELEASE);
 	return 0;
@@ -675,7 +677,8 @@ ssize_t conn_send(struct conn *c, int tcp_fd, const struct iovec *iov,
 				return -err;
 			return n;
 		default:
-			return -EPIPE;
+			err = conn_take_error(c);
+			return err ? -err : -EPIPE;
 		}
 	}
 }
@@ -683,6 +686,14 @@ ssize_t conn_send(struct conn *c, int tcp_fd, const struct iovec *iov,
 int conn_take_error(struct conn *c)
 {
 	return __atomic_exchange_n(&c->taken_error, 0, __ATOMIC_ACQ_REL);
+}
+
+void conn_record_reset(struct conn *c)
+{
+	int none = 0;
+
+	__atomic_compare_exchange_n(&c->taken_error, &none, ECONNRESET, false,
+				    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
 }
 
 /*
@@ -752,7 +763,8 @@ ssize_t conn_recv(struct conn *c, int tcp_fd, const struct iovec *iov,
 				return -err;
 			return n;
 		default:
-			return -ECONNRESET;
+			/* As after a TCP reset: the error once, then EOF. */
+			return -conn_take_error(c);
 		}
 	}
 }

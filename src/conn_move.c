@@ -96,6 +96,7 @@ static void fail_locked(struct conn *c, const char *why)
 	if (c->kfd >= 0)
 		conn_reset_kernel(c->kfd);
 	share_publish(c->slot, SHARE_FAILED);
+	conn_record_reset(c);
 	set_path(c, CONN_FAILED);
 	readiness_release(c->r);
 }

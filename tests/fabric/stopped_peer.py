@@ -115,6 +115,23 @@ def handle(rfd, wfd, pid):
         print("handler:", step, type(e).__name__, file=sys.stderr,
               flush=True)
         os.kill(pid, signal.SIGCONT)
+        after_error(rfd, wfd)
+
+
+def after_error(rfd, wfd):
+    """What a socket says once it has reported its reset."""
+    try:
+        os.write(wfd, GREETING)
+        print("handler: write again ok", file=sys.stderr, flush=True)
+    except OSError as e:
+        print("handler: write again", type(e).__name__, file=sys.stderr,
+              flush=True)
+    try:
+        print("handler: read again", len(os.read(rfd, 1)), file=sys.stderr,
+              flush=True)
+    except OSError as e:
+        print("handler: read again", type(e).__name__, file=sys.stderr,
+              flush=True)
 
 
 def handler(args):

@@ -9,7 +9,8 @@
 # connection is reset (README, Limitations).  The resumed client must then
 # read only the server's own bytes (the payload its ring holds, never the
 # move's marker), then ECONNRESET: never an early end of stream that it
-# could take for a clean close, nor a wait.
+# could take for a clean close, nor a wait.  The handler's end reports
+# the reset as a TCP socket would: ECONNRESET once, then EPIPE and EOF.
 set -u
 PYTHON=${PYTHON:-/usr/bin/python3}
 script="$top_srcdir/tests/fabric/stopped_peer.py"
@@ -43,6 +44,8 @@ exchange() {
 		2>/dev/null | sed "s/^/    $1 server: /"
 }
 field() { awk -v k="$2" '$1 == k {print $2}' "$tmp/$1.client"; }
+# handler NAME STEP: what the handler said of STEP ("greeting", ...).
+handler() { sed -n "s/^handler: $2 //p" "$tmp/$1.server"; }
 
 # expect_reset NAME: the checks of a connection the failed move reset.
 expect_reset() {
@@ -64,5 +67,15 @@ for shape in exec fork; do
 		"$(field "tcp_$shape" prefix)"
 	exchange "rdma_$shape" 1 $flag
 	expect_reset "rdma_$shape"
+	# The handler's end failed too: first the reset, as TCP reports it.
+	check_eq "rdma_${shape}_handler_sees_the_reset" ConnectionResetError \
+		"$(handler "rdma_$shape" greeting)"
 done
+# Then, as on a TCP socket that received a reset, EPIPE and EOF (an
+# exec'd image holds the socket without roceshim's state: README).
+check_eq rdma_fork_handler_write_after_the_reset_is_a_broken_pipe \
+	BrokenPipeError "$(handler rdma_fork "write again")"
+check_eq rdma_fork_handler_read_after_the_reset_is_eof 0 \
+	"$(handler rdma_fork "read again")"
+
 finish

@@ -764,6 +764,16 @@ failed_move_resets_the_peer_rather_than_ending_its_stream(void **state)
 	assert_int_equal(errno, ECONNRESET);
 }
 
+static void failed_move_reports_the_reset_once(void **state)
+{
+	struct end *ends = *state;
+
+	move_unanswered(ends);
+	assert_int_equal(path(&ends[0]), CONN_FAILED);
+	assert_int_equal(conn_take_error(&ends[0].c), ECONNRESET);
+	assert_int_equal(conn_take_error(&ends[0].c), 0);
+}
+
 static void peer_that_took_and_sent_nothing_gets_the_longest_wait(void **state)
 {
 	struct end *ends = *state;
@@ -810,6 +820,7 @@ int main(void)
 		CASE(catch_up_ends_with_the_peer_s_close),
 		CASE(unanswered_marker_fails_the_move_after_its_timeout),
 		CASE(failed_move_resets_the_peer_rather_than_ending_its_stream),
+		CASE(failed_move_reports_the_reset_once),
 		CASE(peer_that_took_and_sent_nothing_gets_the_longest_wait),
 	};
 
