@@ -76,7 +76,12 @@ SHIM_EXPORT int listen(int fd, int backlog)
 	return ret;
 }
 
-static int after_accept(int listen_fd, int fd)
+/*
+ * given: the size of the program's address buffer before the call.  The
+ * peer's address that accept() wrote there, whole, spares a getpeername().
+ */
+static int after_accept(int listen_fd, int fd, const struct sockaddr *addr,
+			socklen_t given, const socklen_t *len)
 {
 	struct sock *listener;
 	int err;
@@ -88,7 +93,10 @@ static int after_accept(int listen_fd, int fd)
 	if (!listener)
 		listener = track_inherited_listener(listen_fd);
 	if (listener) {
-		track_accept(listener, fd);
+		if (addr && len && *len <= given)
+			track_accept(listener, fd, addr, *len);
+		else
+			track_accept(listener, fd, NULL, 0);
 		sock_put(listener);
 	} else {
 		track_other(fd);
@@ -99,15 +107,20 @@ static int after_accept(int listen_fd, int fd)
 
 SHIM_EXPORT int accept(int fd, struct sockaddr *addr, socklen_t *len)
 {
+	socklen_t given = addr && len ? *len : 0;
+
 	shim_ensure_init();
-	return after_accept(fd, real.accept(fd, addr, len));
+	return after_accept(fd, real.accept(fd, addr, len), addr, given, len);
 }
 
 SHIM_EXPORT int accept4(int fd, struct sockaddr *addr, socklen_t *len,
 			int flags)
 {
+	socklen_t given = addr && len ? *len : 0;
+
 	shim_ensure_init();
-	return after_accept(fd, real.accept4(fd, addr, len, flags));
+	return after_accept(fd, real.accept4(fd, addr, len, flags), addr, given,
+			    len);
 }
 
 SHIM_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)

@@ -531,7 +531,8 @@ void track_listen(struct sock *sock, int fd, int backlog)
 		     reason, &local, &none);
 }
 
-void track_accept(struct sock *listener, int fd)
+void track_accept(struct sock *listener, int fd,
+		  const struct sockaddr *peer_addr, socklen_t peer_len)
 {
 	struct roceshim_stats_endpoint local, peer;
 	enum roceshim_reason reason;
@@ -554,7 +555,8 @@ void track_accept(struct sock *listener, int fd)
 		local = listener->bound;
 	else
 		local_endpoint(fd, &local);
-	peer_endpoint(fd, &peer);
+	if (!peer_addr || endpoint_from_sockaddr(&peer, peer_addr, peer_len))
+		peer_endpoint(fd, &peer);
 	/* The client decided: a pending RDMA connection must be taken. */
 	since = __atomic_load_n(&listener->listen_id, __ATOMIC_ACQUIRE)
 			? listener->listen_since_ms

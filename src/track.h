@@ -69,7 +69,13 @@ void track_connect(struct sock *sock, int fd, const struct sockaddr *addr,
 void track_listen_prepare(struct sock *sock, int fd, int backlog);
 void track_listen_failed(struct sock *sock);
 void track_listen(struct sock *sock, int fd, int backlog);
-void track_accept(struct sock *listener, int fd);
+/*
+ * accept() returned fd, a connection of listener.  peer: the peer's
+ * address as accept() wrote it whole (peer_len bytes), or NULL to ask the
+ * socket.
+ */
+void track_accept(struct sock *listener, int fd, const struct sockaddr *peer,
+		  socklen_t peer_len);
 /*
  * accept() returned a connection of listener fd, which this process did
  * not open: while connections an exec handed over wait (exec_handover.h),

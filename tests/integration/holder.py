@@ -6,9 +6,11 @@ Opens a listener on 127.0.0.1, connects to it, sends --bytes each way,
 prints "ready PID" and waits until its standard input closes.  With
 --traffic it keeps the connection busy with one-byte round trips until then.
 With --refused it first makes a non-blocking connect to a closed port, and
-keeps that socket open.
+keeps that socket open.  --accept-buffer none|short accepts through libc's
+accept() with no address buffer, or one too short for the address.
 """
 import argparse
+import ctypes
 import errno
 import os
 import select
@@ -24,6 +26,7 @@ def main():
     parser.add_argument("--bytes", type=int, default=100000)
     parser.add_argument("--traffic", action="store_true")
     parser.add_argument("--refused", action="store_true")
+    parser.add_argument("--accept-buffer", choices=("none", "short"))
     args = parser.parse_args()
 
     if args.refused:
@@ -33,7 +36,7 @@ def main():
     listener.bind(("127.0.0.1", 0))
     listener.listen()
     client = socket.create_connection(listener.getsockname())
-    server, _ = listener.accept()
+    server = accept(listener, args.accept_buffer)
     payload = b"r" * args.bytes
     for tx, rx in ((client, server), (server, client)):
         tx.sendall(payload)
@@ -54,6 +57,22 @@ def main():
         client.sendall(b"t")
         if server.recv(1) != b"t":
             sys.exit("lost a byte")
+
+
+def accept(listener, buffer):
+    if not buffer:
+        return listener.accept()[0]
+    libc = ctypes.CDLL(None, use_errno=True)
+    if buffer == "none":
+        fd = libc.accept(listener.fileno(), None, None)
+    else:
+        addr = ctypes.create_string_buffer(4)
+        size = ctypes.c_uint(len(addr))
+        fd = libc.accept(listener.fileno(), addr, ctypes.byref(size))
+        assert size.value > len(addr), size.value
+    if fd < 0:
+        sys.exit("accept: %s" % os.strerror(ctypes.get_errno()))
+    return socket.socket(fileno=fd)
 
 
 def refused_connect():
