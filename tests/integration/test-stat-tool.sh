@@ -87,6 +87,22 @@ check list_counts_only_open_connections \
 	grep -Eq "^$holder_pid +alive +0 +2 " "$tmp/refused.list"
 { kill -9 "$holder_pid" && wait "$holder_pid"; } 2>/dev/null
 
+# The passive row names its peer however the program accepted: without an
+# address buffer, or with one too short for the address.
+for buffer in none short; do
+	start_holder "accept_$buffer" --accept-buffer "$buffer"
+	"$ROCESHIM_STAT" --json "$holder_pid" >"$tmp/accept_$buffer.json"
+	check "passive_row_names_its_peer_accepted_with_${buffer}_buffer" \
+		"$PYTHON" - "$tmp/accept_$buffer.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+by_role = {c["role"]: c for c in s["connections"]}
+act, pas = by_role["active"], by_role["passive"]
+assert pas["peer"] == act["local"] and pas["local"] == act["peer"], (act, pas)
+PY
+	{ kill -9 "$holder_pid" && wait "$holder_pid"; } 2>/dev/null
+done
+
 # Bytes move while the tool reads: the rows it shows never add up to more
 # than the totals it shows.
 start_holder busy --traffic
@@ -102,7 +118,9 @@ for path in sys.argv[1:]:
         rows = sum(c.get(key, 0) for c in s["connections"])
         assert rows <= s["global"][key], (path, key, rows, s["global"])
     moved.add(s["global"]["tcp_tx_bytes"])
-assert len(moved) > 100, "traffic did not move: %d distinct totals" % len(moved)
+# At least a few distinct totals: the holder ran between the reads (a
+# loaded host may run it less often than the tool).
+assert len(moved) > 10, "traffic did not move: %d distinct totals" % len(moved)
 PY
 { kill -9 "$holder_pid" && wait "$holder_pid"; } 2>/dev/null
 
