@@ -11,6 +11,7 @@
 
 #include "conn.h"
 #include "connector.h"
+#include "log.h"
 #include "readiness.h"
 #include "real.h"
 #include "shim.h"
@@ -223,9 +224,49 @@ static void forget_range(unsigned int first, unsigned int last, int flags)
 		track_close_range(first, last);
 }
 
+/*
+ * roceshim's log file is not the program's: a close of its number fails
+ * as it would where roceshim opened nothing there, and a close of a range
+ * closes the numbers around it.  Otherwise the next file the program
+ * opened there would receive the log's lines.
+ */
+static bool is_log_file(long fd)
+{
+	int log_fd = log_file_fd();
+
+	return log_fd >= 0 && fd == log_fd;
+}
+
+static long close_range_around_log(unsigned int first, unsigned int last,
+				   int flags)
+{
+	int log_fd = log_file_fd();
+	long ret = 0;
+
+	if (log_fd < 0 || (unsigned int)log_fd < first ||
+	    (unsigned int)log_fd > last || (flags & CLOSE_RANGE_CLOEXEC))
+		return real.syscall(SYS_close_range, first, last, flags);
+	if ((unsigned int)log_fd > first)
+		ret = real.syscall(SYS_close_range, first, log_fd - 1, flags);
+	if (!ret && (unsigned int)log_fd < last)
+		ret = real.syscall(SYS_close_range, log_fd + 1, last, flags);
+	return ret;
+}
+
+/* A dup2() onto the log file's number: the log moves first. */
+static void before_dup_onto(long new_fd)
+{
+	if (is_log_file(new_fd))
+		log_file_move();
+}
+
 SHIM_EXPORT int close(int fd)
 {
 	shim_ensure_init();
+	if (is_log_file(fd)) {
+		errno = EBADF;
+		return -1;
+	}
 	forget(fd);
 	return real.close(fd);
 }
@@ -238,16 +279,25 @@ SHIM_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
 		return -1;
 	}
 	forget_range(first, last, flags);
-	return real.close_range(first, last, flags);
+	return (int)close_range_around_log(first, last, flags);
 }
 
 SHIM_EXPORT void closefrom(int lowfd)
 {
+	int log_fd;
+
 	shim_ensure_init();
 	if (shim_tracking() && lowfd >= 0)
 		track_close_range(lowfd, UINT_MAX);
+	log_fd = log_file_fd();
+	if (log_fd >= lowfd && lowfd >= 0 &&
+	    !close_range_around_log(lowfd, UINT_MAX, 0))
+		return;
 	if (real.closefrom)
 		real.closefrom(lowfd);
+	/* Closed with the rest (no close_range): open it again. */
+	if (log_fd >= lowfd && lowfd >= 0)
+		log_open(shim_config.log_level, shim_config.log_file);
 }
 
 SHIM_EXPORT int dup(int fd)
@@ -259,12 +309,14 @@ SHIM_EXPORT int dup(int fd)
 SHIM_EXPORT int dup2(int old_fd, int new_fd)
 {
 	shim_ensure_init();
+	before_dup_onto(new_fd);
 	return track_dup_result(old_fd, real.dup2(old_fd, new_fd));
 }
 
 SHIM_EXPORT int dup3(int old_fd, int new_fd, int flags)
 {
 	shim_ensure_init();
+	before_dup_onto(new_fd);
 	return track_dup_result(old_fd, real.dup3(old_fd, new_fd, flags));
 }
 
@@ -279,19 +331,28 @@ bool shim_fd_syscall(long number, const long *arg, long *ret)
 {
 	switch (number) {
 	case SYS_close:
+		if (is_log_file(arg[0])) {
+			errno = EBADF;
+			*ret = -1;
+			return true;
+		}
 		forget((int)arg[0]);
 		*ret = real.syscall(SYS_close, arg[0]);
 		return true;
 	case SYS_close_range:
 		forget_range((unsigned int)arg[0], (unsigned int)arg[1],
 			     (int)arg[2]);
-		*ret = real.syscall(SYS_close_range, arg[0], arg[1], arg[2]);
+		*ret = close_range_around_log((unsigned int)arg[0],
+					      (unsigned int)arg[1],
+					      (int)arg[2]);
 		return true;
 	case SYS_dup:
 #ifdef SYS_dup2
 	case SYS_dup2:
 #endif
 	case SYS_dup3:
+		if (number != SYS_dup)
+			before_dup_onto(arg[1]);
 		*ret = track_dup_result(
 			(int)arg[0],
 			(int)real.syscall(number, arg[0], arg[1], arg[2]));

@@ -6,11 +6,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fd_room.h"
 #include "log.h"
 #include "real.h"
 
 int log_level = LOG_LEVEL_WARN;
 
+/* Atomic: the log file's descriptor, or stderr's. */
 static int log_fd = STDERR_FILENO;
 
 static const char *const level_names[] = {
@@ -46,10 +48,10 @@ void log_open(int level, const char *path)
 	int fd;
 
 	log_level = level;
-	if (log_fd != STDERR_FILENO) {
-		real.close(log_fd);
-		log_fd = STDERR_FILENO;
-	}
+	real_init();
+	fd = __atomic_exchange_n(&log_fd, STDERR_FILENO, __ATOMIC_ACQ_REL);
+	if (fd != STDERR_FILENO)
+		real.close(fd);
 	if (!path || !*path)
 		return;
 	expand_path(expanded, sizeof(expanded), path);
@@ -61,7 +63,30 @@ void log_open(int level, const char *path)
 			expanded, strerror(errno));
 		return;
 	}
-	log_fd = fd;
+	/* Out of the way of the numbers the program opens and closes. */
+	__atomic_store_n(&log_fd, fd_room_keep(fd), __ATOMIC_RELEASE);
+}
+
+int log_file_fd(void)
+{
+	int fd = __atomic_load_n(&log_fd, __ATOMIC_ACQUIRE);
+
+	return fd == STDERR_FILENO ? -1 : fd;
+}
+
+void log_file_move(void)
+{
+	int fd = log_file_fd(), copy;
+
+	if (fd < 0)
+		return;
+	copy = fd_room_dup(fd);
+	if (copy < 0)
+		return;
+	/* The program's dup2() onto fd closes it. */
+	if (!__atomic_compare_exchange_n(&log_fd, &fd, copy, false,
+					 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		real.close(copy);
 }
 
 void log_msg(int level, const char *fmt, ...)
@@ -88,6 +113,7 @@ void log_msg(int level, const char *fmt, ...)
 	real_init();
 	/* A log line that cannot be written is dropped, never retried. */
 	if (real.write)
-		(void)!real.write(log_fd, line, n);
+		(void)!real.write(__atomic_load_n(&log_fd, __ATOMIC_ACQUIRE),
+				  line, n);
 	errno = saved_errno;
 }

@@ -5,7 +5,8 @@
  *
  * Contract: log_open() sets the level and destination (NULL or "" means
  * stderr; "%p" in the path becomes the pid) and may be called again after
- * fork; log_msg() never changes errno and never fails the caller.
+ * fork; log_msg() never changes errno and never fails the caller; every
+ * function is thread safe.
  */
 #ifndef ROCESHIM_LOG_H
 #define ROCESHIM_LOG_H
@@ -21,6 +22,15 @@ enum log_level {
 extern int log_level;
 
 void log_open(int level, const char *path);
+/*
+ * The log file's descriptor (above the program's limit where it can be),
+ * or -1 when the log goes to stderr.  The program never opened it: the
+ * interposed close family leaves it open, and log_file_move() moves it
+ * before a dup2() onto its number, so that no log line reaches a file the
+ * program put there.
+ */
+int log_file_fd(void);
+void log_file_move(void);
 void log_msg(int level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
