@@ -284,19 +284,18 @@ SHIM_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
 
 SHIM_EXPORT void closefrom(int lowfd)
 {
-	int log_fd;
+	bool over_log;
 
 	shim_ensure_init();
 	if (shim_tracking() && lowfd >= 0)
 		track_close_range(lowfd, UINT_MAX);
-	log_fd = log_file_fd();
-	if (log_fd >= lowfd && lowfd >= 0 &&
-	    !close_range_around_log(lowfd, UINT_MAX, 0))
+	over_log = lowfd >= 0 && log_file_fd() >= lowfd;
+	if (over_log && !close_range_around_log(lowfd, UINT_MAX, 0))
 		return;
 	if (real.closefrom)
 		real.closefrom(lowfd);
 	/* Closed with the rest (no close_range): open it again. */
-	if (log_fd >= lowfd && lowfd >= 0)
+	if (over_log)
 		log_open(shim_config.log_level, shim_config.log_file);
 }
 
