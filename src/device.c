@@ -23,25 +23,35 @@ static enum roceshim_reason status;
  * them from the context at each call.  Not where the program loaded
  * librdmacm itself: its own code may hold those contexts.
  */
-static void open_devices(void)
+struct ibv_context **device_hold(void)
 {
 	struct ibv_context **devs;
+	bool private = rdma_stack_private();
 	int i, count = 0;
 
-	if (!rdma_stack_private())
-		return;
 	/* With the limit raised: a device that fails to open is never retried.
 	 */
 	fd_room_enter();
 	devs = rdmacm.get_devices(&count);
-	for (i = 0; devs && i < count && devs[i]; i++) {
+	for (i = 0; private && devs && i < count && devs[i]; i++) {
 		devs[i]->cmd_fd = fd_room_keep(devs[i]->cmd_fd);
 		if (devs[i]->async_fd >= 0)
 			devs[i]->async_fd = fd_room_keep(devs[i]->async_fd);
 	}
 	fd_room_leave();
+	return devs;
+}
+
+void device_release(struct ibv_context **devs)
+{
 	if (devs)
 		rdmacm.free_devices(devs);
+}
+
+static void open_devices(void)
+{
+	if (rdma_stack_private())
+		device_release(device_hold());
 }
 
 static void probe(void)

@@ -15,6 +15,18 @@
 
 #include "config.h"
 
+struct ibv_context;
+
 enum roceshim_reason device_status(const struct config *cfg);
+
+/*
+ * After NONE: every device's context, opened where it was not, its
+ * descriptors out of the program's way (fd_room.h) unless the program
+ * loaded librdmacm itself.  librdmacm closes none of these contexts, not
+ * even one whose device went away, until device_release() of the list;
+ * NULL when it cannot list them.
+ */
+struct ibv_context **device_hold(void);
+void device_release(struct ibv_context **devs);
 
 #endif /* ROCESHIM_DEVICE_H */

@@ -148,6 +148,7 @@ static void serve_channel(struct progress_watcher *w, uint32_t events)
 				handshake_on_established(c);
 			break;
 		case RDMA_CM_EVENT_DEVICE_REMOVAL:
+			transport_drop_spares(ev->id->verbs);
 			if (c) {
 				handshake_on_failed(c);
 				conn_qp_lost(c, ROCESHIM_DOWNGRADE_DEVICE);
@@ -200,6 +201,14 @@ static bool channel_usable(struct rdma_event_channel *ch)
 	return usable;
 }
 
+/* Spare rings stay pinned: the process's gauge counts them. */
+static void count_spares(int64_t pinned_delta)
+{
+	static const struct stats_ring_sizes none;
+
+	stats_rings(-1, STATS_RING_CHANGED, pinned_delta, &none);
+}
+
 struct rdma_event_channel *handshake_channel(const struct config *cfg)
 {
 	struct rdma_event_channel *ch = NULL;
@@ -211,6 +220,7 @@ struct rdma_event_channel *handshake_channel(const struct config *cfg)
 	progress_on_tick(handshake_pending_tick);
 	progress_on_tick(handshake_dial_tick);
 	progress_on_tick(transport_idle_tick);
+	transport_count_spares(count_spares);
 	hs.watch.w.fn = serve_channel;
 	hs.watch.cfg = cfg;
 	hs.watch.ch = handshake_open_channel(false);

@@ -79,6 +79,25 @@ static int create_queues(struct transport *t)
 	return 0;
 }
 
+/* A fresh domain and first rings; none of them on failure. */
+static int first_rings(struct transport *t, uint32_t size)
+{
+	int ret;
+
+	t->pd = ibv.alloc_pd(t->id->verbs);
+	if (!t->pd)
+		return errno ? -errno : -ENOMEM;
+	ret = ring_mem_alloc(t, &t->rx, size, RING_RX_ACCESS);
+	if (!ret)
+		ret = ring_mem_alloc(t, &t->tx, size, RING_TX_ACCESS);
+	if (!ret)
+		return 0;
+	ring_mem_free(&t->rx);
+	ibv.dealloc_pd(t->pd);
+	t->pd = NULL;
+	return ret;
+}
+
 int transport_create(struct rdma_cm_id *id, const struct transport_config *cfg,
 		     struct transport **out)
 {
@@ -95,6 +114,7 @@ int transport_create(struct rdma_cm_id *id, const struct transport_config *cfg,
 		return -ENOMEM;
 	pthread_mutex_init(&t->lock, NULL);
 	t->id = id;
+	t->ring_start = cfg->ring_bytes;
 	t->ring_idle = cfg->ring_bytes < TRANSPORT_RING_IDLE_BYTES
 			       ? cfg->ring_bytes
 			       : TRANSPORT_RING_IDLE_BYTES;
@@ -105,17 +125,11 @@ int transport_create(struct rdma_cm_id *id, const struct transport_config *cfg,
 	t->send_depth = cfg->send_depth;
 	t->recv_depth = cfg->recv_depth;
 	t->max_inline = cfg->max_inline;
-	t->pd = ibv.alloc_pd(id->verbs);
-	if (!t->pd) {
-		ret = -errno;
-		goto fail;
+	if (!spare_take(t, id->verbs, cfg->ring_bytes)) {
+		ret = first_rings(t, cfg->ring_bytes);
+		if (ret)
+			goto fail;
 	}
-	ret = ring_mem_alloc(t, &t->rx, cfg->ring_bytes, RING_RX_ACCESS);
-	if (ret)
-		goto fail;
-	ret = ring_mem_alloc(t, &t->tx, cfg->ring_bytes, RING_TX_ACCESS);
-	if (ret)
-		goto fail;
 	ret = create_queues(t);
 	if (ret)
 		goto fail;
@@ -1036,6 +1050,9 @@ void transport_destroy(struct transport *t)
 		ibv.destroy_cq(t->cq);
 	if (t->channel)
 		ibv.destroy_comp_channel(t->channel);
+	/* A transport that failed may have lost its device with it. */
+	if (!t->error)
+		spare_keep(t);
 	rings_destroy(t);
 	if (t->pd)
 		ibv.dealloc_pd(t->pd);

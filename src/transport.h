@@ -109,6 +109,15 @@ bool transport_idle_tick(void);
 /* In a fork child, which has no progress thread: the list is not its. */
 void transport_fork_child(void);
 
+/*
+ * A destroyed transport's protection domain and first rings are kept a
+ * while for the next one on the device (transport_spare.c), still pinned:
+ * fn learns each change in the bytes they pin.  transport_drop_spares():
+ * the device of verbs is going; its spares go first.
+ */
+void transport_count_spares(void (*fn)(int64_t pinned_delta));
+void transport_drop_spares(struct ibv_context *verbs);
+
 /* The bytes of iov. */
 static inline size_t iov_bytes(const struct iovec *iov, int iovcnt)
 {

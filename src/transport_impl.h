@@ -50,6 +50,7 @@ struct transport {
 	struct ring_mem tx;	  /* staging: mirrors the peer's ring offsets */
 	struct ring_mem tx_prev;  /* the staging before, for its writes */
 	uint64_t tx_prev_until;	  /* writes before here went out of tx_prev */
+	uint32_t ring_start;	  /* the rings' first size */
 	uint32_t ring_idle;	  /* the size an idle ring shrinks to */
 	uint32_t ring_max;	  /* the size they may grow to */
 	uint32_t send_depth;
@@ -153,6 +154,23 @@ void rings_list(struct transport *t);
  */
 void rings_forget(struct transport *t);
 void rings_destroy(struct transport *t);
+
+/* ---- transport_spare.c ---------------------------------------------- */
+
+/*
+ * spare_take(): a spare domain with first rings of ring_bytes on verbs
+ * becomes t's pd, rx and tx; false when there is none.  spare_keep(): from
+ * t, whose queue pair is gone, its pd, rx and tx become a spare (t's are
+ * then cleared); false when they do not fit.  spare_tick(): frees the
+ * spares kept too long; returns the ms until the next one is, -1 for
+ * none.  spare_drop_all(): frees every spare; whether there was any.
+ */
+bool spare_take(struct transport *t, struct ibv_context *verbs,
+		uint32_t ring_bytes);
+bool spare_keep(struct transport *t);
+int spare_tick(int64_t now);
+bool spare_drop_all(void);
+void spare_fork_child(void);
 
 /* Whether resizing has anything waiting (cheap: on every read). */
 static inline bool rings_pending(const struct transport *t)

@@ -74,6 +74,9 @@ int ring_mem_alloc(struct transport *t, struct ring_mem *rm, uint32_t size,
 	if (p == MAP_FAILED)
 		return -errno;
 	rm->mr = ibv.reg_mr(t->pd, p, size, access);
+	/* Spares pin memory that RLIMIT_MEMLOCK may want back. */
+	if (!rm->mr && errno == ENOMEM && spare_drop_all())
+		rm->mr = ibv.reg_mr(t->pd, p, size, access);
 	if (!rm->mr) {
 		err = errno ? -errno : -ENOMEM;
 		munmap(p, size);
@@ -595,9 +598,12 @@ bool transport_idle_tick(void)
 	bool fast, reap, scan, found;
 	int64_t now, next;
 
+	now = clock_ms();
+	next = spare_tick(now);
+	if (next >= 0)
+		progress_tick_later((int)next);
 	if (!__atomic_load_n(&listed.count, __ATOMIC_RELAXED))
 		return false;
-	now = clock_ms();
 	fast = now < __atomic_load_n(&listed.fast_until_ms, __ATOMIC_RELAXED);
 	reap = fast || now >= listed.next_reap_ms;
 	scan = __atomic_load_n(&listed.resizing, __ATOMIC_RELAXED) &&
@@ -629,6 +635,7 @@ void FORK_CODE transport_fork_child(void)
 	pthread_mutex_init(&listed.lock, NULL);
 	if (rdma_stack_begun())
 		listed.forked = true;
+	spare_fork_child();
 }
 
 void transport_on_rings(struct transport *t, transport_rings_fn fn, void *ctx)

@@ -88,7 +88,7 @@ import sys
 import threading
 import time
 
-from own_stats import row
+from own_stats import row, stats
 
 
 def report(sock):
@@ -511,13 +511,17 @@ def churn(args):
         if (i + 1) % 100 == 0:
             print("churn %d" % (i + 1), flush=True)
     t.join(30)
-    time.sleep(3)   # closed connections are torn down in the background
+    # Closed connections are torn down in the background, and their rings
+    # kept a second for the next connection.
+    time.sleep(3)
     fds_after = len(os.listdir("/proc/self/fd"))
     print("fds before %d after %d" % (fds_before, fds_after), flush=True)
     with open("/proc/self/status") as f:
         rss = [l for l in f if l.startswith("VmRSS")][0].split()[1]
     print("rss_kb %s" % rss, flush=True)
-    return 0 if fds_after <= fds_before else 1
+    pinned = stats().get("global", {}).get("rings", {}).get("pinned_bytes", 0)
+    print("pinned_bytes %d" % pinned, flush=True)
+    return 0 if fds_after <= fds_before and not pinned else 1
 
 
 def late(args):

@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: MIT
 #
 # 1000 RDMA connections opened, used and closed in one process: every
-# byte checked, no fd left behind, and the RDMA resources (queue pairs) back
-# to where they were.
+# byte checked, no fd left behind, every pinned byte given back (rings kept
+# for the next connection included), and the RDMA resources (queue pairs)
+# back to where they were.
 set -u
 PYTHON=${PYTHON:-/usr/bin/python3}
 qps() { rdma resource show qp 2>/dev/null | grep -c 'lqpn'; }
