@@ -79,7 +79,7 @@ static int create_queues(struct transport *t)
 	return 0;
 }
 
-/* A fresh domain and first rings; none of them on failure. */
+/* A fresh domain and first rings; transport_destroy() frees what it got. */
 static int first_rings(struct transport *t, uint32_t size)
 {
 	int ret;
@@ -88,14 +88,9 @@ static int first_rings(struct transport *t, uint32_t size)
 	if (!t->pd)
 		return errno ? -errno : -ENOMEM;
 	ret = ring_mem_alloc(t, &t->rx, size, RING_RX_ACCESS);
-	if (!ret)
-		ret = ring_mem_alloc(t, &t->tx, size, RING_TX_ACCESS);
-	if (!ret)
-		return 0;
-	ring_mem_free(&t->rx);
-	ibv.dealloc_pd(t->pd);
-	t->pd = NULL;
-	return ret;
+	if (ret)
+		return ret;
+	return ring_mem_alloc(t, &t->tx, size, RING_TX_ACCESS);
 }
 
 int transport_create(struct rdma_cm_id *id, const struct transport_config *cfg,

@@ -157,8 +157,8 @@ static bool may_keep_locked(const struct ibv_context *verbs)
 
 bool spare_keep(struct transport *t)
 {
-	uint64_t bytes = (uint64_t)t->rx.size + t->tx.size;
 	struct spare *s;
+	uint64_t bytes;
 
 	/* Only the first rings, whole: a resize leaves others behind. */
 	if (!t->pd || t->rx.size != t->ring_start ||
@@ -173,6 +173,7 @@ bool spare_keep(struct transport *t)
 			     .rx = t->rx,
 			     .tx = t->tx,
 			     .kept_ms = clock_ms() };
+	bytes = spare_bytes(s);
 	pthread_mutex_lock(&sp.lock);
 	if (!sp.devices)
 		sp.devices = device_hold();
