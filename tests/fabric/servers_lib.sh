@@ -1,0 +1,114 @@
+# SPDX-License-Identifier: MIT
+# Helpers of the tests that run real servers under roceshim
+# (test-servers.sh, test-servers-mixed.sh): sourced, not run.  The test
+# sets tmp, shape (the shape under test) and sampler (empty), and sources
+# tests/lib.sh first.
+
+have() { # PROGRAM... : all installed, else a skip line
+	local p
+
+	for p in "$@"; do
+		if ! command -v "$p" >/dev/null 2>&1 && [ ! -x "$p" ]; then
+			echo "SKIP $shape: $p is not installed"
+			return 1
+		fi
+	done
+}
+
+# The stats of every roceshim process, sampled every 0.2 s into FILE, so
+# that short-lived processes (curl, forked children) are seen too.
+sample_start() {
+	shape_start=$SECONDS
+	(
+		while :; do
+			"$ROCESHIM_STAT" --json 2>/dev/null
+			echo
+			sleep 0.2
+		done
+	) >"$1" &
+	sampler=$!
+}
+sample_stop() {
+	"$ROCESHIM_STAT" --json >>"$tmp/$shape.stats" 2>/dev/null
+	echo >>"$tmp/$shape.stats"
+	kill "$sampler" 2>/dev/null
+	wait "$sampler" 2>/dev/null
+	sampler=
+	echo "    $shape: $((SECONDS - shape_start)) s"
+}
+
+# conns SIDE PORT: from $tmp/$shape.stats, the last state of every
+# connection row (per process) whose server end is PORT, seen from SIDE
+# (server: local port is PORT; client: peer port is PORT), counted by
+# "transport/fallback/downgrade", one "KEY COUNT" line each.
+conns() {
+	"$PYTHON" - "$tmp/$shape.stats" "$1" "$2" <<'EOF'
+import collections, json, sys
+path, side, port = sys.argv[1], sys.argv[2], ":" + sys.argv[3]
+rows = {}
+for line in open(path, errors="replace"):
+    line = line.strip()
+    if not line:
+        continue
+    try:
+        procs = json.loads(line)
+    except ValueError:
+        continue
+    for p in procs:
+        for c in p.get("connections", []):
+            if c["role"] == "listener":
+                continue
+            end = c["local"] if side == "server" else c["peer"]
+            if not end.endswith(port):
+                continue
+            key = (p["pid"], c["fd"], c["opened_unix_ms"], c["local"],
+                   c["peer"])
+            rows[key] = c
+n = collections.Counter("%s/%s/%s" % (c["transport"], c["fallback"],
+                                     c["downgrade"]) for c in rows.values())
+for k, v in sorted(n.items()):
+    print(k, v)
+EOF
+}
+
+# count KEY SUMMARY: the count of KEY in a conns summary (0 if absent)
+count() { awk -v k="$1" '$1 == k {print $2; f=1} END {if (!f) print 0}' <<<"$2"; }
+# wait_seen SIDE PORT KEY N: waits, at most 60 s, until the sampler has
+# seen N rows of KEY.  A program that holds its connection open until then
+# cannot end before the sampler saw it; the checks decide either way.
+wait_seen() {
+	local i
+
+	for i in $(seq 200); do
+		[ "$(count "$3" "$(conns "$1" "$2")")" -ge "$4" ] && return
+		sleep 0.3
+	done
+}
+# others KEY... SUMMARY-last: the keys of the summary not in the list
+others() {
+	local s=${!#}
+	local keys=("${@:1:$#-1}")
+	awk -v ks="${keys[*]}" 'BEGIN {n = split(ks, a, " "); for (i in a) ok[a[i]]=1}
+		NF && !($1 in ok) {printf "%s%s=%s", sep, $1, $2; sep=" "}' <<<"$s"
+}
+# at_least NAME MIN ACTUAL
+at_least() {
+	if [ "${3:-0}" -ge "$2" ]; then
+		echo "ok $1 ($3)"
+		passes=$((passes + 1))
+	else
+		echo "FAIL $1: expected at least $2, got '$3'"
+		failures=$((failures + 1))
+	fi
+}
+
+# report SIDE PORT: prints and returns the summary for SIDE
+report() {
+	local s
+
+	s=$(conns "$1" "$2")
+	sed "s/^/    $shape $1 conns: /" <<<"$s" >&2
+	echo "$s"
+}
+
+sha() { sha256sum | cut -d' ' -f1; }

@@ -1,0 +1,307 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# More real programs under roceshim with default settings (RDMA on), of
+# shapes that mix threads, processes and event loops; kernel TCP is the
+# specification, so every result is checked by digest, and roceshim-stat,
+# sampled meanwhile, says how each connection went:
+#   lighttpd (one process, event loop)     curl 3 MiB x3, wrk 2 threads x 20
+#                                          connections -> rdma
+#   python http.server (a thread per       20 curls at once -> rdma
+#   connection)
+#   rsync --daemon (forks per connection)  a tree copied -> moved to TCP
+#                                          (fork)
+#   git daemon (forks, execs upload-pack   git clone -> moved to TCP (fork)
+#   with the socket as its stdio)
+#   iperf3 -P 4 -R                         4 parallel streams -> rdma
+#   multiprocessing.connection: 3 forked   40 exchanges from a fork pool:
+#   workers accept, a fork pool connects   the children of a process that
+#                                          began RDMA stay on TCP
+#   asyncio server, 3 client threads each  300 exchanges -> rdma
+#   with its own loop of 100 connections
+#   redis replication (diskless: the       the replica's data digest equals
+#   master forks to send its snapshot)     the master's -> rdma
+#   nc -l (an SO_REUSEPORT listener)       3 MB piped, half-close -> TCP
+#                                          (the listener stays on TCP)
+# A program that is not installed skips its shape, with a line saying so.
+set -u
+PYTHON=${PYTHON:-/usr/bin/python3}
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/test-servers-mixed.XXXXXX") || exit 1
+chmod 755 "$tmp"
+# shellcheck source=../lib.sh
+. "$top_srcdir/tests/lib.sh"
+A=$ROCESHIM_FABRIC_ADDR_A
+B=$ROCESHIM_FABRIC_ADDR_B
+RUN=$ROCESHIM_RUN
+MIXED="$top_srcdir/tests/fabric/mixed.py"
+sampler=
+
+cleanup() {
+	[ -n "$sampler" ] && kill "$sampler" 2>/dev/null
+	kill $(jobs -p) 2>/dev/null
+	sleep 1
+	kill -9 $(jobs -p) 2>/dev/null
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+# shellcheck source=servers_lib.sh
+. "$top_srcdir/tests/fabric/servers_lib.sh"
+
+# wait_port PORT: until something accepts on A:PORT, at most 60 s; the
+# probe is preloaded too, so that its connection is one of roceshim's
+wait_port() {
+	"$RUN" "$PYTHON" - "$A" "$1" <<'EOF'
+import socket, sys, time
+for _ in range(300):
+    try:
+        socket.create_connection((sys.argv[1], int(sys.argv[2])), 1).close()
+        sys.exit(0)
+    except OSError:
+        time.sleep(0.2)
+sys.exit(1)
+EOF
+}
+
+# stop PID: ends a server started in the background
+stop() {
+	kill "$1" 2>/dev/null
+	wait "$1" 2>/dev/null
+}
+
+mkdir -p "$tmp/www"
+head -c $((3 << 20)) /dev/urandom >"$tmp/www/big.bin"
+head -c 2048 /dev/urandom | base64 >"$tmp/www/small.html"
+big_sha=$(sha <"$tmp/www/big.bin")
+chmod -R a+rX "$tmp"
+
+# curls NAME URL N: N downloads of big.bin at once; how many were exact
+curls() {
+	local i pids=
+
+	for i in $(seq "$3"); do
+		timeout 180 "$RUN" curl -sS -m 150 "$2" 2>>"$tmp/$1.curl.err" |
+			sha >"$tmp/$1.curl.$i" &
+		pids="$pids $!"
+	done
+	wait $pids
+	cat "$tmp/$1".curl.* | grep -cx "$big_sha"
+}
+
+# --------------------------------------------------------------- lighttpd
+shape=lighttpd
+PORT=18201
+if have lighttpd wrk curl; then
+	sample_start "$tmp/$shape.stats"
+	cat >"$tmp/lighttpd.conf" <<EOF
+server.document-root = "$tmp/www"
+server.bind = "$A"
+server.port = $PORT
+server.errorlog = "$tmp/lighttpd.err"
+EOF
+	"$RUN" lighttpd -D -f "$tmp/lighttpd.conf" &
+	pid=$!
+	wait_port $PORT
+	check_eq lighttpd_curl_3MiB_sha256_x3 3 \
+		"$(curls lighttpd "http://$A:$PORT/big.bin" 3)"
+	timeout 120 "$RUN" wrk -t2 -c20 -d4s "http://$A:$PORT/small.html" \
+		>"$tmp/wrk.out" 2>&1
+	sed 's/^/    wrk: /' "$tmp/wrk.out"
+	at_least lighttpd_wrk_requests 20 \
+		"$(awk '/requests in/ {print $1}' "$tmp/wrk.out")"
+	check_eq lighttpd_wrk_no_socket_errors_or_non2xx 0 \
+		"$(grep -cE 'Socket errors|Non-2xx' "$tmp/wrk.out")"
+	stop $pid
+	sample_stop
+	s=$(report server $PORT)
+	at_least lighttpd_server_conns_on_rdma 20 "$(count rdma/none/none "$s")"
+	check_eq lighttpd_server_no_other_transport "" \
+		"$(others rdma/none/none "$s")"
+fi
+
+# ----------------------------------------------------------- http.server
+shape=http_server
+PORT=18202
+if have curl; then
+	sample_start "$tmp/$shape.stats"
+	(cd "$tmp/www" && exec "$RUN" "$PYTHON" -m http.server $PORT \
+		--bind "$A" >"$tmp/http_server.log" 2>&1) &
+	pid=$!
+	wait_port $PORT
+	check_eq http_server_20_concurrent_curls_exact 20 \
+		"$(curls http_server "http://$A:$PORT/big.bin" 20)"
+	stop $pid
+	sample_stop
+	s=$(report server $PORT)
+	at_least http_server_conns_on_rdma 20 "$(count rdma/none/none "$s")"
+	check_eq http_server_no_other_transport "" \
+		"$(others rdma/none/none "$s")"
+fi
+
+# ------------------------------------------------------------------ rsync
+shape=rsync
+PORT=18203
+if have rsync; then
+	sample_start "$tmp/$shape.stats"
+	mkdir -p "$tmp/rsrc/sub" "$tmp/rdst"
+	cp "$tmp/www/big.bin" "$tmp/rsrc/"
+	head -c 300000 /dev/urandom >"$tmp/rsrc/sub/b"
+	printf 'use chroot = no\n[m]\npath = %s\nread only = yes\n' \
+		"$tmp/rsrc" >"$tmp/rsyncd.conf"
+	"$RUN" rsync --daemon --no-detach --config="$tmp/rsyncd.conf" \
+		--address="$A" --port=$PORT &
+	pid=$!
+	wait_port $PORT
+	timeout 180 "$RUN" rsync -a "rsync://$A:$PORT/m/" "$tmp/rdst/" \
+		>"$tmp/rsync.out" 2>&1
+	echo "rc $?" >>"$tmp/rsync.out"
+	check_eq rsync_exits_0 "rc 0" "$(tail -n1 "$tmp/rsync.out")"
+	check_eq rsync_tree_identical "" \
+		"$(diff -r "$tmp/rsrc" "$tmp/rdst" 2>&1)"
+	stop $pid
+	sample_stop
+	s=$(report server $PORT)
+	# The daemon's fork child serves the connection: it moves to TCP.
+	at_least rsync_server_moved_by_the_fork 1 "$(count tcp/none/fork "$s")"
+	check_eq rsync_server_no_other_transport "" \
+		"$(others rdma/none/none tcp/none/fork "$s")"
+fi
+
+# -------------------------------------------------------------------- git
+shape=git
+PORT=18204
+if have git; then
+	sample_start "$tmp/$shape.stats"
+	mkdir -p "$tmp/git"
+	(cd "$tmp/git" && git init -q repo && cd repo &&
+		cp "$tmp/www/big.bin" . && git add big.bin &&
+		git -c user.email=t@t -c user.name=t commit -qm big)
+	"$RUN" git daemon --export-all --base-path="$tmp/git" --listen="$A" \
+		--port=$PORT --reuseaddr 2>"$tmp/git-daemon.err" &
+	pid=$!
+	wait_port $PORT
+	timeout 180 "$RUN" git clone -q "git://$A:$PORT/repo" "$tmp/clone" \
+		>"$tmp/git.out" 2>&1
+	echo "rc $?" >>"$tmp/git.out"
+	check_eq git_clone_exits_0 "rc 0" "$(tail -n1 "$tmp/git.out")"
+	check_eq git_clone_3MiB_sha256 "$big_sha" \
+		"$(sha <"$tmp/clone/big.bin" 2>/dev/null)"
+	stop $pid
+	sample_stop
+	s=$(report server $PORT)
+	# The daemon forks, the child execs upload-pack: moved to TCP.
+	at_least git_server_moved_by_the_fork 1 "$(count tcp/none/fork "$s")"
+	check_eq git_server_no_other_transport "" \
+		"$(others rdma/none/none tcp/none/fork "$s")"
+fi
+
+# ----------------------------------------------------------------- iperf3
+shape=iperf3
+PORT=18205
+if have iperf3; then
+	sample_start "$tmp/$shape.stats"
+	timeout 120 "$RUN" iperf3 -s -B "$A" -p $PORT -1 >"$tmp/iperf3.s" 2>&1 &
+	pid=$!
+	sleep 2
+	timeout 120 "$RUN" iperf3 -c "$A" -p $PORT -P 4 -R -t 3 \
+		>"$tmp/iperf3.c" 2>&1
+	echo "rc $?" >>"$tmp/iperf3.c"
+	grep -E 'SUM.*(sender|receiver)' "$tmp/iperf3.c" | sed 's/^/    /'
+	check_eq iperf3_4_reverse_streams_exit_0 "rc 0" \
+		"$(tail -n1 "$tmp/iperf3.c")"
+	wait $pid
+	sample_stop
+	s=$(report server $PORT)
+	# The control connection and the 4 streams.
+	check_eq iperf3_server_5_conns_on_rdma 5 \
+		"$(count rdma/none/none "$s")"
+fi
+
+# -------------------------------------------------------- multiprocessing
+shape=multiprocessing
+PORT=18206
+sample_start "$tmp/$shape.stats"
+check_eq multiprocessing_40_exchanges_exact "mp 40" "$(timeout 300 "$RUN" \
+	"$PYTHON" "$MIXED" mp "$A" $PORT 40 2>"$tmp/mp.err" | tail -n1)"
+sample_stop
+report server $PORT >/dev/null
+check_eq multiprocessing_no_errors "" "$(cat "$tmp/mp.err")"
+
+# ---------------------------------------------------------------- asyncio
+shape=asyncio
+PORT=18207
+sample_start "$tmp/$shape.stats"
+"$RUN" "$PYTHON" "$MIXED" aio-server "$A" $PORT >"$tmp/aio.server" 2>&1 &
+pid=$!
+wait_for "$tmp/aio.server" '^listening' 600
+check_eq asyncio_3_threads_x100_exact "aio 300" "$(timeout 300 "$RUN" \
+	"$PYTHON" "$MIXED" aio-clients "$A" $PORT 3 100 2>"$tmp/aio.err" |
+	tail -n1)"
+head -n5 "$tmp/aio.err" | sed 's/^/    /'
+stop $pid
+sample_stop
+s=$(report server $PORT)
+at_least asyncio_server_conns_on_rdma 250 "$(count rdma/none/none "$s")"
+
+# -------------------------------------------------------------- redis
+shape=redis_replication
+PORT=18208
+REPLICA=18209
+if have redis-server redis-cli; then
+	sample_start "$tmp/$shape.stats"
+	rcli() { timeout 60 "$RUN" redis-cli -h "$A" "$@" 2>&1 | tr -d '\r'; }
+	"$RUN" redis-server --bind "$A" --port $PORT --save '' \
+		--protected-mode no --enable-debug-command yes \
+		--repl-diskless-sync yes \
+		--repl-diskless-sync-delay 0 --dir "$tmp" \
+		>"$tmp/redis-master.log" 2>&1 &
+	master=$!
+	wait_port $PORT
+	rcli -p $PORT DEBUG POPULATE 20000 key 200 >/dev/null
+	"$RUN" redis-server --bind "$A" --port $REPLICA --save '' \
+		--protected-mode no --enable-debug-command yes \
+		--replicaof "$A" $PORT --dir "$tmp" \
+		>"$tmp/redis-replica.log" 2>&1 &
+	replica=$!
+	wait_port $REPLICA
+	for i in $(seq 120); do
+		rcli -p $REPLICA INFO replication |
+			grep -qx 'master_link_status:up' && break
+		sleep 0.5
+	done
+	rcli -p $PORT SET after-sync yes >/dev/null
+	for i in $(seq 60); do
+		[ "$(rcli -p $REPLICA GET after-sync)" = yes ] && break
+		sleep 0.5
+	done
+	check_eq redis_replica_dbsize 20001 "$(rcli -p $REPLICA DBSIZE)"
+	digest=$(rcli -p $PORT DEBUG DIGEST)
+	check redis_master_digest_is_one grep -qxE '[0-9a-f]{40}' <<<"$digest"
+	check_eq redis_replica_digest_equals_master "$digest" \
+		"$(rcli -p $REPLICA DEBUG DIGEST)"
+	stop $replica
+	stop $master
+	sample_stop
+	s=$(report server $PORT)
+	at_least redis_master_conns_on_rdma 1 "$(count rdma/none/none "$s")"
+fi
+
+# --------------------------------------------------------------------- nc
+shape=nc
+PORT=18210
+if have nc; then
+	sample_start "$tmp/$shape.stats"
+	timeout 120 "$RUN" nc -l "$A" $PORT >"$tmp/nc.out" &
+	pid=$!
+	sleep 2
+	timeout 120 "$RUN" nc -N "$A" $PORT <"$tmp/www/big.bin"
+	wait $pid
+	check_eq nc_3MiB_sha256_after_half_close "$big_sha" \
+		"$(sha <"$tmp/nc.out")"
+	sample_stop
+	c=$(report client $PORT)
+	# OpenBSD nc listens with SO_REUSEPORT: that listener stays on TCP.
+	check_eq nc_client_on_tcp_refused "" "$(others tcp/peer_rejected/none "$c")"
+fi
+
+finish
