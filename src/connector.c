@@ -427,6 +427,23 @@ static void tcp_connected(struct progress_watcher *w, uint32_t events)
 		destroy(c);
 }
 
+bool connector_settle_interrupted(int fd)
+{
+	struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+	int64_t end = clock_ms() + handshake_signal_grace_ms();
+	struct sockaddr_storage peer;
+	socklen_t len = sizeof(peer);
+	int left, n;
+
+	do {
+		left = clock_ms_left(end);
+		n = left ? real.poll(&pfd, 1, left) : 0;
+	} while (n < 0 && errno == EINTR);
+	/* SO_ERROR would take the error that the program is to find. */
+	return n > 0 && !(pfd.revents & (POLLERR | POLLHUP)) &&
+	       !real.getpeername(fd, (struct sockaddr *)&peer, &len);
+}
+
 int connector_kernel_connect(int fd, const struct sockaddr *addr, socklen_t len)
 {
 	int fl = real.fcntl(fd, F_GETFL);

@@ -83,6 +83,16 @@ void connector_wait_release(struct sock *sock);
 bool connector_abort(struct sock *sock, int how);
 
 /*
+ * The kernel's blocking connect of fd, after its RDMA handshake, failed
+ * with EINTR (a handler without SA_RESTART): the connect goes on in the
+ * kernel.  Waits for it as long as the handshake's own grace after a
+ * signal (handshake_signal_grace_ms()); true if it connected by then,
+ * and connect() may report success.  Its error, if it failed, is left
+ * for the program to find.
+ */
+bool connector_settle_interrupted(int fd);
+
+/*
  * The kernel's connect of fd, without waiting: O_NONBLOCK is set around
  * the call, since fd (or a dup of it, which shares the file flags) may be
  * blocking.  connect()'s result and errno.

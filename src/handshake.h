@@ -52,6 +52,12 @@
  * TCP; ROCESHIM_REASON_ABANDONED when a signal handler interrupted it
  * where the kernel's connect would fail with EINTR (sig_restart.h).
  */
+/*
+ * How long a blocking connect goes on after a signal handler interrupted
+ * it where the kernel would not restart it, in ms (handshake_client.c).
+ */
+int handshake_signal_grace_ms(void);
+
 enum roceshim_reason handshake_connect(const struct config *cfg, int fd,
 				       const struct sockaddr *addr,
 				       socklen_t len, unsigned int flags,

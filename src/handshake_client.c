@@ -495,14 +495,59 @@ static void dial_end(struct dial *d)
 /*
  * How long a blocking connect's handshake goes on after a signal handler
  * interrupted it where the kernel would not restart the connect.  The
- * kernel's connect to a live peer on the route is over in well under
- * that, so a signal rarely finds it waiting; the handshake takes longer,
- * and a program with a fast timer (a handler without SA_RESTART) that
- * takes EINTR for a failure and connects again would find every attempt
- * interrupted.  A handshake that ends within the grace goes on as if
- * nothing had happened; one that does not is abandoned (EINTR).
+ * kernel's connect to a live peer on the route is over in well under a
+ * millisecond, so a signal rarely finds it waiting; the handshake takes
+ * longer, and a program with a fast timer (a handler without SA_RESTART)
+ * that takes EINTR for a failure and connects again would find every
+ * attempt interrupted.  A handshake that ends within the grace goes on as
+ * if nothing had happened; one that does not is abandoned (EINTR).
+ *
+ * The grace is twice what this process's handshakes have taken lately,
+ * at least SIGNAL_GRACE_MIN_MS, and doubles with each handshake in a row
+ * that a signal ended, up to SIGNAL_GRACE_MAX_MS: where handshakes are
+ * slow (a loaded host, an emulated device), a fixed grace would end every
+ * attempt; the doubling lets the next one through however slow they got.
  */
-#define SIGNAL_GRACE_MS 100
+#define SIGNAL_GRACE_MIN_MS 100
+#define SIGNAL_GRACE_MAX_MS 2000
+
+static struct {
+	unsigned int avg_ms;	  /* atomic: moving average of handshakes */
+	unsigned int interrupted; /* atomic: ended by a signal, in a row */
+} handshake_time;
+
+int handshake_signal_grace_ms(void)
+{
+	unsigned int avg =
+		__atomic_load_n(&handshake_time.avg_ms, __ATOMIC_RELAXED);
+	unsigned int row =
+		__atomic_load_n(&handshake_time.interrupted, __ATOMIC_RELAXED);
+	unsigned int grace = 2 * avg;
+
+	if (grace < SIGNAL_GRACE_MIN_MS)
+		grace = SIGNAL_GRACE_MIN_MS;
+	grace <<= row < 5 ? row : 5;
+	return grace < SIGNAL_GRACE_MAX_MS ? grace : SIGNAL_GRACE_MAX_MS;
+}
+
+/* A blocking handshake ended after took_ms; interrupted: by a signal. */
+static void handshake_timed(int64_t took_ms, bool interrupted)
+{
+	unsigned int avg;
+
+	if (interrupted) {
+		__atomic_add_fetch(&handshake_time.interrupted, 1,
+				   __ATOMIC_RELAXED);
+		return;
+	}
+	__atomic_store_n(&handshake_time.interrupted, 0, __ATOMIC_RELAXED);
+	if (took_ms > SIGNAL_GRACE_MAX_MS)
+		took_ms = SIGNAL_GRACE_MAX_MS;
+	avg = __atomic_load_n(&handshake_time.avg_ms, __ATOMIC_RELAXED);
+	__atomic_store_n(&handshake_time.avg_ms,
+			 (3 * avg + (unsigned int)took_ms) / 4,
+			 __ATOMIC_RELAXED);
+}
 
 /*
  * Waits for the next event on ch; NULL on timeout, or (*interrupted) when
@@ -528,7 +573,7 @@ static struct rdma_cm_event *next_event(struct rdma_event_channel *ch,
 		if (n >= 0 || errno != EINTR)
 			break;
 		if (*grace_end < 0 && !(may_restart && sig_restart_allowed()))
-			*grace_end = clock_ms() + SIGNAL_GRACE_MS;
+			*grace_end = clock_ms() + handshake_signal_grace_ms();
 	}
 	/* Or its deadline came first: the connect must still end now. */
 	*interrupted = !n && *grace_end >= 0;
@@ -549,7 +594,7 @@ static enum roceshim_reason connect_now(const struct config *cfg, int fd,
 	/* SO_SNDTIMEO bounds a connect and stops its restart (signal(7)). */
 	bool may_restart = real_socket_timeout_ms(fd, SO_SNDTIMEO) < 0,
 	     interrupted;
-	int64_t grace_end = -1;
+	int64_t grace_end = -1, start = clock_ms();
 
 	if (!shared)
 		return ROCESHIM_REASON_UNSUPPORTED;
@@ -576,7 +621,11 @@ static enum roceshim_reason connect_now(const struct config *cfg, int fd,
 		}
 		dial_event(&d, ev);
 		rdmacm.ack_cm_event(ev);
+		if (d.state == DIAL_DONE)
+			handshake_timed(clock_ms() - start, false);
 	}
+	if (d.reason == ROCESHIM_REASON_ABANDONED)
+		handshake_timed(0, true);
 	if (!d.reason) {
 		/* From now on its events go to the progress thread. */
 		d.id->context = d.conn;

@@ -167,6 +167,11 @@ SHIM_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 	} else {
 		ret = real.connect(fd, addr, len);
 		err = ret ? errno : 0;
+		/* The handshake took the time in which most signals come. */
+		if (ret && err == EINTR &&
+		    __atomic_load_n(&sock->conn, __ATOMIC_ACQUIRE) &&
+		    connector_settle_interrupted(fd))
+			ret = err = 0;
 	}
 	track_connect(sock, fd, addr, len, ret, err, reason);
 	sock_put(sock);
