@@ -1,8 +1,19 @@
 # SPDX-License-Identifier: MIT
-# Helpers of the tests that run real servers under roceshim
-# (test-servers.sh, test-servers-mixed.sh): sourced, not run.  The test
-# sets tmp, shape (the shape under test) and sampler (empty), and sources
-# tests/lib.sh first.
+# What the tests that run real servers under roceshim share
+# (test-servers.sh, test-servers-mixed.sh): sourced first, not run.  It
+# makes their directory (tmp), names the fabric's addresses (A, B) and
+# sources tests/lib.sh; the test sets shape (the shape under test) and
+# kills the sampler (if set) when it ends.
+set -u
+PYTHON=${PYTHON:-/usr/bin/python3}
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/$(basename "$0" .sh).XXXXXX") || exit 1
+chmod 755 "$tmp"
+# shellcheck source=../lib.sh
+. "$top_srcdir/tests/lib.sh"
+A=$ROCESHIM_FABRIC_ADDR_A
+B=$ROCESHIM_FABRIC_ADDR_B
+RUN=$ROCESHIM_RUN
+sampler=
 
 have() { # PROGRAM... : all installed, else a skip line
 	local p

@@ -39,16 +39,8 @@
 #   workers it starts as new programs      -> moved to TCP by the workers
 #   with its listener as their stdin
 # A program that is not installed skips its shape, with a line saying so.
-set -u
-PYTHON=${PYTHON:-/usr/bin/python3}
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/test-servers.XXXXXX") || exit 1
-chmod 755 "$tmp"
-# shellcheck source=../lib.sh
-. "$top_srcdir/tests/lib.sh"
-A=$ROCESHIM_FABRIC_ADDR_A
-B=$ROCESHIM_FABRIC_ADDR_B
-RUN=$ROCESHIM_RUN
-sampler=
+# shellcheck source=servers_lib.sh
+. "$top_srcdir/tests/fabric/servers_lib.sh"
 
 cleanup() {
 	local f
@@ -63,9 +55,6 @@ cleanup() {
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
-
-# shellcheck source=servers_lib.sh
-. "$top_srcdir/tests/fabric/servers_lib.sh"
 
 # Data: random blobs (a 3 MiB download, a 2 MiB ssh and socat payload,
 # a 512 KiB memcached value) and a small page for the request storms.
