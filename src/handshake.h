@@ -46,18 +46,18 @@
 #define HANDSHAKE_CONNECTED 1u
 
 /*
+ * How long a blocking connect goes on after a signal handler interrupted
+ * it where the kernel would not restart it, in ms (handshake_client.c).
+ */
+int handshake_signal_grace_ms(void);
+
+/*
  * The client handshake, before the real connect() (or, with
  * HANDSHAKE_CONNECTED, after it): returns ROCESHIM_REASON_NONE with *out
  * set when the connection is upgraded, otherwise the reason it stays on
  * TCP; ROCESHIM_REASON_ABANDONED when a signal handler interrupted it
  * where the kernel's connect would fail with EINTR (sig_restart.h).
  */
-/*
- * How long a blocking connect goes on after a signal handler interrupted
- * it where the kernel would not restart it, in ms (handshake_client.c).
- */
-int handshake_signal_grace_ms(void);
-
 enum roceshim_reason handshake_connect(const struct config *cfg, int fd,
 				       const struct sockaddr *addr,
 				       socklen_t len, unsigned int flags,
