@@ -401,7 +401,14 @@ void track_connect(struct sock *sock, int fd, const struct sockaddr *addr,
 	}
 	if (endpoint_from_sockaddr(&peer, addr, len))
 		return;
-	local_endpoint(fd, &local);
+	/*
+	 * On TCP the local address is left unset: a getsockname() per connect
+	 * shows in a connect loop, and roceshim-stat reads it from /proc.
+	 */
+	if (sock->conn || sock->connector)
+		local_endpoint(fd, &local);
+	else
+		memset(&local, 0, sizeof(local));
 	state = ret ? ROCESHIM_ROW_CONNECTING : ROCESHIM_ROW_OPEN;
 	sock->connect_reason = reason;
 	__atomic_store_n(&sock->connecting, ret != 0, __ATOMIC_RELEASE);

@@ -25,6 +25,7 @@
 
 #include "check.h"
 #include "endpoint.h"
+#include "proc_local.h"
 #include "segment.h"
 
 enum format {
@@ -588,6 +589,7 @@ static int collect(pid_t pid, struct snapshot **out)
 			free(snaps);
 			return -1;
 		}
+		proc_local_fill(snaps);
 		*out = snaps;
 		return 1;
 	}
@@ -599,7 +601,7 @@ static int collect(pid_t pid, struct snapshot **out)
 	}
 	for (i = 0; i < n; i++)
 		if (!segment_read(pids[i], &snaps[got], true))
-			got++;
+			proc_local_fill(&snaps[got++]);
 	free(pids);
 	*out = snaps;
 	return got;

@@ -213,6 +213,7 @@ struct roceshim_stats_row {
 	uint8_t reason;	   /* enum roceshim_reason */
 	uint8_t downgrade; /* enum roceshim_downgrade; transport is then tcp */
 	uint64_t opened_unix_ms;
+	/* Unset (family 0) on an active row whose connection is on TCP. */
 	struct roceshim_stats_endpoint local;
 	struct roceshim_stats_endpoint peer;
 	struct roceshim_stats_counters counters;

@@ -72,7 +72,9 @@ for line in open(path, errors="replace"):
             end = c["local"] if side == "server" else c["peer"]
             if not end.endswith(port):
                 continue
-            key = (p["pid"], c["fd"], c["opened_unix_ms"], c["local"],
+            # Not the local address: a client's row on TCP shows it
+            # only while open.
+            key = (p["pid"], c["fd"], c["opened_unix_ms"], c["role"],
                    c["peer"])
             rows[key] = c
 n = collections.Counter("%s/%s/%s" % (c["transport"], c["fallback"],

@@ -8,6 +8,7 @@ prints "ready PID" and waits until its standard input closes.  With
 With --refused it first makes a non-blocking connect to a closed port, and
 keeps that socket open.  --accept-buffer none|short accepts through libc's
 accept() with no address buffer, or one too short for the address.
+--ipv6 listens and connects on ::1 instead.
 """
 import argparse
 import ctypes
@@ -27,15 +28,20 @@ def main():
     parser.add_argument("--traffic", action="store_true")
     parser.add_argument("--refused", action="store_true")
     parser.add_argument("--accept-buffer", choices=("none", "short"))
+    parser.add_argument("--ipv6", action="store_true")
     args = parser.parse_args()
 
     if args.refused:
         kept_open.append(refused_connect())
 
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
+    if args.ipv6:
+        listener = socket.socket(socket.AF_INET6)
+        listener.bind(("::1", 0))
+    else:
+        listener = socket.socket()
+        listener.bind(("127.0.0.1", 0))
     listener.listen()
-    client = socket.create_connection(listener.getsockname())
+    client = socket.create_connection(listener.getsockname()[:2])
     server = accept(listener, args.accept_buffer)
     payload = b"r" * args.bytes
     for tx, rx in ((client, server), (server, client)):

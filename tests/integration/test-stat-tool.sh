@@ -103,6 +103,21 @@ PY
 	{ kill -9 "$holder_pid" && wait "$holder_pid"; } 2>/dev/null
 done
 
+# The library leaves a TCP connection's local address unset where it
+# opened the connection itself; the tool gives it from the kernel's table.
+start_holder ipv6 --ipv6
+"$ROCESHIM_STAT" --json "$holder_pid" >"$tmp/ipv6.json"
+check active_row_names_its_local_address_over_ipv6 \
+	"$PYTHON" - "$tmp/ipv6.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+by_role = {c["role"]: c for c in s["connections"]}
+act, pas = by_role["active"], by_role["passive"]
+assert act["local"].startswith("[::1]:"), act
+assert pas["peer"] == act["local"] and pas["local"] == act["peer"], (act, pas)
+PY
+{ kill -9 "$holder_pid" && wait "$holder_pid"; } 2>/dev/null
+
 # Bytes move while the tool reads: the rows it shows never add up to more
 # than the totals it shows.
 start_holder busy --traffic
