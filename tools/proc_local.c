@@ -4,8 +4,6 @@
  * kernel's tables in /proc (proc_local.h).
  */
 #include <arpa/inet.h>
-#include <inttypes.h>
-#include <limits.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
