@@ -48,6 +48,8 @@ struct sock *sock_new(int domain)
 	sock->conn = NULL;
 	sock->connector = NULL;
 	sock->listen_id = NULL;
+	__atomic_store_n(&sock->listen_reason, ROCESHIM_REASON_NONE,
+			 __ATOMIC_RELAXED);
 	sock->orphans = false;
 	sock->orphans_key = NULL;
 	sock->listen_since_ms = -1;

@@ -32,7 +32,12 @@ struct sock {
 	struct conn *conn; /* atomic: the RDMA connection once upgraded */
 	struct connector *connector;  /* atomic: a connect in the background */
 	struct rdma_cm_id *listen_id; /* atomic: the CM listener beside it */
-	int64_t listen_since_ms;      /* when that listener started */
+	/*
+	 * Atomic: why a listener took no CM listener; its accepted
+	 * connections stay on TCP for that reason.
+	 */
+	enum roceshim_reason listen_reason;
+	int64_t listen_since_ms; /* when that listener started */
 	/*
 	 * Atomic: its CM listener is gone, but RDMA connections it took may
 	 * still wait for accept() (handshake_unlisten()).

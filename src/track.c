@@ -534,8 +534,22 @@ void track_listen(struct sock *sock, int fd, int backlog)
 	}
 	if (reason == ROCESHIM_REASON_NONE)
 		reason = open_cm_listener(sock, fd, &local, backlog);
+	__atomic_store_n(&sock->listen_reason, reason, __ATOMIC_RELEASE);
 	sock_publish(sock, fd, ROCESHIM_ROLE_LISTENER, ROCESHIM_ROW_LISTENING,
 		     reason, &local, &none);
+}
+
+/*
+ * Why a connection the listener accepted, and no CM listener took, is on
+ * TCP: the listener's own reason when it took none (its clients were
+ * refused whatever they offered), else the client offered no RDMA.
+ */
+static enum roceshim_reason accepted_on_tcp_reason(const struct sock *listener)
+{
+	enum roceshim_reason why;
+
+	why = __atomic_load_n(&listener->listen_reason, __ATOMIC_ACQUIRE);
+	return why != ROCESHIM_REASON_NONE ? why : ROCESHIM_REASON_PEER_TCP;
 }
 
 void track_accept(struct sock *listener, int fd,
@@ -580,7 +594,7 @@ void track_accept(struct sock *listener, int fd,
 	if (sock->conn || moved)
 		reason = ROCESHIM_REASON_NONE;
 	else if (reason == ROCESHIM_REASON_NONE)
-		reason = ROCESHIM_REASON_PEER_TCP;
+		reason = accepted_on_tcp_reason(listener);
 	sock_publish(sock, fd, ROCESHIM_ROLE_PASSIVE, ROCESHIM_ROW_OPEN, reason,
 		     &local, &peer);
 	if (sock->conn)
@@ -1064,6 +1078,11 @@ void track_option(struct sock *sock, int fd)
 			log_info("fd %d: %s: the listener stays on TCP", fd,
 				 why);
 			handshake_unlisten(sock, true);
+			__atomic_store_n(&sock->listen_reason,
+					 ROCESHIM_REASON_UNSUPPORTED,
+					 __ATOMIC_RELEASE);
+			stats_row_set_reason(sock_row(sock),
+					     ROCESHIM_REASON_UNSUPPORTED);
 		}
 	} else if (upgraded_carried(sock) &&
 		   (why = sockopt_tcp_only_on(fd, false))) {

@@ -6,7 +6,8 @@
 # - two processes listen with SO_REUSEPORT: the kernel spreads the TCP
 #   connections over both, while only one could hold the port's RDMA CM
 #   listener.  Such listeners stay on TCP, and so do their clients: both
-#   processes accept some, and no row says rdma;
+#   processes accept some, no row says rdma, and each accepted row names
+#   the listener's reason (unsupported), not the client's;
 # - one process listens on [::] with IPV6_V6ONLY, then on the A address
 #   (nginx's "listen [::]:80" beside "listen 80"): the IPv6 listener's CM
 #   listener must not take the IPv4 handshakes, so the IPv4 listener's
@@ -38,15 +39,17 @@ echoes() {
 		"$(grep '^ok ' "$tmp/$1.client")"
 }
 
-# rows NAME TRANSPORT: how many of server NAME's connections are on it.
+# rows NAME TRANSPORT [REASON]: how many of server NAME's connections are
+# on it (with that fallback reason).
 rows() {
 	"$ROCESHIM_STAT" --json "$(cat "$tmp/$1.pid")" >"$tmp/$1.json" \
 		2>/dev/null
 	"$PYTHON" -c '
 import json, sys
 rows = json.load(open(sys.argv[1]))["connections"]
-print(sum(r["transport"] == sys.argv[2] and r["role"] == "passive"
-          for r in rows))' "$tmp/$1.json" "$2"
+print(sum(r["transport"] == sys.argv[2] and r["role"] == "passive" and
+          sys.argv[3] in ("any", r["fallback"]) for r in rows))' \
+		"$tmp/$1.json" "$2" "${3:-any}"
 }
 
 serve reuse1 serve 19099
@@ -55,6 +58,9 @@ echoes reuseport 19099
 for s in reuse1 reuse2; do
 	check "${s}_accepted_some" grep -q '^accepted' "$tmp/$s"
 	check_eq "${s}_no_rdma_row" 0 "$(rows $s rdma)"
+	check "${s}_rows_say_unsupported" test "$(rows $s tcp unsupported)" -ge 1
+	check_eq "${s}_no_other_reason" "$(rows $s tcp)" \
+		"$(rows $s tcp unsupported)"
 done
 
 serve pair serve-pair 19100

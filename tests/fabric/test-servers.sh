@@ -259,9 +259,9 @@ EOF
 	# listener takes none over RDMA (the client's request is refused).
 	s=$(report server $APACHE_PORT)
 	at_least apache2_server_conns_on_tcp_defer_accept 1 \
-		"$(count tcp/peer_tcp/none "$s")"
+		"$(count tcp/unsupported/none "$s")"
 	check_eq apache2_server_no_other_transport "" \
-		"$(others tcp/peer_tcp/none "$s")"
+		"$(others tcp/unsupported/none "$s")"
 	c=$(report client $APACHE_PORT)
 	at_least apache2_client_conns_refused_rdma 1 \
 		"$(count tcp/peer_rejected/none "$c")"
