@@ -17,8 +17,10 @@
  * first one to need RDMA starts the CM event channel and the progress
  * thread; if they cannot start, every connection stays on TCP
  * (unsupported).  handshake_connect() blocks for at most the connect
- * timeout; a peer whose handshake timed out is remembered (negative cache)
- * so that the next connection to it goes straight to TCP.  In a fork child
+ * timeout; a peer whose handshake timed out, and a port whose listener
+ * took no RDMA handshake once the TCP connection was up, are remembered
+ * (negative cache) so that the next connection to it goes straight to
+ * TCP.  In a fork child
  * nothing here touches the parent's RDMA resources: new connections stay
  * on TCP.
  */

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
  * The client side of the handshake (a dial), run before the real TCP
- * connect, and the negative cache of peers that did not answer.  A dial
- * is a state machine driven by the CM's events: synchronously by
- * handshake_connect() on a channel of its own, or by the progress thread
- * for handshake_dial() (a non-blocking connect).
+ * connect, and the negative cache of peers that did not answer or took
+ * no RDMA.  A dial is a state machine driven by the CM's events:
+ * synchronously by handshake_connect() on a channel of its own, or by the
+ * progress thread for handshake_dial() (a non-blocking connect).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -92,13 +92,19 @@ static void heard_from(const struct config *cfg,
 	pthread_mutex_unlock(&neg.lock);
 }
 
+/*
+ * Remembers peer for ROCESHIM_NEGATIVE_CACHE_S: a silent one (timed_out)
+ * only if it has not answered another handshake lately; a refusing one
+ * always.
+ */
 static void negative_remember(const struct config *cfg,
-			      const struct roceshim_stats_endpoint *peer)
+			      const struct roceshim_stats_endpoint *peer,
+			      bool timed_out)
 {
 	if (!cfg->negative_cache_s)
 		return;
 	pthread_mutex_lock(&neg.lock);
-	if (find_locked(neg.heard, peer)) {
+	if (timed_out && find_locked(neg.heard, peer)) {
 		pthread_mutex_unlock(&neg.lock);
 		return;
 	}
@@ -474,14 +480,20 @@ dial_start(struct dial *d, struct rdma_event_channel *ch, void *context)
 
 /*
  * A dial that ended, its events acknowledged (an id cannot be destroyed
- * before): a silent peer is remembered, a refusal is not.
+ * before): a silent peer is remembered.  So is a port where nothing
+ * listened on the CM once its TCP connection was up: its listener takes
+ * no RDMA (a server without roceshim, SO_REUSEPORT, TCP_DEFER_ACCEPT),
+ * and each connect would pay for two refused handshakes.  A refusal
+ * before the TCP connect is not: the server may be starting.
  */
 static void dial_end(struct dial *d)
 {
 	/* One the program gave up on says nothing of the peer. */
 	if (d->reason == ROCESHIM_REASON_TIMEOUT &&
 	    !__atomic_load_n(&d->cancelled, __ATOMIC_ACQUIRE))
-		negative_remember(d->cfg, &d->peer);
+		negative_remember(d->cfg, &d->peer, true);
+	else if (d->reason && d->no_listener && d->connected)
+		negative_remember(d->cfg, &d->peer, false);
 	if (!d->reason)
 		return;
 	if (d->conn)

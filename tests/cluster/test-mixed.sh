@@ -9,8 +9,9 @@
 # Every rank checks its results.  The preloaded ranks check their stats
 # (gloo_job.py --check-stats): the pair between host1's two ranks and
 # their TCPStore connections are on RDMA; every connection to host2 stays
-# on TCP because the peer has no roceshim (peer_rejected when host1 dialled,
-# peer_tcp when host2 did), every connection of host3 stays on TCP for want
+# on TCP because the peer has no roceshim (peer_rejected when host1 dialled
+# a port first, negative_cache after, peer_tcp when host2 dialled), every
+# connection of host3 stays on TCP for want
 # of a device (no_device there; timeout, negative_cache or peer_tcp as host1
 # sees it).
 # It runs with ROCESHIM_SUITE_FULL=1 (bench/fabric-conformance) only:
@@ -44,7 +45,7 @@ bg3=$(rsf-exec --bg host3 "$ROCESHIM_RUN" "${torchrun[@]}" --node_rank 2 \
 	--expect-transport tcp:no_device)
 "$ROCESHIM_RUN" "${torchrun[@]}" --node_rank 0 --nproc_per_node 2 \
 	"${rank[@]}" --check-stats --expect-transport rdma \
-	--expect-peer "$h2=tcp:peer_rejected,peer_tcp" \
+	--expect-peer "$h2=tcp:peer_rejected,negative_cache,peer_tcp" \
 	--expect-peer "$h3=tcp:timeout,negative_cache,peer_tcp" \
 	>"$tmp/host1" 2>&1
 echo "rc $?" >>"$tmp/host1"

@@ -6,8 +6,10 @@
 # and each end's stats row must name the expected transport and reason.
 #   both ends under roceshim, RDMA route        -> rdma on both ends
 #   server without roceshim                     -> client: peer_rejected
-#   the same server again, same process         -> client: peer_rejected
-#                                                  (a refusal is not cached)
+#   the same server again, same process         -> client: negative_cache
+#                                                  (its port refused the
+#                                                  request made once TCP
+#                                                  was up)
 #   server stopped (SIGSTOP) during handshake   -> client: timeout, then
 #                                                  negative_cache; the
 #                                                  server, resumed: peer_tcp
@@ -76,7 +78,7 @@ client rejected 1 "$B" "$port" "$A" 2
 check_eq plain_server_echo ok "$(echo_of "$tmp/rejected.cli")"
 check_eq plain_server_client_reason "tcp peer_rejected" \
 	"$(conn_of "$tmp/rejected.cli" 1)"
-check_eq same_peer_again_reason "tcp peer_rejected" \
+check_eq same_peer_again_reason "tcp negative_cache" \
 	"$(conn_of "$tmp/rejected.cli" 2)"
 
 # The stopped server answers neither the CM request nor, until resumed,

@@ -265,9 +265,13 @@ EOF
 	c=$(report client $APACHE_PORT)
 	at_least apache2_client_conns_refused_rdma 1 \
 		"$(count tcp/peer_rejected/none "$c")"
+	# ab's connections after its first refusal go straight to TCP.
+	at_least apache2_client_conns_remember_the_refusal 100 \
+		"$(count tcp/negative_cache/none "$c")"
 	# (a row sampled while its request was still out reads rdma/none)
 	check_eq apache2_client_no_other_transport "" \
-		"$(others tcp/peer_rejected/none rdma/none/none "$c")"
+		"$(others tcp/peer_rejected/none tcp/negative_cache/none \
+			rdma/none/none "$c")"
 	at_least apache2_listener_stays_on_tcp 1 \
 		"$(cat "$tmp"/apache/rs.*.log 2>/dev/null |
 			grep -c 'TCP_DEFER_ACCEPT: the listener stays on TCP')"

@@ -659,6 +659,41 @@ static void a_refusing_peer_is_asked_again_next_time(void **state)
 	doubles_destroy_id(doubles.last->id);
 }
 
+static void
+a_port_that_refuses_once_tcp_is_up_goes_straight_to_tcp(void **state)
+{
+	struct conn *out = NULL;
+	bool no_listener;
+
+	(void)state;
+	script_route();
+	script(RDMA_CM_EVENT_REJECTED, 8, NULL, 0);
+	assert_int_equal(dial(40114, HANDSHAKE_CONNECTED, &out, &no_listener),
+			 ROCESHIM_REASON_PEER_REJECTED);
+	assert_int_equal(dial(40114, 0, &out, &no_listener),
+			 ROCESHIM_REASON_NEGATIVE_CACHE);
+	assert_int_equal(cm.resolve_addr_calls, 1);
+	assert_null(out);
+}
+
+static void
+a_listeners_own_refusal_once_tcp_is_up_is_not_remembered(void **state)
+{
+	struct conn *out = NULL;
+	bool no_listener;
+
+	(void)state;
+	script_route();
+	script(RDMA_CM_EVENT_REJECTED, REJ_CONSUMER, reject_data,
+	       sizeof(reject_data));
+	script_route();
+	script_accept();
+	dial(40115, HANDSHAKE_CONNECTED, &out, &no_listener);
+	assert_int_equal(dial(40115, 0, &out, &no_listener),
+			 ROCESHIM_REASON_NONE);
+	doubles_destroy_id(doubles.last->id);
+}
+
 static void a_peer_heard_from_lately_is_slow_not_silent(void **state)
 {
 	struct conn *out = NULL;
@@ -803,6 +838,8 @@ int main(void)
 		T(a_silent_peer_goes_straight_to_tcp_next_time),
 		T(a_refusing_peer_is_asked_again_next_time),
 		T(a_peer_heard_from_lately_is_slow_not_silent),
+		T(a_port_that_refuses_once_tcp_is_up_goes_straight_to_tcp),
+		T(a_listeners_own_refusal_once_tcp_is_up_is_not_remembered),
 		T(without_a_negative_cache_a_silent_peer_is_asked_again),
 		T(no_cm_in_this_process_means_unsupported),
 		T(no_channel_at_the_fd_limit_means_fd_limit),
