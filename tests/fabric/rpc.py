@@ -15,7 +15,8 @@ client that checks every reply against a digest of what it sent:
                                     body reversed
   rpc.py aio-client HOST PORT N     N POSTs at once, a connection each
 
-A server prints "listening" once it takes connections; a client prints
+The zmq and grpc servers print "listening" once they take connections
+(aiohttp's is not told: wait for its port); a client prints
 "<kind>_client ok N bad M" and exits 0 when it finished.
 """
 import asyncio
@@ -151,7 +152,6 @@ def aio_server(host, port):
 
     app = web.Application(client_max_size=64 << 20)
     app.router.add_post("/", answer)
-    print("listening", flush=True)
     web.run_app(app, host=host, port=port, print=None, backlog=1024)
 
 
