@@ -1,9 +1,9 @@
 # SPDX-License-Identifier: MIT
 # What the tests that run real servers under roceshim share
-# (test-servers.sh, test-servers-mixed.sh): sourced first, not run.  It
-# makes their directory (tmp), names the fabric's addresses (A, B) and
-# sources tests/lib.sh; the test sets shape (the shape under test) and
-# kills the sampler (if set) when it ends.
+# (test-servers.sh, test-servers-mixed.sh, test-servers-rpc.sh): sourced
+# first, not run.  It makes their directory (tmp), names the fabric's
+# addresses (A, B) and sources tests/lib.sh; the test sets shape (the
+# shape under test) and kills the sampler (if set) when it ends.
 set -u
 PYTHON=${PYTHON:-/usr/bin/python3}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/$(basename "$0" .sh).XXXXXX") || exit 1
@@ -125,3 +125,33 @@ report() {
 }
 
 sha() { sha256sum | cut -d' ' -f1; }
+
+# curls NAME URL N: N downloads at once of the file whose digest is
+# big_sha; how many were exact (-k: a test's certificate is its own)
+curls() {
+	local i pids=
+
+	for i in $(seq "$3"); do
+		timeout 180 "$RUN" curl -sSk -m 150 "$2" \
+			2>>"$tmp/$1.curl.err" | sha >"$tmp/$1.curl.$i" &
+		pids="$pids $!"
+	done
+	wait $pids
+	cat "$tmp/$1".curl.* | grep -cx "$big_sha"
+}
+
+# stop PID: ends a server started in the background
+stop() {
+	kill "$1" 2>/dev/null
+	wait "$1" 2>/dev/null
+}
+
+# The EXIT trap of a test without servers of its own to stop: ends the
+# sampler and every background job, and removes tmp.
+servers_cleanup() {
+	[ -n "$sampler" ] && kill "$sampler" 2>/dev/null
+	kill $(jobs -p) 2>/dev/null
+	sleep 1
+	kill -9 $(jobs -p) 2>/dev/null
+	rm -rf "$tmp"
+}

@@ -28,14 +28,7 @@
 . "$top_srcdir/tests/fabric/servers_lib.sh"
 MIXED="$top_srcdir/tests/fabric/mixed.py"
 
-cleanup() {
-	[ -n "$sampler" ] && kill "$sampler" 2>/dev/null
-	kill $(jobs -p) 2>/dev/null
-	sleep 1
-	kill -9 $(jobs -p) 2>/dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
+trap servers_cleanup EXIT
 
 # wait_port PORT: until something accepts on A:PORT, at most 60 s; the
 # probe is preloaded too, so that its connection is one of roceshim's
@@ -80,11 +73,6 @@ moved_by_fork() {
 		"$(others rdma/none/none tcp/none/fork "$s")"
 }
 
-# stop PID: ends a server started in the background
-stop() {
-	kill "$1" 2>/dev/null
-	wait "$1" 2>/dev/null
-}
 
 mkdir -p "$tmp/www"
 head -c $((3 << 20)) /dev/urandom >"$tmp/www/big.bin"
@@ -92,18 +80,6 @@ head -c 2048 /dev/urandom | base64 >"$tmp/www/small.html"
 big_sha=$(sha <"$tmp/www/big.bin")
 chmod -R a+rX "$tmp"
 
-# curls NAME URL N: N downloads of big.bin at once; how many were exact
-curls() {
-	local i pids=
-
-	for i in $(seq "$3"); do
-		timeout 180 "$RUN" curl -sS -m 150 "$2" 2>>"$tmp/$1.curl.err" |
-			sha >"$tmp/$1.curl.$i" &
-		pids="$pids $!"
-	done
-	wait $pids
-	cat "$tmp/$1".curl.* | grep -cx "$big_sha"
-}
 
 # --------------------------------------------------------------- lighttpd
 shape=lighttpd

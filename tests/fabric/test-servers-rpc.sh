@@ -7,10 +7,6 @@
 # each connection went:
 #   ZeroMQ ROUTER, 2 I/O threads            50 DEALER sockets in one
 #                                           context, 1000 messages -> rdma
-#   gRPC (SO_REUSEPORT, its default)        6 channels: 240 unary calls up
-#                                           to 3 MB, 6 bidi streams -> TCP,
-#                                           the listener's reason
-#                                           (unsupported) on every row
 #   aiohttp (one event loop)                300 POSTs at once -> rdma
 #   stunnel (TLS in front of http.server)   8 curls of 3 MiB at once ->
 #                                           both legs on rdma
@@ -24,14 +20,7 @@
 . "$top_srcdir/tests/fabric/servers_lib.sh"
 RPC="$top_srcdir/tests/fabric/rpc.py"
 
-cleanup() {
-	[ -n "$sampler" ] && kill "$sampler" 2>/dev/null
-	kill $(jobs -p) 2>/dev/null
-	sleep 1
-	kill -9 $(jobs -p) 2>/dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
+trap servers_cleanup EXIT
 
 # have_module MODULE: Python can import it, else a skip line
 have_module() {
@@ -40,11 +29,6 @@ have_module() {
 	return 1
 }
 
-# stop PID: ends a server started in the background
-stop() {
-	kill "$1" 2>/dev/null
-	wait "$1" 2>/dev/null
-}
 
 # wait_listen PORT [SECONDS]: until A:PORT listens, at most SECONDS (60)
 wait_listen() {
@@ -74,20 +58,6 @@ head -c $((3 << 20)) /dev/urandom >"$tmp/www/big.bin"
 big_sha=$(sha <"$tmp/www/big.bin")
 chmod -R a+rX "$tmp"
 
-# exact_downloads URL N: N downloads at once (-k: a test certificate);
-# how many were exact
-exact_downloads() {
-	local i pids=
-
-	for i in $(seq "$2"); do
-		timeout 120 "$RUN" curl -sSk -m 100 "$1" 2>>"$tmp/curl.err" |
-			sha >"$tmp/dl.$i" &
-		pids="$pids $!"
-	done
-	wait $pids
-	cat $(seq -f "$tmp/dl.%g" "$2") | grep -cx "$big_sha"
-}
-
 # ------------------------------------------------------------------- zmq
 shape=zmq
 PORT=18301
@@ -103,29 +73,6 @@ if have_module zmq; then
 	check_eq zmq_server_exit_0 0 $?
 	server_only zmq rdma/none/none
 	at_least zmq_server_conns_on_rdma 50 "$(count rdma/none/none "$s")"
-fi
-
-# ------------------------------------------------------------------ gRPC
-shape=grpc
-PORT=18302
-if have_module grpc; then
-	sample_start "$tmp/$shape.stats"
-	"$RUN" "$PYTHON" "$RPC" grpc-server "$A" $PORT 300 >"$tmp/grpc.s" 2>&1 &
-	pid=$!
-	wait_for "$tmp/grpc.s" '^listening' 600
-	check_eq grpc_6_channels_246_calls_exact "grpc_client ok 246 bad 0" \
-		"$(timeout 300 "$RUN" "$PYTHON" "$RPC" grpc-client "$A" $PORT \
-			2>"$tmp/grpc.err" | tail -n1)"
-	stop $pid
-	# gRPC listens with SO_REUSEPORT: its listener takes no RDMA
-	# handshakes, and each connection it accepts names that reason.
-	server_only grpc tcp/unsupported/none
-	c=$(report client $PORT)
-	at_least grpc_clients_refused_on_the_cm 1 \
-		"$(count tcp/peer_rejected/none "$c")"
-	# (those that dialled after a refusal went straight to TCP)
-	check_eq grpc_clients_no_other_transport "" \
-		"$(others tcp/peer_rejected/none tcp/negative_cache/none "$c")"
 fi
 
 # --------------------------------------------------------------- aiohttp
@@ -170,7 +117,7 @@ EOF
 	pid=$!
 	wait_for "$tmp/stunnel.log" 'Configuration successful' 600
 	check_eq stunnel_8_tls_downloads_at_once_exact 8 \
-		"$(exact_downloads "https://$A:$PORT/big.bin" 8)"
+		"$(curls stunnel "https://$A:$PORT/big.bin" 8)"
 	stop $pid
 	stop $back
 	server_only stunnel rdma/none/none
