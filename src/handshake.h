@@ -20,9 +20,8 @@
  * timeout; a peer whose handshake timed out, and a port whose listener
  * took no RDMA handshake once the TCP connection was up, are remembered
  * (negative cache) so that the next connection to it goes straight to
- * TCP.  In a fork child
- * nothing here touches the parent's RDMA resources: new connections stay
- * on TCP.
+ * TCP.  In a fork child nothing here touches the parent's RDMA
+ * resources: new connections stay on TCP.
  */
 #ifndef ROCESHIM_HANDSHAKE_H
 #define ROCESHIM_HANDSHAKE_H
