@@ -29,7 +29,6 @@ have_module() {
 	return 1
 }
 
-
 # wait_listen PORT [SECONDS]: until A:PORT listens, at most SECONDS (60)
 wait_listen() {
 	local i
