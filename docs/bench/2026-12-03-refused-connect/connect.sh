@@ -13,8 +13,12 @@ one() { # LIB RDMA KIND LABEL
 		serve "$A" $port "$3" >/tmp/connect.srv 2>&1 &
 	local srv=$!
 	until grep -q listening /tmp/connect.srv 2>/dev/null; do sleep 0.1; done
-	ROCESHIM_LIB=$1 ROCESHIM_RDMA=$2 tools/roceshim-run python3 "$C" \
-		connect "$A" $port 150 "$4"
+	if ! ROCESHIM_LIB=$1 ROCESHIM_RDMA=$2 tools/roceshim-run python3 \
+		"$C" connect "$A" $port 150 "$4"; then
+		echo "$4 failed; server alive: $(kill -0 $srv 2>/dev/null &&
+			echo yes || echo no); its log:"
+		tail -n 20 /tmp/connect.srv
+	fi
 	kill $srv
 	wait $srv 2>/dev/null
 }
