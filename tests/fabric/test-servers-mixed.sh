@@ -73,13 +73,11 @@ moved_by_fork() {
 		"$(others rdma/none/none tcp/none/fork "$s")"
 }
 
-
 mkdir -p "$tmp/www"
 head -c $((3 << 20)) /dev/urandom >"$tmp/www/big.bin"
 head -c 2048 /dev/urandom | base64 >"$tmp/www/small.html"
 big_sha=$(sha <"$tmp/www/big.bin")
 chmod -R a+rX "$tmp"
-
 
 # --------------------------------------------------------------- lighttpd
 shape=lighttpd
