@@ -7,6 +7,10 @@
 # each connection went:
 #   ZeroMQ ROUTER, 2 I/O threads            50 DEALER sockets in one
 #                                           context, 1000 messages -> rdma
+#   gRPC (its listener has SO_REUSEPORT     6 channels: 240 unary calls up
+#   and SO_ZEROCOPY)                        to 3 MB, 6 bidi streams -> TCP,
+#                                           the listener's reason
+#                                           (unsupported) on every row
 #   aiohttp (one event loop)                300 POSTs at once -> rdma
 #   stunnel (TLS in front of http.server)   8 curls of 3 MiB at once ->
 #                                           both legs on rdma
@@ -72,6 +76,35 @@ if have_module zmq; then
 	check_eq zmq_server_exit_0 0 $?
 	server_only zmq rdma/none/none
 	at_least zmq_server_conns_on_rdma 50 "$(count rdma/none/none "$s")"
+fi
+
+# ------------------------------------------------------------------ gRPC
+shape=grpc
+PORT=18302
+if have_module grpc; then
+	sample_start "$tmp/$shape.stats"
+	"$RUN" "$PYTHON" "$RPC" grpc-server "$A" $PORT 300 >"$tmp/grpc.s" 2>&1 &
+	pid=$!
+	wait_for "$tmp/grpc.s" '^listening' 600
+	check_eq grpc_6_channels_246_calls_exact "grpc_client ok 246 bad 0" \
+		"$(GRPC_VERBOSITY=debug GRPC_TRACE=subchannel timeout 300 \
+			"$RUN" "$PYTHON" "$RPC" grpc-client "$A" $PORT \
+			2>"$tmp/grpc.err" | tail -n1)"
+	stop $pid
+	# gRPC 1.51 makes one connect in a few dozen fail (rpc.py's
+	# grpc_client says why): "connect" with errno 2.  No other.
+	echo "    grpc: $(grep -c 'connect failed' "$tmp/grpc.err")" \
+		"connects failed by gRPC's errno bug"
+	check_eq grpc_connects_fail_only_by_the_errno_bug "" \
+		"$(awk '/connect failed/ &&
+			!(/syscall:"connect"/ && /errno:2[,}]/)' "$tmp/grpc.err")"
+	# Its listener takes no RDMA handshakes (SO_REUSEPORT, SO_ZEROCOPY),
+	# and each connection it accepts names that reason.
+	server_only grpc tcp/unsupported/none
+	c=$(report client $PORT)
+	check_eq grpc_clients_on_tcp "" \
+		"$(others tcp/peer_rejected/none tcp/negative_cache/none \
+			tcp/abandoned/none "$c")"
 fi
 
 # --------------------------------------------------------------- aiohttp
