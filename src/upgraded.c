@@ -26,6 +26,23 @@ static int urgent_moves(struct conn *c, int flags)
 			       : 0;
 }
 
+/*
+ * A MSG_ZEROCOPY send on a socket with SO_ZEROCOPY is reported on the
+ * error queue, which only the kernel's TCP fills: it moves the connection
+ * to its kernel socket first, as urgent data does.  Without SO_ZEROCOPY
+ * the kernel ignores the flag, and so does roceshim.
+ */
+static int zerocopy_moves(struct conn *c, int fd, int flags)
+{
+	socklen_t len = sizeof(int);
+	int on = 0;
+
+	if (!(flags & MSG_ZEROCOPY) ||
+	    real.getsockopt(fd, SOL_SOCKET, SO_ZEROCOPY, &on, &len) || !on)
+		return 0;
+	return conn_make_plain(c, ROCESHIM_DOWNGRADE_SOCKOPT);
+}
+
 /* The kernel's sendmsg() or recvmsg() of the buffers: bytes or -errno. */
 static ssize_t kernel_io(int fd, const struct iovec *iov, int iovcnt, int flags,
 			 bool send)
@@ -188,6 +205,8 @@ ssize_t upgraded_send(struct sock *sock, int fd, const struct iovec *iov,
 			return ret;
 	}
 	ret = urgent_moves(c, flags);
+	if (!ret)
+		ret = zerocopy_moves(c, fd, flags);
 	if (ret)
 		return ret;
 	cuda_mem_call_begin();

@@ -193,6 +193,25 @@ def zerocopy(listener):
     return [c, s]
 
 
+def zerocopy_on_listener(addr):
+    """SO_ZEROCOPY alone, on a listener and its connections (as gRPC
+    sets it): sends without MSG_ZEROCOPY are not reported."""
+    listener = socket.create_server((addr, 0))
+    listener.setsockopt(socket.SOL_SOCKET, SO_ZEROCOPY, 1)
+    c, s = pair(listener)
+    s.sendall(b"y" * 4096)
+    p = select.poll()
+    p.register(s, 0)
+    print("zerocopy plain send reported:", bool(p.poll(200)))
+    c.settimeout(5)
+    got = b""
+    while len(got) < 4096:
+        got += c.recv(4096)
+    print("zerocopy plain send bytes:", got == b"y" * 4096)
+    show_row("zerocopy_on_listener", s)
+    return [listener, c, s]
+
+
 def error_queue(listener):
     """An empty error queue: EAGAIN, and the stream is untouched."""
     c, s = pair(listener)
@@ -302,6 +321,7 @@ def main():
                   error_queue, trunc):
         held += check(listener)
     held += rcvlowat_on_listener(addr)
+    held += zerocopy_on_listener(addr)
     held += fastopen_connect(addr)
     for sock in held:
         sock.close()

@@ -7,8 +7,8 @@
 # each connection went:
 #   ZeroMQ ROUTER, 2 I/O threads            50 DEALER sockets in one
 #                                           context, 1000 messages -> rdma
-#   gRPC (its listener has SO_REUSEPORT     6 channels: 240 unary calls up
-#   and SO_ZEROCOPY)                        to 3 MB, 6 bidi streams -> TCP,
+#   gRPC (SO_REUSEPORT, its default)        6 channels: 240 unary calls up
+#                                           to 3 MB, 6 bidi streams -> TCP,
 #                                           the listener's reason
 #                                           (unsupported) on every row
 #   aiohttp (one event loop)                300 POSTs at once -> rdma
@@ -98,8 +98,8 @@ if have_module grpc; then
 	check_eq grpc_connects_fail_only_by_the_errno_bug "" \
 		"$(awk '/connect failed/ &&
 			!(/syscall:"connect"/ && /errno:2[,}]/)' "$tmp/grpc.err")"
-	# Its listener takes no RDMA handshakes (SO_REUSEPORT, SO_ZEROCOPY),
-	# and each connection it accepts names that reason.
+	# Its listener takes no RDMA handshakes (SO_REUSEPORT), and each
+	# connection it accepts names that reason.
 	server_only grpc tcp/unsupported/none
 	c=$(report client $PORT)
 	check_eq grpc_clients_on_tcp "" \

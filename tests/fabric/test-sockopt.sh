@@ -5,14 +5,16 @@
 # (tests/fabric/sockopt.py): SO_RCVLOWAT on a connection, before
 # connect(), while a non-blocking connect is under way (once, then at 40
 # moments of it), before the server's accept(), and on a listener;
-# TCP_INQ; SO_ZEROCOPY with its error-queue reports; TCP Fast Open's
+# TCP_INQ; SO_ZEROCOPY with its error-queue reports, and alone on a
+# listener; TCP Fast Open's
 # connect (TCP_FASTOPEN_CONNECT) with the server's cookie; SIGIO
 # (O_ASYNC); an empty error queue (MSG_ERRQUEUE); MSG_TRUNC with a NULL
 # buffer.  Every observation is the same as over kernel TCP
 # (ROCESHIM_RDMA=0).  An upgraded connection that gets such an option
 # moves to its kernel socket (downgrade "sockopt"); one that has it before
 # connect() or listen() stays on TCP ("unsupported"); the receive flags
-# keep it on RDMA.  Before, over RDMA: the low-water mark was ignored, no
+# keep it on RDMA.  SO_ZEROCOPY means something only to a send with
+# MSG_ZEROCOPY, which moves the connection first.  Before, over RDMA: the low-water mark was ignored, no
 # TCP_INQ message, zero-copy report or SIGIO came, MSG_ERRQUEUE took
 # stream bytes, and MSG_TRUNC with a NULL buffer crashed the program;
 # a Fast Open connect went on over RDMA while its kernel SYN waited for
@@ -53,8 +55,10 @@ check_eq rcvlowat_before_accept_moves_connection "tcp none moved:sockopt" \
 check_eq rcvlowat_keeps_listener_on_tcp "tcp unsupported" \
 	"$(row rcvlowat_on_listener)"
 check_eq inq_moves_connection "tcp none moved:sockopt" "$(row inq)"
-check_eq zerocopy_moves_connection "tcp none moved:sockopt" \
+check_eq zerocopy_send_moves_connection "tcp none moved:sockopt" \
 	"$(row zerocopy)"
+check_eq zerocopy_alone_stays_on_rdma "rdma none" \
+	"$(row zerocopy_on_listener)"
 check_eq async_moves_connection "tcp none moved:sockopt" "$(row async)"
 check_eq error_queue_stays_on_rdma "rdma none" "$(row error_queue)"
 check_eq trunc_stays_on_rdma "rdma none" "$(row trunc)"
