@@ -833,6 +833,24 @@ int conn_readable_bytes(struct conn *c, int fd)
 	return n > INT_MAX ? INT_MAX : (int)n;
 }
 
+int conn_inq_hint(struct conn *c, int fd)
+{
+	struct pollfd pfd = { .fd = fd, .events = POLLRDHUP };
+	struct transport_readiness tr;
+	int n;
+
+	if (c && path_of(c) == CONN_RDMA) {
+		n = conn_readable_bytes(c, fd);
+		if (n)
+			return n;
+		transport_readiness(c->t, &tr);
+		return tr.eof;
+	}
+	if (!real.ioctl(fd, FIONREAD, &n) && n)
+		return n;
+	return real.poll(&pfd, 1, 0) == 1 && (pfd.revents & POLLRDHUP);
+}
+
 void conn_limit_send(struct conn *c, int bytes)
 {
 	if (bytes <= 0)

@@ -93,6 +93,13 @@ int conn_shutdown(struct conn *c, int fd, int how);
 /* FIONREAD. */
 int conn_readable_bytes(struct conn *c, int fd);
 /*
+ * TCP_INQ's count, as the kernel's tcp_inq_hint(): the bytes to read, or
+ * 1 once the peer's FIN came and nothing is left, so that the reader
+ * reads its end.  c may be NULL (a connect that ended on TCP): the
+ * kernel socket's.  errno may change.
+ */
+int conn_inq_hint(struct conn *c, int fd);
+/*
  * The error of the kernel socket that roceshim read in the program's
  * stead (a reset met while reading the peer's marker), once; 0 if none.
  * SO_ERROR and the next read report it, as the kernel would have.

@@ -118,10 +118,15 @@ static bool sets_sndbuf(int level, int name)
 	       (name == SO_SNDBUF || name == SO_SNDBUFFORCE);
 }
 
+static bool sets_inq(int level, int name)
+{
+	return level == IPPROTO_TCP && name == TCP_INQ;
+}
+
 /* The options that change what roceshim does with a socket. */
 static bool option_tracked(int level, int name)
 {
-	return sets_sndbuf(level, name) ||
+	return sets_sndbuf(level, name) || sets_inq(level, name) ||
 	       (level == IPPROTO_TCP && name == TCP_DEFER_ACCEPT) ||
 	       sockopt_tcp_only(level, name);
 }
@@ -156,7 +161,7 @@ SHIM_EXPORT int setsockopt(int fd, int level, int name, const void *val,
 			   socklen_t len)
 {
 	struct sock *sock;
-	int saved = errno, err, ret;
+	int saved = errno, err, ret, on;
 
 	shim_ensure_init();
 	err = before_upper_layer(level, name, fd);
@@ -171,10 +176,15 @@ SHIM_EXPORT int setsockopt(int fd, int level, int name, const void *val,
 	sock = shim_lookup(fd);
 	if (!sock)
 		return ret;
-	if (sets_sndbuf(level, name))
+	if (sets_sndbuf(level, name)) {
 		track_sndbuf(sock, fd);
-	else
+	} else if (sets_inq(level, name)) {
+		/* The kernel took an int, 0 or 1. */
+		memcpy(&on, val, sizeof(on));
+		__atomic_store_n(&sock->tcp_inq, on, __ATOMIC_RELAXED);
+	} else {
 		track_option(sock, fd);
+	}
 	sock_put(sock);
 	return ret;
 }

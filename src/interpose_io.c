@@ -384,8 +384,8 @@ static ssize_t upgraded_recvmsg(struct sock *up, int fd, struct msghdr *msg,
 	if (ret >= 0) {
 		if (msg->msg_name)
 			msg->msg_namelen = 0;
-		msg->msg_controllen = 0;
 		msg->msg_flags = 0;
+		upgraded_put_inq(up, fd, msg);
 	}
 	return ret;
 }

@@ -54,8 +54,9 @@ struct sock {
 	bool spawn_dup;	   /* named in a posix_spawn file action */
 	bool stdio_stream; /* atomic: fdopen() made a stream of it */
 	bool dial_again;   /* a blocking connect asks again once TCP is up */
-	int sndbuf; /* atomic: SO_SNDBUF as the kernel has it; 0: not set */
-	int row;    /* stats row, -1 for none; atomic, set once */
+	int sndbuf;  /* atomic: SO_SNDBUF as the kernel has it; 0: not set */
+	int tcp_inq; /* atomic: TCP_INQ as the kernel has it; -1: not read */
+	int row;     /* stats row, -1 for none; atomic, set once */
 	/*
 	 * A listener bound to one address: the local end of every connection
 	 * it accepts, known without asking the kernel.

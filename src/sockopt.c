@@ -35,7 +35,6 @@ static const struct tcp_only_option options[] = {
 	OPTION(SOL_SOCKET, SO_TIMESTAMP_NEW, 0),
 	OPTION(SOL_SOCKET, SO_TIMESTAMPNS_NEW, 0),
 	OPTION(SOL_SOCKET, SO_TIMESTAMPING_NEW, 0),
-	OPTION(IPPROTO_TCP, TCP_INQ, 0),
 	/* Its SYN waits for the first write, which the kernel never sees. */
 	OPTION(IPPROTO_TCP, TCP_FASTOPEN_CONNECT, 0),
 };

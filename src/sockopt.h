@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Socket options whose meaning only kernel TCP gives: a read low-water
- * mark, peek offsets, timestamps (control messages), TCP_INQ, and
- * signal-driven I/O (O_ASYNC).  A socket with one of them on stays on
- * TCP, and an upgraded connection that gets one moves there.
- * SO_ZEROCOPY is not one: it means something only to a send with
- * MSG_ZEROCOPY, which moves the connection itself (upgraded.c).
+ * mark, peek offsets, timestamps (control messages), and signal-driven
+ * I/O (O_ASYNC).  A socket with one of them on stays on TCP, and an
+ * upgraded connection that gets one moves there.  SO_ZEROCOPY is not
+ * one: it means something only to a send with MSG_ZEROCOPY, which moves
+ * the connection itself; nor is TCP_INQ, whose count roceshim gives
+ * (upgraded.c).
  *
  * Contract: the answers come from the kernel's own values, so what
  * counts is what the kernel accepted.  errno is left as it was.

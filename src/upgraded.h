@@ -45,6 +45,12 @@ int upgraded_shutdown(struct sock *sock, int fd, int how);
 /* FIONREAD. */
 int upgraded_readable_bytes(struct sock *sock, int fd);
 /*
+ * After a recvmsg() that read ret >= 0 bytes into msg: with TCP_INQ on,
+ * the TCP_CM_INQ control message that the kernel's would carry (or
+ * MSG_CTRUNC where msg has no room for it).
+ */
+void upgraded_put_inq(struct sock *sock, int fd, struct msghdr *msg);
+/*
  * Moves sock's connection to its kernel socket (conn_make_plain()) for
  * cause; -EAGAIN while its connect is still in the background.
  */

@@ -14,7 +14,9 @@ import os
 import select
 import signal
 import socket
+import struct
 import sys
+import termios
 import threading
 import time
 
@@ -44,6 +46,11 @@ def pair(listener, before_connect=None):
 
 def show_row(name, sock):
     print("row", name, row(sock.fileno()))
+
+
+def queued(s):
+    """FIONREAD: the bytes s has to read."""
+    return struct.unpack("i", fcntl.ioctl(s, termios.FIONREAD, b"\0" * 4))[0]
 
 
 def readable(s, timeout):
@@ -152,19 +159,32 @@ def rcvlowat_on_listener(addr):
     return [listener, c, s]
 
 
+def inq_read(s, n, control):
+    """recvmsg() of n bytes: the bytes, TCP_CM_INQ's count or None, and
+    whether the control data was truncated."""
+    d, anc, flags, _ = s.recvmsg(n, control)
+    counts = [struct.unpack("i", data.ljust(4, b"\0"))[0]
+              for level, kind, data in anc
+              if (level, kind) == (socket.IPPROTO_TCP, TCP_INQ)]
+    return d, counts[0] if counts else None, bool(flags & socket.MSG_CTRUNC)
+
+
 def inq(listener):
-    """TCP_INQ: every read reports the bytes still queued."""
+    """TCP_INQ: every read reports the bytes still queued, 1 at the end
+    of the stream; truncated where the control buffer is too short."""
     c, s = pair(listener)
     s.setsockopt(socket.IPPROTO_TCP, TCP_INQ, 1)
     c.sendall(b"0123456789")
-    s.settimeout(5)
-    data = b""
-    cmsgs = []
-    while len(data) < 10:
-        d, anc, _, _ = s.recvmsg(10 - len(data), 64)
-        data += d
-        cmsgs += [(level, kind) for level, kind, _ in anc]
-    print("inq data:", data, "cmsg:", (socket.IPPROTO_TCP, TCP_INQ) in cmsgs)
+    deadline = time.time() + 5
+    while queued(s) < 10 and time.time() < deadline:
+        time.sleep(0.01)
+    print("inq read 4:", inq_read(s, 4, 64))
+    print("inq read 2, no control:", inq_read(s, 2, 0))
+    print("inq read 4:", inq_read(s, 4, 64))
+    c.shutdown(socket.SHUT_WR)
+    readable(s, 5)
+    print("inq read at the end:", inq_read(s, 4, 64))
+    print("inq option:", s.getsockopt(socket.IPPROTO_TCP, TCP_INQ))
     show_row("inq", s)
     return [c, s]
 

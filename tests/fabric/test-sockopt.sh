@@ -54,7 +54,7 @@ check_eq rcvlowat_before_accept_moves_connection "tcp none moved:sockopt" \
 	"$(row rcvlowat_before_accept)"
 check_eq rcvlowat_keeps_listener_on_tcp "tcp unsupported" \
 	"$(row rcvlowat_on_listener)"
-check_eq inq_moves_connection "tcp none moved:sockopt" "$(row inq)"
+check_eq inq_stays_on_rdma "rdma none" "$(row inq)"
 check_eq zerocopy_send_moves_connection "tcp none moved:sockopt" \
 	"$(row zerocopy)"
 check_eq zerocopy_alone_stays_on_rdma "rdma none" \
