@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "fd_room.h"
@@ -89,12 +90,32 @@ void log_file_move(void)
 		real.close(copy);
 }
 
+/*
+ * A line for stderr, unless stderr is a TCP socket: inetd and socket
+ * activation put the program's connection there, or its listener, and
+ * the line would reach the peer as data, or SIGPIPE end the program.
+ * Another socket (journald's stream) takes it without SIGPIPE.
+ */
+static void write_stderr(const char *line, int n)
+{
+	socklen_t len = sizeof(int);
+	int domain;
+
+	if (real.getsockopt(STDERR_FILENO, SOL_SOCKET, SO_DOMAIN, &domain,
+			    &len)) {
+		(void)!real.write(STDERR_FILENO, line, n);
+		return;
+	}
+	if (domain != AF_INET && domain != AF_INET6)
+		(void)!real.send(STDERR_FILENO, line, n, MSG_NOSIGNAL);
+}
+
 void log_msg(int level, const char *fmt, ...)
 {
 	char line[1024];
 	int saved_errno = errno;
 	va_list ap;
-	int n, m;
+	int n, m, fd;
 
 	if (level < LOG_LEVEL_ERROR || level > LOG_LEVEL_DEBUG)
 		level = LOG_LEVEL_ERROR;
@@ -112,8 +133,10 @@ void log_msg(int level, const char *fmt, ...)
 	/* Before any wrapped call: the configuration's own warnings. */
 	real_init();
 	/* A log line that cannot be written is dropped, never retried. */
-	if (real.write)
-		(void)!real.write(__atomic_load_n(&log_fd, __ATOMIC_ACQUIRE),
-				  line, n);
+	fd = __atomic_load_n(&log_fd, __ATOMIC_ACQUIRE);
+	if (fd == STDERR_FILENO && real.getsockopt && real.send)
+		write_stderr(line, n);
+	else if (real.write)
+		(void)!real.write(fd, line, n);
 	errno = saved_errno;
 }

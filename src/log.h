@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Logging: one line per message, "roceshim[pid]: level: text", written with
- * a single write() so lines from several threads never interleave.
+ * a single write() so lines from several threads never interleave.  A
+ * TCP socket on stderr (inetd's, socket activation's) gets none: it is
+ * the program's connection or listener.
  *
  * Contract: log_open() sets the level and destination (NULL or "" means
  * stderr; "%p" in the path becomes the pid) and may be called again after
