@@ -53,6 +53,18 @@ def queued(s):
     return struct.unpack("i", fcntl.ioctl(s, termios.FIONREAD, b"\0" * 4))[0]
 
 
+def recv_all(s, n):
+    """n bytes from s (fewer at its end), each read within 5 s."""
+    s.settimeout(5)
+    got = b""
+    while len(got) < n:
+        chunk = s.recv(n - len(got))
+        if not chunk:
+            break
+        got += chunk
+    return got
+
+
 def readable(s, timeout):
     return bool(select.select([s], [], [], timeout)[0])
 
@@ -204,11 +216,7 @@ def zerocopy(listener):
         print("zerocopy error queue:", len(anc), "message(s)")
     except OSError as e:
         print("zerocopy error queue: errno", e.errno)
-    s.settimeout(5)
-    got = b""
-    while len(got) < 4096:
-        got += s.recv(4096)
-    print("zerocopy bytes:", got == b"z" * 4096)
+    print("zerocopy bytes:", recv_all(s, 4096) == b"z" * 4096)
     show_row("zerocopy", c)
     return [c, s]
 
@@ -223,11 +231,7 @@ def zerocopy_on_listener(addr):
     p = select.poll()
     p.register(s, 0)
     print("zerocopy plain send reported:", bool(p.poll(200)))
-    c.settimeout(5)
-    got = b""
-    while len(got) < 4096:
-        got += c.recv(4096)
-    print("zerocopy plain send bytes:", got == b"y" * 4096)
+    print("zerocopy plain send bytes:", recv_all(c, 4096) == b"y" * 4096)
     show_row("zerocopy_on_listener", s)
     return [listener, c, s]
 
