@@ -63,6 +63,12 @@ static ssize_t done_rx(struct sock *sock, ssize_t ret, const struct iovec *iov,
 }
 
 /*
+ * errno as the program's upgraded call found it: one that succeeds leaves
+ * it so, as the kernel's do, whatever roceshim's own calls met on the way.
+ */
+static __thread int entry_errno;
+
+/*
  * An upgraded call's result (bytes or -errno) at the libc boundary.  Data
  * moved: a connect in progress has completed (as in track_tx()).
  */
@@ -71,8 +77,10 @@ static ssize_t done_upgraded(struct sock *sock, ssize_t ret)
 	if (ret > 0)
 		track_connect_result(sock, -1, 0);
 	sock_put(sock);
-	if (ret >= 0)
+	if (ret >= 0) {
+		errno = entry_errno;
 		return ret;
+	}
 	errno = (int)-ret;
 	return -1;
 }
@@ -87,9 +95,12 @@ static inline struct sock *tracked(int fd)
 /* tracked(fd), but an upgraded sock goes to *upgraded instead. */
 static struct sock *lookup(int fd, struct sock **upgraded)
 {
+	int entry = errno;
 	struct sock *sock = tracked(fd);
 
 	*upgraded = sock && upgraded_carried(sock) ? sock : NULL;
+	if (*upgraded)
+		entry_errno = entry;
 	return *upgraded ? NULL : sock;
 }
 
@@ -126,6 +137,7 @@ tracked_recv(struct sock *sock, int fd, void *buf, size_t len, int flags,
 	if (upgraded_carried(sock)) {
 		struct iovec iov = one_buffer(buf, len, !as_read);
 
+		entry_errno = errno;
 		if (as_read && len > SSIZE_MAX)
 			return done_upgraded(sock, -EFAULT);
 		return done_upgraded(
@@ -147,6 +159,7 @@ tracked_send(struct sock *sock, int fd, const void *buf, size_t len, int flags,
 	if (upgraded_carried(sock)) {
 		struct iovec iov = one_buffer(buf, len, !as_write);
 
+		entry_errno = errno;
 		if (as_write && len > SSIZE_MAX)
 			return done_upgraded(sock, -EFAULT);
 		return done_upgraded(sock,
@@ -483,8 +496,10 @@ static int upgraded_mmsg(struct sock *up, int fd, struct mmsghdr *vec,
 		}
 	}
 	sock_put(up);
-	if (i || ret >= 0)
+	if (i || ret >= 0) {
+		errno = entry_errno;
 		return i;
+	}
 	errno = (int)-ret;
 	return -1;
 }

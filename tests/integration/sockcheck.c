@@ -1481,6 +1481,56 @@ out:
 	close_fd(&s);
 }
 
+/*
+ * The same around a non-blocking connect and its epoll registration, and
+ * for the vectored calls, recvmsg() with TCP_INQ's control message, and a
+ * send with MSG_ZEROCOPY on a socket without SO_ZEROCOPY: gRPC 1.51 reads
+ * connect()'s errno only after its epoll_ctl().
+ */
+static void calls_around_a_nonblocking_connect_leave_errno_alone(struct tctx *t)
+{
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLOUT | EPOLLET,
+				  .data.u64 = 9 };
+	char buf[32] = "0123456789", control[64];
+	struct iovec iov = { .iov_base = buf, .iov_len = 10 };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+	struct pollfd pfd = { .events = POLLIN };
+	int l = -1, c = -1, s = -1, ep = -1, on = 1, queued = 0, i, err;
+	socklen_t len = sizeof(err);
+	struct addr bound;
+
+	TRY(start_nonblocking_connect(t, &l, &c, &bound));
+	ASSERT_OK(ep = epoll_create1(EPOLL_CLOEXEC));
+	ASSERT_ERRNO_KEPT(epoll_ctl(ep, EPOLL_CTL_ADD, c, &ev));
+	ASSERT_ERRNO_KEPT(epoll_wait(ep, &ev, 1, 10000));
+	ASSERT_ERRNO_KEPT(getsockopt(c, SOL_SOCKET, SO_ERROR, &err, &len));
+	ASSERT(!err, "SO_ERROR %s", errname(err));
+	s = accept_within(t, l, 0);
+	TRY(s < 0);
+	ASSERT_ERRNO_KEPT(setsockopt(s, IPPROTO_TCP, TCP_INQ, &on, sizeof(on)));
+	ASSERT_ERRNO_KEPT(writev(c, &iov, 1));
+	ASSERT_ERRNO_KEPT(send(c, buf, 10, MSG_ZEROCOPY));
+	pfd.fd = s;
+	ASSERT_ERRNO_KEPT(poll(&pfd, 1, 10000));
+	for (i = 0; i < 1000 && queued < 20; i++) {
+		ASSERT_ERRNO_KEPT(ioctl(s, FIONREAD, &queued));
+		if (queued < 20)
+			usleep(10000);
+	}
+	msg.msg_control = control;
+	msg.msg_controllen = sizeof(control);
+	ASSERT_ERRNO_KEPT(recvmsg(s, &msg, 0));
+	ASSERT_ERRNO_KEPT(readv(s, &iov, 1));
+	ASSERT_ERRNO_KEPT(epoll_ctl(ep, EPOLL_CTL_MOD, c, &ev));
+	ASSERT_ERRNO_KEPT(epoll_ctl(ep, EPOLL_CTL_DEL, c, NULL));
+	ASSERT_ERRNO_KEPT(shutdown(c, SHUT_WR));
+out:
+	close_fd(&ep);
+	close_fd(&l);
+	close_fd(&c);
+	close_fd(&s);
+}
+
 /* The descriptors open in this process, or -1. */
 static int count_open_fds(void)
 {
@@ -6898,6 +6948,7 @@ static const struct test tests[] = {
 	TEST(vectored_calls_during_nonblocking_connect_wait),
 	TEST(connect_completes_for_a_dup_of_a_closed_fd),
 	TEST(successful_calls_leave_errno_alone),
+	TEST(calls_around_a_nonblocking_connect_leave_errno_alone),
 	TEST(connection_fits_three_descriptors_below_the_limit),
 	TEST(connection_takes_no_number_below_the_limit_but_its_own),
 	TEST(connect_to_closed_port_is_refused),
