@@ -86,10 +86,10 @@ SHIM_EXPORT int fcntl64(int fd, int cmd, ...)
 
 SHIM_EXPORT int ioctl(int fd, unsigned long request, ...)
 {
+	int ret, entry = errno;
 	struct sock *sock;
 	va_list ap;
 	void *arg;
-	int ret;
 
 	va_start(ap, request);
 	arg = va_arg(ap, void *);
@@ -100,6 +100,7 @@ SHIM_EXPORT int ioctl(int fd, unsigned long request, ...)
 		if (sock && sock->conn && !conn_is_plain(sock->conn)) {
 			*(int *)arg = upgraded_readable_bytes(sock, fd);
 			sock_put(sock);
+			errno = entry;
 			return 0;
 		}
 		if (sock)
@@ -193,7 +194,7 @@ SHIM_EXPORT int getsockopt(int fd, int level, int name, void *val,
 			   socklen_t *len)
 {
 	struct sock *sock;
-	int ret;
+	int ret, entry = errno;
 
 	shim_ensure_init();
 	ret = real.getsockopt(fd, level, name, val, len);
@@ -216,6 +217,7 @@ SHIM_EXPORT int getsockopt(int fd, int level, int name, void *val,
 			track_connect_result(sock, fd, so_error);
 		sock_put(sock);
 	}
+	errno = entry;
 	return ret;
 }
 

@@ -182,9 +182,9 @@ SHIM_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 
 SHIM_EXPORT int shutdown(int fd, int how)
 {
+	int ret, entry = errno;
 	struct sock *sock;
 	bool valid_how;
-	int ret;
 
 	shim_ensure_init();
 	sock = shim_lookup(fd);
@@ -194,15 +194,14 @@ SHIM_EXPORT int shutdown(int fd, int how)
 	if (valid_how && connector_pending(sock) &&
 	    connector_abort(sock, how)) {
 		sock_put(sock);
+		errno = entry;
 		return 0;
 	}
 	if (valid_how && sock->conn && !conn_is_plain(sock->conn)) {
 		ret = upgraded_shutdown(sock, fd, how);
 		sock_put(sock);
-		if (!ret)
-			return 0;
-		errno = -ret;
-		return -1;
+		errno = ret ? -ret : entry;
+		return ret ? -1 : 0;
 	}
 	ret = real.shutdown(fd, how);
 	if (ret) {
@@ -267,12 +266,15 @@ static void before_dup_onto(long new_fd)
 
 SHIM_EXPORT int close(int fd)
 {
+	int entry = errno;
+
 	shim_ensure_init();
 	if (is_log_file(fd)) {
 		errno = EBADF;
 		return -1;
 	}
 	forget(fd);
+	errno = entry;
 	return real.close(fd);
 }
 

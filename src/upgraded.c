@@ -36,12 +36,14 @@ static int urgent_moves(struct conn *c, int flags)
 static int zerocopy_moves(struct conn *c, int fd, int flags)
 {
 	socklen_t len = sizeof(int);
-	int on = 0;
+	int on = 0, err = errno;
 
-	if (!(flags & MSG_ZEROCOPY) ||
-	    real.getsockopt(fd, SOL_SOCKET, SO_ZEROCOPY, &on, &len) || !on)
+	if (!(flags & MSG_ZEROCOPY))
 		return 0;
-	return conn_make_plain(c, ROCESHIM_DOWNGRADE_SOCKOPT);
+	if (real.getsockopt(fd, SOL_SOCKET, SO_ZEROCOPY, &on, &len))
+		on = 0;
+	errno = err;
+	return on ? conn_make_plain(c, ROCESHIM_DOWNGRADE_SOCKOPT) : 0;
 }
 
 /* The kernel's sendmsg() or recvmsg() of the buffers: bytes or -errno. */
