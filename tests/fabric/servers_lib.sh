@@ -114,6 +114,16 @@ at_least() {
 		failures=$((failures + 1))
 	fi
 }
+# at_most NAME MAX ACTUAL
+at_most() {
+	if [ "${3:-0}" -le "$2" ]; then
+		echo "ok $1 ($3)"
+		passes=$((passes + 1))
+	else
+		echo "FAIL $1: expected at most $2, got '$3'"
+		failures=$((failures + 1))
+	fi
+}
 
 # report SIDE PORT: prints and returns the summary for SIDE
 report() {
