@@ -200,8 +200,12 @@ SHIM_EXPORT int shutdown(int fd, int how)
 	if (valid_how && sock->conn && !conn_is_plain(sock->conn)) {
 		ret = upgraded_shutdown(sock, fd, how);
 		sock_put(sock);
-		errno = ret ? -ret : entry;
-		return ret ? -1 : 0;
+		if (ret) {
+			errno = -ret;
+			return -1;
+		}
+		errno = entry;
+		return 0;
 	}
 	ret = real.shutdown(fd, how);
 	if (ret) {

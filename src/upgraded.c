@@ -332,29 +332,30 @@ int upgraded_readable_bytes(struct sock *sock, int fd)
 	return conn_readable_bytes(sock->conn, fd);
 }
 
-/* TCP_INQ as the kernel has it, read once; setsockopt() keeps it. */
+/*
+ * TCP_INQ as the kernel has it, read once; setsockopt() keeps it.  errno
+ * may change.
+ */
 static bool inq_on(struct sock *sock, int fd)
 {
 	int on = __atomic_load_n(&sock->tcp_inq, __ATOMIC_RELAXED);
 	socklen_t len = sizeof(on);
-	int err = errno;
 
 	if (on >= 0)
 		return on;
 	if (real.getsockopt(fd, IPPROTO_TCP, TCP_INQ, &on, &len))
 		on = 0;
-	errno = err;
 	__atomic_store_n(&sock->tcp_inq, on, __ATOMIC_RELAXED);
 	return on;
 }
 
 /* As the kernel's put_cmsg(): truncated to the room msg has. */
-void upgraded_put_inq(struct sock *sock, int fd, struct msghdr *msg)
+static void put_inq(struct sock *sock, int fd, struct msghdr *msg)
 {
 	struct cmsghdr head = { .cmsg_level = SOL_TCP,
 				.cmsg_type = TCP_CM_INQ };
 	size_t room = msg->msg_controllen, len = CMSG_LEN(sizeof(int));
-	int inq, err = errno;
+	int inq;
 
 	msg->msg_controllen = 0;
 	if (!inq_on(sock, fd))
@@ -368,11 +369,18 @@ void upgraded_put_inq(struct sock *sock, int fd, struct msghdr *msg)
 		len = room;
 	}
 	inq = conn_inq_hint(__atomic_load_n(&sock->conn, __ATOMIC_ACQUIRE), fd);
-	errno = err;
 	head.cmsg_len = len;
 	memcpy(msg->msg_control, &head, sizeof(head));
 	memcpy(CMSG_DATA((struct cmsghdr *)msg->msg_control), &inq,
 	       len - sizeof(head));
 	msg->msg_controllen =
 		room < CMSG_SPACE(sizeof(int)) ? room : CMSG_SPACE(sizeof(int));
+}
+
+void upgraded_put_inq(struct sock *sock, int fd, struct msghdr *msg)
+{
+	int err = errno;
+
+	put_inq(sock, fd, msg);
+	errno = err;
 }
