@@ -49,6 +49,10 @@ void log_open(int level, const char *path)
 	int fd;
 
 	log_level = level;
+	/* Nothing to close or open: libc's functions may wait (shim.c). */
+	if (__atomic_load_n(&log_fd, __ATOMIC_ACQUIRE) == STDERR_FILENO &&
+	    (!path || !*path))
+		return;
 	real_init();
 	fd = __atomic_exchange_n(&log_fd, STDERR_FILENO, __ATOMIC_ACQ_REL);
 	if (fd != STDERR_FILENO)

@@ -35,6 +35,18 @@ check lib_has_no_link_time_rdma_dependency \
 check lib_calls_no_rdma_function_by_name \
 	bash -c "! nm -D --undefined-only '$lib' | grep -Eq ' (ibv|rdma)_'"
 
+# libc's functions are looked up (dlsym) at the first wrapped call, not at
+# start; the loader's trace names each lookup.  close_range is one that
+# neither libroceshim.so, these programs nor ASan's runtime imports.
+libc_lookups() {
+	LD_DEBUG=symbols "$ROCESHIM_RUN" "$@" 2>&1 >/dev/null |
+		grep -c 'symbol=close_range;'
+}
+check_eq socketless_program_looks_up_no_libc_function 0 \
+	"$(libc_lookups /bin/true)"
+check socket_call_looks_up_libc_functions \
+	test "$(libc_lookups "$PYTHON" -c 'import socket; socket.socket()')" -gt 0
+
 # A program without sockets, seen from outside while it runs.
 "$ROCESHIM_RUN" sleep 30 &
 sleeper=$!
