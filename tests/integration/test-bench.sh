@@ -50,13 +50,14 @@ grep -Eq "^\| tcp stream \| 64 KiB \| MB/s \| $number .* \| $number .* \| $numbe
 # An ASan library cannot be preloaded without its runtime: not here.
 if [ -z "${SANITIZER_LIBASAN:-}" ]; then
 	python3 "$srcdir/bench/preload-cost" --lib "$ROCESHIM_LIB" --reps 1 \
-		--forks 20 --churn 50 --workloads start-true,fork-1,churn,idle \
+		--forks 20 --churn 50 \
+		--workloads start-true,start-empty,fork-1,churn,idle \
 		>"$work/cost.md" 2>"$work/cost.err" || {
 		cat "$work/cost.err" "$work/cost.md"
 		fail "preload-cost exited non-zero"
 	}
 	cat "$work/cost.md"
-	for w in start-true fork-1 churn; do
+	for w in start-true start-empty fork-1 churn; do
 		grep -Eq "^\| $w \| [^|]+ \| $number \| $number \| $number× \|" \
 			"$work/cost.md" || fail "preload-cost: no $w row with a cost"
 	done
