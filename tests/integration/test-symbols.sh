@@ -6,7 +6,8 @@
 # that called write() or fcntl() by name would go through roceshim's own
 # wrapper, which is at best a detour and at worst a recursion into the
 # state it is changing.  Every undefined symbol of the core objects is
-# checked against the dynamic symbols libroceshim.so defines.
+# checked against the dynamic symbols libroceshim.so defines.  And its
+# thread-locals are initial-exec.
 
 set -u
 
@@ -31,6 +32,12 @@ while read -r object symbol; do
 	fi
 done < <(nm -A -u "$core" 2>/dev/null |
 	sed -n 's/^[^:]*:\([^:]*\.o\): *U \([A-Za-z_0-9]*\)$/\1 \2/p')
+# Preloaded, the library's thread-locals are in the static TLS block:
+# built initial-exec, no access to them goes through __tls_get_addr().
+if nm -D --undefined-only "$lib" | grep -q ' __tls_get_addr'; then
+	echo "FAIL: $lib reaches its thread-locals through __tls_get_addr()"
+	bad=$((bad + 1))
+fi
 [ "$bad" -eq 0 ] || exit 1
 echo "PASS: no core object calls one of the $(echo "$exported" |
 	wc -l) exported names"
