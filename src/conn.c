@@ -4,6 +4,8 @@
  * the routing of each call to RDMA or to that socket, and its close.
  */
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -312,6 +314,12 @@ fail:
 bool conn_alive(const struct conn *c)
 {
 	return readiness_alive(c->r);
+}
+
+bool conn_peer_gone(const struct conn *c)
+{
+	return __atomic_load_n(&c->peer_closed, __ATOMIC_ACQUIRE) ||
+	       __atomic_load_n(&c->peer_reset, __ATOMIC_ACQUIRE);
 }
 
 struct readiness *conn_readiness(struct conn *c)
@@ -641,9 +649,7 @@ ssize_t conn_send(struct conn *c, int tcp_fd, const struct iovec *iov,
 		*kernel = true;
 		switch (path_of(c)) {
 		case CONN_RDMA:
-			if (__atomic_load_n(&c->peer_closed,
-					    __ATOMIC_ACQUIRE) ||
-			    __atomic_load_n(&c->peer_reset, __ATOMIC_ACQUIRE)) {
+			if (conn_peer_gone(c)) {
 				err = conn_take_error(c);
 				return err ? -err
 					   : kernel_send(tcp_fd, iov, iovcnt,
@@ -656,10 +662,7 @@ ssize_t conn_send(struct conn *c, int tcp_fd, const struct iovec *iov,
 			if (n > 0)
 				health_watch();
 			/* The peer went away: as TCP says, from the socket. */
-			if (n == -EPIPE &&
-			    (__atomic_load_n(&c->peer_closed,
-					     __ATOMIC_ACQUIRE) ||
-			     __atomic_load_n(&c->peer_reset, __ATOMIC_ACQUIRE)))
+			if (n == -EPIPE && conn_peer_gone(c))
 				continue;
 			return n;
 		case CONN_MOVING:
@@ -833,22 +836,59 @@ int conn_readable_bytes(struct conn *c, int fd)
 	return n > INT_MAX ? INT_MAX : (int)n;
 }
 
+/* tcp_inq_hint()'s count of bytes unread, with or after the stream's end. */
+static int inq_count(int bytes, bool fin, bool done)
+{
+	if (fin && bytes < INT_MAX)
+		return bytes + 1;
+	return !bytes && (fin || done) ? 1 : bytes;
+}
+
+/*
+ * The kernel socket's states after the peer's FIN; CLOSE may follow a
+ * reset as well, so it counts as the end only.
+ */
+static void kernel_stream_end(int fd, bool *fin, bool *done)
+{
+	struct tcp_info info;
+	socklen_t len = sizeof(info);
+
+	*fin = *done = false;
+	if (real.getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &len))
+		return;
+	switch (info.tcpi_state) {
+	case TCP_CLOSE_WAIT:
+	case TCP_LAST_ACK:
+	case TCP_CLOSING:
+	case TCP_TIME_WAIT:
+		*fin = true;
+		break;
+	case TCP_CLOSE:
+		*done = true;
+		break;
+	default:
+		break;
+	}
+}
+
 int conn_inq_hint(struct conn *c, int fd)
 {
-	struct pollfd pfd = { .fd = fd, .events = POLLRDHUP };
 	struct transport_readiness tr;
+	bool fin, done;
 	int n;
 
 	if (c && path_of(c) == CONN_RDMA) {
 		n = conn_readable_bytes(c, fd);
-		if (n)
-			return n;
 		transport_readiness(c->t, &tr);
-		return tr.eof;
+		return inq_count(n, tr.fin, tr.failed);
 	}
-	if (!real.ioctl(fd, FIONREAD, &n) && n)
-		return n;
-	return real.poll(&pfd, 1, 0) == 1 && (pfd.revents & POLLRDHUP);
+	/* Moving: the kernel socket may hold the peer's marker, not bytes. */
+	if (c && path_of(c) != CONN_TCP)
+		return 0;
+	if (real.ioctl(fd, FIONREAD, &n))
+		n = 0;
+	kernel_stream_end(fd, &fin, &done);
+	return inq_count(n, fin, done);
 }
 
 void conn_limit_send(struct conn *c, int bytes)

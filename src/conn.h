@@ -54,6 +54,8 @@ struct conn_options {
 int conn_create(struct rdma_cm_id *id, struct transport *t,
 		const struct conn_options *opt, struct conn **out);
 bool conn_alive(const struct conn *c);
+/* The peer closed or reset it: its sends go to the kernel socket. */
+bool conn_peer_gone(const struct conn *c);
 struct readiness *conn_readiness(struct conn *c);
 
 /* The handshake completed: the connection may be watched from now on. */
@@ -93,10 +95,11 @@ int conn_shutdown(struct conn *c, int fd, int how);
 /* FIONREAD. */
 int conn_readable_bytes(struct conn *c, int fd);
 /*
- * TCP_INQ's count, as the kernel's tcp_inq_hint(): the bytes to read, or
- * 1 once the peer's FIN came and nothing is left, so that the reader
+ * TCP_INQ's count, as the kernel's tcp_inq_hint() has it: the bytes to
+ * read, one more once the peer's FIN came (the FIN takes a sequence
+ * number), and at least 1 once nothing more can come, so that the reader
  * reads its end.  c may be NULL (a connect that ended on TCP): the
- * kernel socket's.  errno may change.
+ * kernel socket's.  0 while the connection moves.  errno may change.
  */
 int conn_inq_hint(struct conn *c, int fd);
 /*

@@ -1021,6 +1021,8 @@ void transport_readiness(struct transport *t, struct transport_readiness *out)
 			!t->frozen;
 	out->writable = writable_locked(t) && !t->frozen;
 	out->eof = t->s.rx_eof || t->rx_shut;
+	out->fin = t->s.rx_eof;
+	out->failed = t->error != 0;
 	out->shut = t->tx_shut;
 	out->arrivals = t->s.rx_tail + t->s.rx_eof + (t->error != 0);
 	out->corked = corked_locked(t);

@@ -210,6 +210,12 @@ ssize_t upgraded_send(struct sock *sock, int fd, const struct iovec *iov,
 	ret = urgent_moves(c, flags);
 	if (!ret)
 		ret = zerocopy_moves(c, fd, flags);
+	/*
+	 * A connection whose peer closed or reset does not move: conn_send()
+	 * gives its kernel socket the send, flags and all, as any send then.
+	 */
+	if (ret == -ECONNRESET && conn_peer_gone(c))
+		ret = 0;
 	if (ret)
 		return ret;
 	cuda_mem_call_begin();
@@ -340,12 +346,16 @@ static bool inq_on(struct sock *sock, int fd)
 {
 	int on = __atomic_load_n(&sock->tcp_inq, __ATOMIC_RELAXED);
 	socklen_t len = sizeof(on);
+	int unknown = -1;
 
 	if (on >= 0)
 		return on;
 	if (real.getsockopt(fd, IPPROTO_TCP, TCP_INQ, &on, &len))
 		on = 0;
-	__atomic_store_n(&sock->tcp_inq, on, __ATOMIC_RELAXED);
+	/* A setsockopt() meanwhile has the last word. */
+	if (!__atomic_compare_exchange_n(&sock->tcp_inq, &unknown, on, false,
+					 __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		on = unknown;
 	return on;
 }
 

@@ -201,6 +201,32 @@ def inq(listener):
     return [c, s]
 
 
+def inq_after_fin(listener):
+    """TCP_INQ once the peer's FIN came: the FIN counts one more, as it
+    takes a sequence number; this end's SHUT_RD adds nothing."""
+    c, s = pair(listener)
+    s.setsockopt(socket.IPPROTO_TCP, TCP_INQ, 1)
+    c.sendall(b"0123456789")
+    c.shutdown(socket.SHUT_WR)
+    p = select.poll()
+    p.register(s, select.POLLRDHUP)
+    p.poll(5000)
+    print("inq after fin, read 4:", inq_read(s, 4, 64))
+    print("inq after fin, read 6:", inq_read(s, 6, 64))
+    print("inq after fin, at the end:", inq_read(s, 4, 64))
+    show_row("inq_after_fin", s)
+    c2, s2 = pair(listener)
+    s2.setsockopt(socket.IPPROTO_TCP, TCP_INQ, 1)
+    c2.sendall(b"abc")
+    deadline = time.time() + 5
+    while queued(s2) < 3 and time.time() < deadline:
+        time.sleep(0.01)
+    s2.shutdown(socket.SHUT_RD)
+    print("inq after shut_rd, read 3:", inq_read(s2, 3, 64))
+    show_row("inq_after_shut_rd", s2)
+    return [c, s, c2, s2]
+
+
 def zerocopy(listener):
     """SO_ZEROCOPY: each MSG_ZEROCOPY send is reported on the error
     queue."""
@@ -341,8 +367,8 @@ def main():
     held = [listener]
     for check in (rcvlowat_on_connection, rcvlowat_before_connect,
                   rcvlowat_while_connecting, rcvlowat_before_accept,
-                  rcvlowat_while_connecting_sweep, inq, zerocopy, async_io,
-                  error_queue, trunc):
+                  rcvlowat_while_connecting_sweep, inq, inq_after_fin,
+                  zerocopy, async_io, error_queue, trunc):
         held += check(listener)
     held += rcvlowat_on_listener(addr)
     held += zerocopy_on_listener(addr)

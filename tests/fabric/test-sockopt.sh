@@ -55,6 +55,9 @@ check_eq rcvlowat_before_accept_moves_connection "tcp none moved:sockopt" \
 check_eq rcvlowat_keeps_listener_on_tcp "tcp unsupported" \
 	"$(row rcvlowat_on_listener)"
 check_eq inq_stays_on_rdma "rdma none" "$(row inq)"
+check_eq inq_after_fin_stays_on_rdma "rdma none" "$(row inq_after_fin)"
+check_eq inq_after_shut_rd_stays_on_rdma "rdma none" \
+	"$(row inq_after_shut_rd)"
 check_eq zerocopy_send_moves_connection "tcp none moved:sockopt" \
 	"$(row zerocopy)"
 check_eq zerocopy_alone_stays_on_rdma "rdma none" \
