@@ -659,7 +659,7 @@ SHIM_EXPORT ssize_t splice(int fd_in, loff_t *off_in, int fd_out,
 	struct sock *up_in, *up_out, *in, *out;
 	bool counted = false, moves;
 	ssize_t ret;
-	int err = 0;
+	int err = 0, entry = errno;
 
 	in = lookup(fd_in, &up_in);
 	out = lookup(fd_out, &up_out);
@@ -698,8 +698,10 @@ out:
 		sock_put(in);
 	if (out)
 		sock_put(out);
-	if (ret >= 0)
+	if (ret >= 0) {
+		errno = entry;
 		return ret;
+	}
 	errno = (int)-ret;
 	return -1;
 }

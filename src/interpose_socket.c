@@ -182,7 +182,7 @@ SHIM_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 
 SHIM_EXPORT int shutdown(int fd, int how)
 {
-	int ret, entry = errno;
+	int ret, err, entry = errno;
 	struct sock *sock;
 	bool valid_how;
 
@@ -208,14 +208,10 @@ SHIM_EXPORT int shutdown(int fd, int how)
 		return 0;
 	}
 	ret = real.shutdown(fd, how);
-	if (ret) {
-		int err = errno;
-
-		sock_put(sock);
-		errno = err;
-		return ret;
-	}
+	/* The failure's errno, or the program's. */
+	err = ret ? errno : entry;
 	sock_put(sock);
+	errno = err;
 	return ret;
 }
 
