@@ -181,15 +181,21 @@ def inq_read(s, n, control):
     return d, counts[0] if counts else None, bool(flags & socket.MSG_CTRUNC)
 
 
+def inq_pair(listener, data):
+    """A connection whose accepted end has TCP_INQ on and data queued."""
+    c, s = pair(listener)
+    s.setsockopt(socket.IPPROTO_TCP, TCP_INQ, 1)
+    c.sendall(data)
+    deadline = time.time() + 5
+    while queued(s) < len(data) and time.time() < deadline:
+        time.sleep(0.01)
+    return c, s
+
+
 def inq(listener):
     """TCP_INQ: every read reports the bytes still queued, 1 at the end
     of the stream; truncated where the control buffer is too short."""
-    c, s = pair(listener)
-    s.setsockopt(socket.IPPROTO_TCP, TCP_INQ, 1)
-    c.sendall(b"0123456789")
-    deadline = time.time() + 5
-    while queued(s) < 10 and time.time() < deadline:
-        time.sleep(0.01)
+    c, s = inq_pair(listener, b"0123456789")
     print("inq read 4:", inq_read(s, 4, 64))
     print("inq read 2, no control:", inq_read(s, 2, 0))
     print("inq read 4:", inq_read(s, 4, 64))
@@ -204,9 +210,7 @@ def inq(listener):
 def inq_after_fin(listener):
     """TCP_INQ once the peer's FIN came: the FIN counts one more, as it
     takes a sequence number; this end's SHUT_RD adds nothing."""
-    c, s = pair(listener)
-    s.setsockopt(socket.IPPROTO_TCP, TCP_INQ, 1)
-    c.sendall(b"0123456789")
+    c, s = inq_pair(listener, b"0123456789")
     c.shutdown(socket.SHUT_WR)
     p = select.poll()
     p.register(s, select.POLLRDHUP)
@@ -215,12 +219,7 @@ def inq_after_fin(listener):
     print("inq after fin, read 6:", inq_read(s, 6, 64))
     print("inq after fin, at the end:", inq_read(s, 4, 64))
     show_row("inq_after_fin", s)
-    c2, s2 = pair(listener)
-    s2.setsockopt(socket.IPPROTO_TCP, TCP_INQ, 1)
-    c2.sendall(b"abc")
-    deadline = time.time() + 5
-    while queued(s2) < 3 and time.time() < deadline:
-        time.sleep(0.01)
+    c2, s2 = inq_pair(listener, b"abc")
     s2.shutdown(socket.SHUT_RD)
     print("inq after shut_rd, read 3:", inq_read(s2, 3, 64))
     show_row("inq_after_shut_rd", s2)
