@@ -63,22 +63,20 @@ static ssize_t done_rx(struct sock *sock, ssize_t ret, const struct iovec *iov,
 }
 
 /*
- * errno as the program's upgraded call found it: one that succeeds leaves
- * it so, as the kernel's do, whatever roceshim's own calls met on the way.
+ * An upgraded call's result (bytes or -errno) at the libc boundary.  One
+ * that succeeds leaves errno as the call found it (entry), as the
+ * kernel's do, whatever roceshim's own calls met on the way.  entry is
+ * the caller's local: a signal handler's upgraded call in the middle of
+ * this one must not change it.  Data moved: a connect in progress has
+ * completed (as in track_tx()).
  */
-static __thread int entry_errno;
-
-/*
- * An upgraded call's result (bytes or -errno) at the libc boundary.  Data
- * moved: a connect in progress has completed (as in track_tx()).
- */
-static ssize_t done_upgraded(struct sock *sock, ssize_t ret)
+static ssize_t done_upgraded(struct sock *sock, ssize_t ret, int entry)
 {
 	if (ret > 0)
 		track_connect_result(sock, -1, 0);
 	sock_put(sock);
 	if (ret >= 0) {
-		errno = entry_errno;
+		errno = entry;
 		return ret;
 	}
 	errno = (int)-ret;
@@ -95,12 +93,9 @@ static inline struct sock *tracked(int fd)
 /* tracked(fd), but an upgraded sock goes to *upgraded instead. */
 static struct sock *lookup(int fd, struct sock **upgraded)
 {
-	int entry = errno;
 	struct sock *sock = tracked(fd);
 
 	*upgraded = sock && upgraded_carried(sock) ? sock : NULL;
-	if (*upgraded)
-		entry_errno = entry;
 	return *upgraded ? NULL : sock;
 }
 
@@ -136,14 +131,15 @@ tracked_recv(struct sock *sock, int fd, void *buf, size_t len, int flags,
 
 	if (upgraded_carried(sock)) {
 		struct iovec iov = one_buffer(buf, len, !as_read);
+		int entry = errno;
 
-		entry_errno = errno;
 		if (as_read && len > SSIZE_MAX)
-			return done_upgraded(sock, -EFAULT);
+			return done_upgraded(sock, -EFAULT, entry);
 		return done_upgraded(
 			sock,
 			as_read ? upgraded_read(sock, fd, &iov, 1, flags)
-				: upgraded_recv(sock, fd, &iov, 1, flags));
+				: upgraded_recv(sock, fd, &iov, 1, flags),
+			entry);
 	}
 	ret = as_read ? real.read(fd, buf, len)
 		      : real.recv(fd, buf, len, flags);
@@ -158,12 +154,12 @@ tracked_send(struct sock *sock, int fd, const void *buf, size_t len, int flags,
 
 	if (upgraded_carried(sock)) {
 		struct iovec iov = one_buffer(buf, len, !as_write);
+		int entry = errno;
 
-		entry_errno = errno;
 		if (as_write && len > SSIZE_MAX)
-			return done_upgraded(sock, -EFAULT);
-		return done_upgraded(sock,
-				     upgraded_send(sock, fd, &iov, 1, flags));
+			return done_upgraded(sock, -EFAULT, entry);
+		return done_upgraded(
+			sock, upgraded_send(sock, fd, &iov, 1, flags), entry);
 	}
 	ret = as_write ? real.write(fd, buf, len)
 		       : real.send(fd, buf, len, flags);
@@ -174,6 +170,7 @@ static ssize_t shim_recvfrom(int fd, void *buf, size_t len, int flags,
 			     struct sockaddr *from, socklen_t *fromlen)
 {
 	struct sock *sock, *up;
+	int entry = errno;
 	ssize_t ret;
 
 	sock = lookup(fd, &up);
@@ -183,7 +180,8 @@ static ssize_t shim_recvfrom(int fd, void *buf, size_t len, int flags,
 		/* A stream socket reports no source address. */
 		if (from && fromlen)
 			*fromlen = 0;
-		return done_upgraded(up, upgraded_recv(up, fd, &iov, 1, flags));
+		return done_upgraded(up, upgraded_recv(up, fd, &iov, 1, flags),
+				     entry);
 	}
 	ret = real.recvfrom(fd, buf, len, flags, from, fromlen);
 	return sock ? done_rx(sock, ret, &(struct iovec){ buf, len }, 1) : ret;
@@ -210,11 +208,13 @@ SHIM_EXPORT ssize_t write(int fd, const void *buf, size_t count)
 SHIM_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
 {
 	struct sock *sock, *up;
+	int entry = errno;
 	ssize_t ret;
 
 	sock = lookup(fd, &up);
 	if (up)
-		return done_upgraded(up, upgraded_read(up, fd, iov, iovcnt, 0));
+		return done_upgraded(up, upgraded_read(up, fd, iov, iovcnt, 0),
+				     entry);
 	ret = real.readv(fd, iov, iovcnt);
 	return sock ? done_rx(sock, ret, iov, iovcnt) : ret;
 }
@@ -222,11 +222,13 @@ SHIM_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
 SHIM_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
 {
 	struct sock *sock, *up;
+	int entry = errno;
 	ssize_t ret;
 
 	sock = lookup(fd, &up);
 	if (up)
-		return done_upgraded(up, upgraded_send(up, fd, iov, iovcnt, 0));
+		return done_upgraded(up, upgraded_send(up, fd, iov, iovcnt, 0),
+				     entry);
 	ret = real.writev(fd, iov, iovcnt);
 	return sock ? done_tx(sock, ret, iov, iovcnt) : ret;
 }
@@ -276,26 +278,29 @@ out:
 }
 
 static ssize_t rw2_upgraded(struct sock *up, int fd, const struct iovec *iov,
-			    int iovcnt, int flags, bool tx)
+			    int iovcnt, int flags, bool tx, int entry)
 {
 	int msg = flags & RWF_NOWAIT ? MSG_DONTWAIT : 0;
 
 	if ((flags & ~RWF_ON_SOCKETS) ||
 	    ((flags & RWF_NOWAIT) && !sockets_take_nowait()))
-		return done_upgraded(up, -EOPNOTSUPP);
-	return done_upgraded(up, tx ? upgraded_send(up, fd, iov, iovcnt, msg)
-				    : upgraded_read(up, fd, iov, iovcnt, msg));
+		return done_upgraded(up, -EOPNOTSUPP, entry);
+	return done_upgraded(up,
+			     tx ? upgraded_send(up, fd, iov, iovcnt, msg)
+				: upgraded_read(up, fd, iov, iovcnt, msg),
+			     entry);
 }
 
 static ssize_t rw2(int fd, const struct iovec *iov, int iovcnt, off_t offset,
 		   int flags, bool tx)
 {
 	struct sock *sock, *up;
+	int entry = errno;
 	ssize_t ret;
 
 	sock = lookup(fd, &up);
 	if (up && offset == -1)
-		return rw2_upgraded(up, fd, iov, iovcnt, flags, tx);
+		return rw2_upgraded(up, fd, iov, iovcnt, flags, tx, entry);
 	sock = sock ? sock : up;
 	if (tx) {
 		ret = real.pwritev2(fd, iov, iovcnt, offset, flags);
@@ -358,6 +363,7 @@ SHIM_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags,
 			   const struct sockaddr *to, socklen_t tolen)
 {
 	struct sock *sock, *up;
+	int entry = errno;
 	ssize_t ret;
 
 	sock = lookup(fd, &up);
@@ -365,7 +371,8 @@ SHIM_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags,
 		struct iovec iov = one_buffer(buf, len, true);
 
 		/* A connected stream ignores the address, as TCP does. */
-		return done_upgraded(up, upgraded_send(up, fd, &iov, 1, flags));
+		return done_upgraded(up, upgraded_send(up, fd, &iov, 1, flags),
+				     entry);
 	}
 	ret = real.sendto(fd, buf, len, flags, to, tolen);
 	return sock ? done_tx(sock, ret, &(struct iovec){ (void *)buf, len }, 1)
@@ -406,11 +413,13 @@ static ssize_t upgraded_recvmsg(struct sock *up, int fd, struct msghdr *msg,
 SHIM_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 {
 	struct sock *sock, *up;
+	int entry = errno;
 	ssize_t ret;
 
 	sock = lookup(fd, &up);
 	if (up)
-		return done_upgraded(up, upgraded_recvmsg(up, fd, msg, flags));
+		return done_upgraded(up, upgraded_recvmsg(up, fd, msg, flags),
+				     entry);
 	ret = real.recvmsg(fd, msg, flags);
 	return sock ? done_rx(sock, ret, msg->msg_iov, msg->msg_iovlen) : ret;
 }
@@ -418,6 +427,7 @@ SHIM_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 SHIM_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 {
 	struct sock *sock, *up;
+	int entry = errno;
 	ssize_t ret;
 
 	/* An upgraded socket sent to another process goes as TCP. */
@@ -427,7 +437,8 @@ SHIM_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 	}
 	sock = lookup(fd, &up);
 	if (up)
-		return done_upgraded(up, upgraded_sendmsg(up, fd, msg, flags));
+		return done_upgraded(up, upgraded_sendmsg(up, fd, msg, flags),
+				     entry);
 	ret = real.sendmsg(fd, msg, flags);
 	return sock ? done_tx(sock, ret, msg->msg_iov, msg->msg_iovlen) : ret;
 }
@@ -467,7 +478,7 @@ static int done_mmsg(struct sock *sock, int ret, const struct mmsghdr *vec,
  */
 static int upgraded_mmsg(struct sock *up, int fd, struct mmsghdr *vec,
 			 unsigned int vlen, int flags,
-			 const struct timespec *timeout, bool tx)
+			 const struct timespec *timeout, bool tx, int entry)
 {
 	int64_t deadline = -1;
 	ssize_t ret = 0;
@@ -497,7 +508,7 @@ static int upgraded_mmsg(struct sock *up, int fd, struct mmsghdr *vec,
 	}
 	sock_put(up);
 	if (i || ret >= 0) {
-		errno = entry_errno;
+		errno = entry;
 		return i;
 	}
 	errno = (int)-ret;
@@ -508,11 +519,13 @@ SHIM_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen,
 			 int flags, struct timespec *timeout)
 {
 	struct sock *sock, *up;
+	int entry = errno;
 	int ret;
 
 	sock = lookup(fd, &up);
 	if (up)
-		return upgraded_mmsg(up, fd, vec, vlen, flags, timeout, false);
+		return upgraded_mmsg(up, fd, vec, vlen, flags, timeout, false,
+				     entry);
 	ret = real.recvmmsg(fd, vec, vlen, flags, timeout);
 	return sock ? done_mmsg(sock, ret, vec, false) : ret;
 }
@@ -521,6 +534,7 @@ SHIM_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen,
 			 int flags)
 {
 	struct sock *sock, *up;
+	int entry = errno;
 	unsigned int i;
 	int ret;
 
@@ -530,7 +544,8 @@ SHIM_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen,
 			track_fds_passed(&vec[i].msg_hdr);
 	sock = lookup(fd, &up);
 	if (up)
-		return upgraded_mmsg(up, fd, vec, vlen, flags, NULL, true);
+		return upgraded_mmsg(up, fd, vec, vlen, flags, NULL, true,
+				     entry);
 	ret = real.sendmmsg(fd, vec, vlen, flags);
 	return sock ? done_mmsg(sock, ret, vec, true) : ret;
 }
@@ -582,12 +597,14 @@ static ssize_t upgraded_sendfile(struct sock *up, int out_fd, int in_fd,
 SHIM_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
 {
 	struct sock *sock, *up;
+	int entry = errno;
 	ssize_t ret;
 
 	sock = lookup(out_fd, &up);
 	if (up)
-		return done_upgraded(up, upgraded_sendfile(up, out_fd, in_fd,
-							   offset, count));
+		return done_upgraded(
+			up, upgraded_sendfile(up, out_fd, in_fd, offset, count),
+			entry);
 	ret = real.sendfile(out_fd, in_fd, offset, count);
 	return sock ? done_tx(sock, ret, NULL, 0) : ret;
 }

@@ -171,6 +171,58 @@ static void recv_interrupted_by_one_shot_handler(void)
 	close(server);
 }
 
+static int handler_fd = -1;
+
+/* Sends a byte on handler_fd with errno set to EDOM, and restores errno. */
+static void on_alarm_send(int sig)
+{
+	int saved = errno;
+
+	(void)sig;
+	signals++;
+	errno = EDOM;
+	if (send(handler_fd, "x", 1, MSG_DONTWAIT) != 1)
+		signals = -1000;
+	errno = saved;
+}
+
+/*
+ * A recv() that succeeds leaves errno as it found it, even when a signal
+ * handler in the middle of it sends on another connection with errno set
+ * to something else.
+ */
+static void recv_keeps_errno_through_handler_send(void)
+{
+	struct sigaction sa = { .sa_handler = on_alarm_send,
+				.sa_flags = SA_RESTART };
+	int client, server, other, other_peer, err;
+	char buf[16];
+	pthread_t t;
+	ssize_t n;
+
+	check_pair(&client, &server);
+	check_pair(&other, &other_peer);
+	handler_fd = other;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGALRM, &sa, NULL);
+	check_thread(&t, answer_later, &server);
+	ticking(ONE_SHOT_US, true);
+	errno = 0;
+	n = recv(client, buf, sizeof(buf), 0);
+	err = errno;
+	ticking(0, false);
+	pthread_join(t, NULL);
+	check_result(__func__,
+		     n == 5 && err == 0 && signals == 1 &&
+			     recv(other_peer, buf, 1, 0) == 1,
+		     "recv %zd, errno %d after %d signals", n, err,
+		     (int)signals);
+	close(client);
+	close(server);
+	close(other);
+	close(other_peer);
+}
+
 static void recv_interrupted_with_rcvtimeo(void)
 {
 	struct timeval tv = { .tv_sec = 10 };
@@ -509,6 +561,7 @@ int main(int argc, char **argv)
 	recv_interrupted_without_sa_restart();
 	recv_interrupted_with_rcvtimeo();
 	recv_interrupted_by_one_shot_handler();
+	recv_keeps_errno_through_handler_send();
 	send_restarted_by_sa_restart();
 	connect_restarted_by_sa_restart();
 	connect_goes_on_after_eintr();
