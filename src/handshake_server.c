@@ -122,11 +122,26 @@ struct claim {
 #define LATE_WINDOW_MS 1000
 #define LATE_WAIT_MS   250
 
+/*
+ * A port whose connections a descendant accepts (a prefork worker
+ * claimed one) is refused on the CM for this long after the last claim:
+ * each of its connections would be set up on RDMA here only to move to
+ * TCP in the worker.  The client remembers the refusal (negative cache).
+ */
+#define ELSEWHERE_MS  30000
+#define ELSEWHERE_MAX 16
+
+struct elsewhere {
+	uint16_t port;
+	int64_t until_ms;
+};
+
 static struct {
 	pthread_mutex_t lock;
 	pthread_cond_t settled;
 	struct pending *list;
 	struct claim *claims;
+	struct elsewhere elsewhere[ELSEWHERE_MAX];
 } pend FORK_DATA = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
 	.settled = PTHREAD_COND_INITIALIZER,
@@ -216,6 +231,40 @@ static void unlist_pending(struct pending *p)
 	pthread_mutex_unlock(&pend.lock);
 }
 
+/*
+ * Under pend.lock: port's connections are accepted by a descendant.  Its
+ * entry is renewed, or the oldest (an unused or expired one first) taken.
+ */
+static void mark_accepted_elsewhere_locked(uint16_t port)
+{
+	struct elsewhere *e, *slot = &pend.elsewhere[0];
+
+	for (e = pend.elsewhere; e < pend.elsewhere + ELSEWHERE_MAX; e++) {
+		if (e->port == port) {
+			slot = e;
+			break;
+		}
+		if (e->until_ms < slot->until_ms)
+			slot = e;
+	}
+	slot->port = port;
+	slot->until_ms = clock_ms() + ELSEWHERE_MS;
+}
+
+static bool accepted_elsewhere(uint16_t port)
+{
+	int64_t now = clock_ms();
+	bool found = false;
+	unsigned int i;
+
+	pthread_mutex_lock(&pend.lock);
+	for (i = 0; i < ELSEWHERE_MAX && !found; i++)
+		found = pend.elsewhere[i].port == port &&
+			pend.elsewhere[i].until_ms > now;
+	pthread_mutex_unlock(&pend.lock);
+	return found;
+}
+
 static bool too_many_pending(struct rdma_cm_id *listener)
 {
 	const struct listener *l = listener->context;
@@ -252,6 +301,12 @@ bool handshake_on_connect_request(const struct config *cfg,
 	bool late;
 	int err;
 
+	if (accepted_elsewhere(local_port)) {
+		log_debug("cm: connect request refused: a worker process "
+			  "accepts this port's connections");
+		why = ROCESHIM_REASON_PREFORK;
+		goto reject;
+	}
 	if (too_many_pending(ev->listen_id)) {
 		log_info("cm: connect request refused: the listener has as "
 			 "many handshakes waiting for accept() as it takes");
@@ -791,6 +846,7 @@ void handshake_on_share_request(void *ctx)
 		if (p->conn == c) {
 			p->state = PENDING_CLAIMED;
 			p->expires_ms = clock_ms() + PENDING_CLAIMED_MS;
+			mark_accepted_elsewhere_locked(p->port);
 			break;
 		}
 	}
