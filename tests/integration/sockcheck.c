@@ -1738,7 +1738,7 @@ bound_connect_again_after_refusals_carries_both_streams(struct tctx *t)
  * queue, and is told apart by its port.)
  */
 #define FAST_TIMER_CONNECTIONS 10
-#define FAST_TIMER_TRIES       20
+#define FAST_TIMER_TRIES       100
 #define FAST_TIMER_PERIOD_NS   1000000
 
 /*
