@@ -497,7 +497,7 @@ static ssize_t kernel_recv(int fd, const struct iovec *iov, int iovcnt,
 static int claim_inherited(struct conn *c)
 {
 	int longest = move_wait_longest_ms(c->timeout_ms);
-	enum conn_path path = path_of(c);
+	enum conn_path path = path_of(c), was;
 	enum share_state state;
 
 	/*
@@ -514,8 +514,11 @@ static int claim_inherited(struct conn *c)
 	c->shut_kernel = false;
 	if (state != SHARE_TCP)
 		conn_record_reset(c);
-	__atomic_store_n(&c->path, state == SHARE_TCP ? CONN_TCP : CONN_FAILED,
-			 __ATOMIC_RELEASE);
+	was = __atomic_exchange_n(&c->path,
+				  state == SHARE_TCP ? CONN_TCP : CONN_FAILED,
+				  __ATOMIC_ACQ_REL);
+	stats_row_claimed(__atomic_load_n(&c->row, __ATOMIC_ACQUIRE),
+			  state == SHARE_TCP && was != CONN_TCP);
 	return 0;
 }
 

@@ -370,6 +370,23 @@ void stats_downgrade(int index, enum roceshim_downgrade cause)
 	row_end_update(row);
 }
 
+void stats_row_claimed(int index, bool moved)
+{
+	struct roceshim_stats_header *seg;
+	struct roceshim_stats_row *row;
+
+	pthread_mutex_lock(&st.lock);
+	seg = segment_get_locked();
+	pthread_mutex_unlock(&st.lock);
+	if (!seg || index < 0 || !moved)
+		return;
+	row = row_at(seg, index);
+	row_begin_update(row);
+	row->transport = ROCESHIM_TRANSPORT_TCP;
+	row->downgrade = ROCESHIM_DOWNGRADE_FORK;
+	row_end_update(row);
+}
+
 void stats_row_close(int index)
 {
 	/* Under the lock: the row becomes reusable by row_find_locked(). */
@@ -558,6 +575,8 @@ copy_rows_in_use(struct roceshim_stats_header *to,
 	struct roceshim_stats_row *copy;
 
 	memcpy(to, from, sizeof(*to));
+	/* The rings are their owners': a child holds none of their memory. */
+	to->global.rings.pinned_bytes = 0;
 	for (i = 0; i < end; i++) {
 		copy = row_at(to, (int)i);
 		if (i >= used || rows[i].state == ROCESHIM_ROW_FREE ||
@@ -568,6 +587,9 @@ copy_rows_in_use(struct roceshim_stats_header *to,
 			continue;
 		}
 		*copy = rows[i];
+		copy->rings.pinned_bytes = 0;
+		copy->rings.rx_ring_bytes = 0;
+		copy->rings.tx_ring_bytes = 0;
 		/* A row caught mid-update by a thread the fork leaves behind.
 		 */
 		if (copy->seq & 1)

@@ -42,6 +42,12 @@ void stats_row_set_local(int row, const struct roceshim_stats_endpoint *local);
 /* An upgraded connection moved to TCP (row may be -1). */
 void stats_downgrade(int row, enum roceshim_downgrade cause);
 void stats_row_close(int row);
+/*
+ * A fork child took over a connection it inherited: it publishes its
+ * segment (the connection is now its own to show), and the row says TCP,
+ * moved by the fork, when the owner moved it.
+ */
+void stats_row_claimed(int row, bool moved);
 
 /* Data moved on the kernel TCP path or over RDMA; row may be -1. */
 void stats_tcp_tx(int row, size_t bytes);
@@ -97,7 +103,10 @@ struct roceshim_stats_header *stats_segment(void);
 
 void stats_fork_prepare(void);
 void stats_fork_parent(void);
-/* The child publishes its own segment, starting from the parent's rows. */
+/*
+ * The child publishes its own segment, starting from the parent's rows,
+ * without their rings (the owners hold those).
+ */
 void stats_fork_child(void);
 /*
  * Removes the segment's name (at exit), taking the lock by deadline_ms

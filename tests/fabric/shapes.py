@@ -49,7 +49,7 @@ import tempfile
 import threading
 import time
 
-from own_stats import row
+from own_stats import row, stats
 
 def echo_loop(conn):
     while True:
@@ -60,8 +60,18 @@ def echo_loop(conn):
 
 
 class Echo(socketserver.BaseRequestHandler):
+    """Echoes, then prints how its own stats show the connection it took
+    over: "handler TRANSPORT REASON[ moved:X] pinned ROW PROCESS"."""
     def handle(self):
         echo_loop(self.request)
+        fd = self.request.fileno()
+        report = stats()
+        ends = [c for c in report.get("connections", []) if c["fd"] == fd]
+        print("handler %s pinned %d %d" % (
+            row(fd), ends[-1]["pinned_bytes"] if ends else -1,
+            report.get("global", {}).get("rings", {}).get("pinned_bytes",
+                                                          -1)),
+            flush=True)
 
 
 def listener(addr):

@@ -55,6 +55,14 @@ for shape in forking prefork exec subprocess workers spawned; do
 			"$moved"
 		;;
 	esac
+	if [ "$shape" = forking ]; then
+		grep '^handler' "$tmp/server-$shape" | sed 's/^/    server: /'
+		# Each handler's own stats: the connection it took over, moved
+		# by the fork, and none of the parent's pinned rings.
+		check_eq forking_handlers_show_their_connection_moved_by_fork 6 \
+			"$(grep -c '^handler tcp none moved:fork pinned 0 0$' \
+				"$tmp/server-$shape")"
+	fi
 	kill %1 2>/dev/null
 	pkill -f "shapes.py worker"
 	wait 2>/dev/null

@@ -501,6 +501,51 @@ static void publishing_child_unmaps_its_parents_segment(void **state)
 	assert_int_equal(in_fork_child(publish_unmaps_parent, NULL, -1), 0);
 }
 
+static int claim_in_child(int r)
+{
+	stats_row_claimed(r, true);
+	if (!segment_name_exists() || stats_segment()->pid != getpid())
+		return 1; /* a claimed connection is the child's to show */
+	if (row(r)->transport != ROCESHIM_TRANSPORT_TCP ||
+	    row(r)->downgrade != ROCESHIM_DOWNGRADE_FORK)
+		return 2;
+	return 0;
+}
+
+static void fork_child_claiming_a_row_shows_it_moved(void **state)
+{
+	int r = open_conn(25);
+
+	stats_row_set_reason(r, ROCESHIM_REASON_NONE);
+	assert_int_equal(in_fork_child(claim_in_child, NULL, r), 0);
+	assert_int_equal(row(r)->transport, ROCESHIM_TRANSPORT_RDMA);
+	stats_row_close(r);
+}
+
+static int holds_no_rings(int r)
+{
+	if (row(r)->rings.pinned_bytes || row(r)->rings.rx_ring_bytes ||
+	    row(r)->rings.tx_ring_bytes)
+		return 1;
+	return stats_segment()->global.rings.pinned_bytes ? 2 : 0;
+}
+
+/* Its parent's rings are not in a fork child's memory, nor in its count. */
+static void fork_child_counts_no_rings_of_its_parent(void **state)
+{
+	uint64_t before = stats_segment()->global.rings.pinned_bytes;
+	int r = open_conn(26);
+
+	stats_row_set_reason(r, ROCESHIM_REASON_NONE);
+	assert_true(stats_rings(r, STATS_RING_CHANGED, 272 << 10, &grown));
+	assert_int_equal(in_fork_child(holds_no_rings, NULL, r), 0);
+	assert_int_equal(row(r)->rings.pinned_bytes, (256u + 16u) << 10);
+	assert_int_equal(stats_segment()->global.rings.pinned_bytes,
+			 before + (272 << 10));
+	assert_true(stats_rings(r, STATS_RING_CHANGED, -(272 << 10), &grown));
+	stats_row_close(r);
+}
+
 static int counts_a_lot(int r)
 {
 	stats_tcp_tx(r, 1000000);
@@ -555,6 +600,8 @@ int main(void)
 			row_closed_between_forks_is_absent_in_next_child),
 		cmocka_unit_test(publishing_child_unmaps_its_parents_segment),
 		cmocka_unit_test(childs_counts_do_not_reach_a_later_child),
+		cmocka_unit_test(fork_child_claiming_a_row_shows_it_moved),
+		cmocka_unit_test(fork_child_counts_no_rings_of_its_parent),
 		cmocka_unit_test(fork_of_unpublished_child_keeps_rows),
 		cmocka_unit_test(shutdown_removes_the_name),
 	};
