@@ -298,6 +298,7 @@ int conn_create(struct rdma_cm_id *id, struct transport *t,
 	c->pinned_min = opt->pinned_zerocopy_min;
 	c->reg_cache_bytes = opt->reg_cache_bytes;
 	c->timeout_ms = opt->move_timeout_ms;
+	c->accepted_port = opt->accepted_port;
 	c->fork_epoch = conn_fork_epoch;
 	c->row = -1;
 	c->kfd = -1;
@@ -536,6 +537,16 @@ void conn_on_share_request(struct conn *c)
 	if (path_of(c) == CONN_RDMA)
 		share_publish(c->slot, SHARE_FAILED);
 	pthread_mutex_unlock(&c->lock);
+}
+
+uint16_t conn_handed_over_port(struct conn *c)
+{
+	struct transport_counters sent;
+
+	if (!c->accepted_port)
+		return 0;
+	transport_counters(c->t, &sent);
+	return sent.tx_bytes ? 0 : c->accepted_port;
 }
 
 /* ---- the calls -------------------------------------------------------- */
@@ -1147,15 +1158,16 @@ void conn_discard(struct conn *c)
 	conn_destroy(c);
 }
 
-void conn_release(struct conn *c, bool abortive)
+uint16_t conn_release(struct conn *c, bool abortive)
 {
+	uint16_t handed_over = 0;
 	struct closing *cl;
 	bool shared;
 
 	readiness_forget(c->r);
 	readiness_close(c->r);
 	if (!conn_alive(c))
-		return; /* a fork child: the owner has the resources */
+		return 0; /* a fork child: the owner has the resources */
 	pthread_mutex_lock(&c->lock);
 	c->released = true;
 	/* Kept for a call that has returned: closed as the last fd would be. */
@@ -1163,8 +1175,10 @@ void conn_release(struct conn *c, bool abortive)
 		abortive = true;
 	/* A fork child may go on with it: over TCP, without this process. */
 	shared = c->kfd_ours && !c->kfd_for_call && path_of(c) == CONN_RDMA;
-	if (shared)
+	if (shared) {
+		handed_over = conn_handed_over_port(c);
 		conn_move_begin_locked(c, ROCESHIM_DOWNGRADE_FORK);
+	}
 	pthread_mutex_unlock(&c->lock);
 	if (!shared && path_of(c) == CONN_RDMA && !abortive) {
 		transport_shutdown(c->t);
@@ -1172,7 +1186,7 @@ void conn_release(struct conn *c, bool abortive)
 	}
 	cl = calloc(1, sizeof(*cl));
 	if (!cl)
-		return;
+		return handed_over;
 	cl->conn = c;
 	cl->deadline_ms = clock_ms() + LINGER_TIMEOUT_MS;
 	__atomic_add_fetch(&closing_count, 1, __ATOMIC_RELEASE);
@@ -1182,6 +1196,7 @@ void conn_release(struct conn *c, bool abortive)
 	pthread_mutex_unlock(&closing_lock);
 	/* The progress thread may wait without a tick: the linger needs one. */
 	progress_wake();
+	return handed_over;
 }
 
 void conn_closing_drain(void)

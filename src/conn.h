@@ -47,7 +47,8 @@ struct conn_options {
 	 */
 	size_t pinned_zerocopy_min;
 	size_t reg_cache_bytes;
-	int move_timeout_ms; /* the longest a move to TCP may take */
+	int move_timeout_ms;	/* the longest a move to TCP may take */
+	uint16_t accepted_port; /* the listener's, or 0: this end dialled */
 };
 
 /* Takes ownership of id and t. */
@@ -161,9 +162,10 @@ void conn_drop_qp(struct conn *c, enum roceshim_downgrade cause);
  * The program closed the last fd: send FIN (unless abortive), and let the
  * progress thread destroy the connection once the FIN is out (at most
  * 2 s), or, where a fork child may still use the socket, once it moved to
- * TCP.  conn_reap_tick() is that thread's tick hook.
+ * TCP.  conn_reap_tick() is that thread's tick hook.  Returns, when a
+ * fork child goes on with it, conn_handed_over_port(); else 0.
  */
-void conn_release(struct conn *c, bool abortive);
+uint16_t conn_release(struct conn *c, bool abortive);
 bool conn_reap_tick(void);
 /*
  * Before the process leaves (exit, exec, daemon()): waits until the closed
@@ -205,6 +207,12 @@ void conn_quick_exit(struct conn *c, int fd);
 struct share_slot *conn_slot(struct conn *c);
 /* A fork child asks the owner to move c to TCP. */
 void conn_on_share_request(struct conn *c);
+/*
+ * The listener's port of c, which this process accepted and never wrote
+ * to: a descendant that takes such a connection over is the handler of a
+ * server that forks one per connection.  0 for any other connection.
+ */
+uint16_t conn_handed_over_port(struct conn *c);
 /*
  * accept() returned the socket fd of a connection that another process
  * accepted on the RDMA CM: a fork child's owner (share_pending_claim()),

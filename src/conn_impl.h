@@ -47,6 +47,7 @@ struct conn {
 	int row;		   /* atomic: its stats row, -1 for none */
 	uint64_t pinned_told;	   /* under t's lock: in the process's gauge */
 	int timeout_ms;		   /* the longest a move may take */
+	uint16_t accepted_port;	   /* conn_options.accepted_port */
 
 	int path;	  /* atomic: enum conn_path */
 	bool peer_closed; /* atomic: the peer's kernel socket is closed */

@@ -128,6 +128,15 @@ struct conn *handshake_take_pending(const struct config *cfg,
 				    uint16_t local_port, int fd,
 				    enum roceshim_downgrade *moved);
 /*
+ * Another process takes over a connection that this one accepted on port
+ * and never wrote to (conn_handed_over_port(); 0: none): a descendant
+ * asked for it, goes on with it after this one closed it, or it was sent
+ * with SCM_RIGHTS.  The server hands its connections over, so its port
+ * refuses handshakes for a while (reason handoff), and they start on TCP
+ * instead of moving there.
+ */
+void handshake_port_handed_over(uint16_t port);
+/*
  * As handshake_take_pending(), for a listener whose CM listener is
  * another process's (sock->imported): the connection, if that process
  * took it on the CM, moves to TCP before its first byte.

@@ -484,7 +484,8 @@ dial_start(struct dial *d, struct rdma_event_channel *ch, void *context)
  * listened on the CM once its TCP connection was up: its listener takes
  * no RDMA (a server without roceshim, SO_REUSEPORT, TCP_DEFER_ACCEPT),
  * and each connect would pay for two refused handshakes; and one whose
- * server refused because its workers accept (prefork).  Another refusal
+ * server refused because its workers accept (prefork) or other processes
+ * take its connections over (handoff).  Another refusal
  * before the TCP connect is not: the server may be starting.
  */
 static void dial_end(struct dial *d)
@@ -494,7 +495,8 @@ static void dial_end(struct dial *d)
 	    !__atomic_load_n(&d->cancelled, __ATOMIC_ACQUIRE))
 		negative_remember(d->cfg, &d->peer, true);
 	else if ((d->reason && d->no_listener && d->connected) ||
-		 d->reason == ROCESHIM_REASON_PREFORK)
+		 d->reason == ROCESHIM_REASON_PREFORK ||
+		 d->reason == ROCESHIM_REASON_HANDOFF)
 		negative_remember(d->cfg, &d->peer, false);
 	if (!d->reason)
 		return;

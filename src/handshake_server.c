@@ -124,15 +124,19 @@ struct claim {
 
 /*
  * A port whose connections a descendant accepts (a prefork worker
- * claimed one) is refused on the CM for this long after the last claim:
- * each of its connections would be set up on RDMA here only to move to
- * TCP in the worker.  The client remembers the refusal (negative cache).
+ * claimed one: prefork), or another process takes over before this one
+ * wrote to them (a server that forks a handler per connection, or passes
+ * each to a worker: handoff), is refused on the CM for this long after
+ * the last claim: each of its connections would be set up on RDMA here
+ * only to move to TCP in the other process.  The client remembers the
+ * refusal (negative cache).
  */
 #define ELSEWHERE_MS  30000
 #define ELSEWHERE_MAX 16
 
 struct elsewhere {
 	uint16_t port;
+	enum roceshim_reason why;
 	int64_t until_ms;
 };
 
@@ -232,10 +236,12 @@ static void unlist_pending(struct pending *p)
 }
 
 /*
- * Under pend.lock: port's connections are accepted by a descendant.  Its
- * entry is renewed, or the oldest (an unused or expired one first) taken.
+ * Under pend.lock: port's connections are taken by a descendant (why).
+ * Its entry is renewed, or the oldest (an unused or expired one first)
+ * taken.
  */
-static void mark_accepted_elsewhere_locked(uint16_t port)
+static void mark_accepted_elsewhere_locked(uint16_t port,
+					   enum roceshim_reason why)
 {
 	struct elsewhere *e, *slot = &pend.elsewhere[0];
 
@@ -248,21 +254,24 @@ static void mark_accepted_elsewhere_locked(uint16_t port)
 			slot = e;
 	}
 	slot->port = port;
+	slot->why = why;
 	slot->until_ms = clock_ms() + ELSEWHERE_MS;
 }
 
-static bool accepted_elsewhere(uint16_t port)
+/* Why port's connections are taken elsewhere, or ROCESHIM_REASON_NONE. */
+static enum roceshim_reason accepted_elsewhere(uint16_t port)
 {
+	enum roceshim_reason why = ROCESHIM_REASON_NONE;
 	int64_t now = clock_ms();
-	bool found = false;
 	unsigned int i;
 
 	pthread_mutex_lock(&pend.lock);
-	for (i = 0; i < ELSEWHERE_MAX && !found; i++)
-		found = pend.elsewhere[i].port == port &&
-			pend.elsewhere[i].until_ms > now;
+	for (i = 0; i < ELSEWHERE_MAX && !why; i++)
+		if (pend.elsewhere[i].port == port &&
+		    pend.elsewhere[i].until_ms > now)
+			why = pend.elsewhere[i].why;
 	pthread_mutex_unlock(&pend.lock);
-	return found;
+	return why;
 }
 
 static bool too_many_pending(struct rdma_cm_id *listener)
@@ -301,10 +310,14 @@ bool handshake_on_connect_request(const struct config *cfg,
 	bool late;
 	int err;
 
-	if (accepted_elsewhere(local_port)) {
-		log_debug("cm: connect request refused: a worker process "
-			  "accepts this port's connections");
-		why = ROCESHIM_REASON_PREFORK;
+	why = accepted_elsewhere(local_port);
+	if (why) {
+		log_debug("cm: connect request refused: %s",
+			  why == ROCESHIM_REASON_PREFORK
+				  ? "a worker process accepts this port's "
+				    "connections"
+				  : "a child process takes this port's "
+				    "connections over");
 		goto reject;
 	}
 	if (too_many_pending(ev->listen_id)) {
@@ -354,6 +367,7 @@ bool handshake_on_connect_request(const struct config *cfg,
 		goto reject;
 	p = calloc(1, sizeof(*p));
 	opt = handshake_conn_options(cfg);
+	opt.accepted_port = local_port;
 	err = p ? conn_create(id, t, &opt, &c) : -ENOMEM;
 	if (err) {
 		log_info("cm: connect request refused: out of memory or fds");
@@ -831,6 +845,15 @@ void handshake_take_inherited(const struct config *cfg,
 			       ROCESHIM_DOWNGRADE_EXEC, moved);
 }
 
+void handshake_port_handed_over(uint16_t port)
+{
+	if (!port)
+		return;
+	pthread_mutex_lock(&pend.lock);
+	mark_accepted_elsewhere_locked(port, ROCESHIM_REASON_HANDOFF);
+	pthread_mutex_unlock(&pend.lock);
+}
+
 /* The owner: a descendant claimed c, or asks to move it. */
 void handshake_on_share_request(void *ctx)
 {
@@ -838,6 +861,7 @@ void handshake_on_share_request(void *ctx)
 	struct pending *p;
 
 	if (share_pending_state(conn_slot(c)) != SHARE_PENDING_CLAIMED) {
+		handshake_port_handed_over(conn_handed_over_port(c));
 		conn_on_share_request(c);
 		return;
 	}
@@ -846,7 +870,8 @@ void handshake_on_share_request(void *ctx)
 		if (p->conn == c) {
 			p->state = PENDING_CLAIMED;
 			p->expires_ms = clock_ms() + PENDING_CLAIMED_MS;
-			mark_accepted_elsewhere_locked(p->port);
+			mark_accepted_elsewhere_locked(p->port,
+						       ROCESHIM_REASON_PREFORK);
 			break;
 		}
 	}

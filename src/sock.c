@@ -97,7 +97,8 @@ void sock_put(struct sock *sock)
 	if (sock->connector)
 		connector_free(sock->connector);
 	if (sock->conn)
-		conn_release(sock->conn, sock->abortive);
+		handshake_port_handed_over(
+			conn_release(sock->conn, sock->abortive));
 	if (sock->listen_id)
 		handshake_unlisten(sock, false);
 	pthread_mutex_lock(&pool_lock);

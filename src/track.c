@@ -1223,6 +1223,15 @@ static void listener_passed(int fd, struct sock *sock)
 	handshake_unlisten(sock, true);
 }
 
+/* A connection on RDMA sent to another process, which goes on with it. */
+static void passing_connection(struct sock *sock)
+{
+	struct conn *c = __atomic_load_n(&sock->conn, __ATOMIC_ACQUIRE);
+
+	if (c && conn_alive(c) && conn_on_rdma(c))
+		handshake_port_handed_over(conn_handed_over_port(c));
+}
+
 void track_fds_passed(const struct msghdr *msg)
 {
 	struct leaving how = { .cause = ROCESHIM_DOWNGRADE_FD_PASSED,
@@ -1249,6 +1258,8 @@ void track_fds_passed(const struct msghdr *msg)
 				continue;
 			if (__atomic_load_n(&sock->listen_id, __ATOMIC_ACQUIRE))
 				listener_passed(fd, sock);
+			else
+				passing_connection(sock);
 			leave(fd, sock, &how);
 			sock_put(sock);
 		}

@@ -150,6 +150,7 @@ int wire_decode_reject(const void *data, size_t len,
 	case ROCESHIM_REASON_MEMLOCK_LIMIT:
 	case ROCESHIM_REASON_RESOURCE:
 	case ROCESHIM_REASON_PREFORK:
+	case ROCESHIM_REASON_HANDOFF:
 		*reason = p[5];
 		return 0;
 	default:

@@ -53,6 +53,7 @@ enum roceshim_reason {
 	ROCESHIM_REASON_ABANDONED = 15,	    /* shut down while connecting */
 	ROCESHIM_REASON_IO_URING = 16,	    /* the process set up io_uring */
 	ROCESHIM_REASON_PREFORK = 17,	    /* the server's workers accept */
+	ROCESHIM_REASON_HANDOFF = 18,	    /* another process takes them */
 	ROCESHIM_REASON_COUNT = 24	    /* array size, room to grow */
 };
 
@@ -258,6 +259,7 @@ static inline const char *roceshim_reason_name(unsigned int reason)
 		[ROCESHIM_REASON_ABANDONED] = "abandoned",
 		[ROCESHIM_REASON_IO_URING] = "io_uring",
 		[ROCESHIM_REASON_PREFORK] = "prefork",
+		[ROCESHIM_REASON_HANDOFF] = "handoff",
 	};
 
 	if (reason >= sizeof(names) / sizeof(names[0]) || !names[reason])

@@ -97,6 +97,16 @@ wait_seen() {
 		sleep 0.3
 	done
 }
+# wait_rows SIDE PORT N: as wait_seen, for N rows whatever their key.
+wait_rows() {
+	local i
+
+	for i in $(seq 200); do
+		[ "$(awk '{n += $2} END {print n + 0}' <<<"$(conns "$1" "$2")")" \
+			-ge "$3" ] && return
+		sleep 0.3
+	done
+}
 # others KEY... SUMMARY-last: the keys of the summary not in the list
 others() {
 	local s=${!#}

@@ -10,9 +10,9 @@
 #   python http.server (a thread per       20 curls at once -> rdma
 #   connection)
 #   rsync --daemon (forks per connection)  a tree copied -> moved to TCP
-#                                          (fork)
-#   git daemon (forks, execs upload-pack   git clone -> moved to TCP (fork)
-#   with the socket as its stdio)
+#                                          (fork), or refused (handoff)
+#   git daemon (forks, execs upload-pack   git clone -> moved to TCP (fork),
+#   with the socket as its stdio)          or refused (handoff)
 #   iperf3 -P 4 -R                         4 parallel streams -> rdma
 #   multiprocessing.connection: 3 forked   40 exchanges from a fork pool:
 #   workers accept, a fork pool connects   the children of a process that
@@ -62,15 +62,22 @@ rdma_at_least() {
 }
 
 # moved_by_fork NAME PID: ends the server PID, a daemon whose fork child
-# serves each connection, which then moves to TCP (the test's port probe
-# may stay on RDMA: its child finds it closed)
+# serves each connection, which then moves to TCP; once a child has taken
+# one over, the daemon refuses the next ones (handoff), which start on
+# TCP (peer_tcp on its side).  The test's port probe may stay on RDMA:
+# its child finds it closed.
 moved_by_fork() {
 	stop "$2"
 	sample_stop
 	s=$(report server $PORT)
-	at_least "$1_server_moved_by_the_fork" 1 "$(count tcp/none/fork "$s")"
+	at_least "$1_server_moved_by_the_fork_or_refused" 1 \
+		"$(($(count tcp/none/fork "$s") + $(count tcp/peer_tcp/none "$s")))"
 	check_eq "$1_server_no_other_transport" "" \
-		"$(others rdma/none/none tcp/none/fork "$s")"
+		"$(others rdma/none/none tcp/none/fork tcp/peer_tcp/none "$s")"
+	c=$(report client $PORT)
+	check_eq "$1_client_moved_or_refused_as_handoff" "" \
+		"$(others rdma/none/none tcp/none/peer tcp/handoff/none \
+			tcp/negative_cache/none "$c")"
 }
 
 mkdir -p "$tmp/www"

@@ -26,16 +26,19 @@
 #   memcached (4 threads)                  memccapable, memcslap, 512 KB
 #                                          value -> rdma
 #   socat                                  download, upload: rdma; fork +
-#                                          EXEC: moved to TCP (fork)
+#                                          EXEC: moved to TCP (fork), then
+#                                          refused (handoff)
 #   sshd (forks and re-execs per conn.)    ssh cat / sha256sum of 2 MiB
-#                                          -> moved to TCP by the fork
+#                                          -> moved to TCP by the fork,
+#                                          then refused (handoff)
 #   postgres (backend forked per conn.)    pgbench -i, -C, -S, a 1.6 MB
-#                                          result -> moved to TCP (fork)
+#                                          result -> moved to TCP (fork),
+#                                          then refused (handoff)
 #   Node.js http, one process, and with    its own http client, 60 POSTs of
 #   the cluster module (the primary        300 KB, 20 at a time, each
 #   accepts, passes each connection to     answered with 1 MiB -> rdma; in
 #   one of 2 workers); libuv closes with   the cluster moved to TCP (fd
-#   syscall(SYS_close)                     passed)
+#   syscall(SYS_close)                     passed), then refused (handoff)
 #   supervisord, an fcgi-program of 2      6 clients echoing 200 KB each
 #   workers it starts as new programs      -> moved to TCP by the workers,
 #                                          then refused (prefork)
@@ -43,6 +46,19 @@
 # A program that is not installed skips its shape, with a line saying so.
 # shellcheck source=servers_lib.sh
 . "$top_srcdir/tests/fabric/servers_lib.sh"
+
+# handed_over NAME CLIENT-SUMMARY: a server that hands each connection
+# to a child, met by clients one after another, each its own process:
+# the first connection moves to TCP when the child takes it over, and the
+# server refuses the later ones (handoff).
+handed_over() {
+	at_least "$1_first_client_conn_moved_by_server" 1 \
+		"$(count tcp/none/peer "$2")"
+	at_least "$1_later_client_conns_refused_as_handoff" 1 \
+		"$(count tcp/handoff/none "$2")"
+	check_eq "$1_client_no_other_transport" "" \
+		"$(others tcp/none/peer tcp/handoff/none "$2")"
+}
 
 cleanup() {
 	local f
@@ -438,7 +454,7 @@ if have socat; then
 	sleep 1
 	ok=0
 	for i in 1 2 3; do
-		got=$( (wait_seen client $((SOCAT_PORT + 2)) tcp/none/peer $i
+		got=$( (wait_rows client $((SOCAT_PORT + 2)) $i
 			cat "$tmp/blob2m") |
 			timeout 120 "$RUN" socat -t 60 STDIO \
 			TCP:"$A":$((SOCAT_PORT + 2)),bind="$B",retry=50,interval=0.2 \
@@ -454,9 +470,11 @@ if have socat; then
 	check_eq socat_upload_server_rdma 1 "$(count rdma/none/none "$s")"
 	s=$(report server $((SOCAT_PORT + 2)))
 	check_eq socat_fork_server_no_rdma_left "" \
-		"$(others tcp/none/fork tcp/none/exec "$s")"
+		"$(others tcp/none/fork tcp/none/exec tcp/peer_tcp/none "$s")"
+	# The first connection moves; once its child has taken it over, the
+	# server refuses the next ones (handoff).
 	c=$(report client $((SOCAT_PORT + 2)))
-	check_eq socat_fork_client_moved_by_server "tcp/none/peer 3" "$c"
+	handed_over socat_fork "$c"
 	kill "$forker" 2>/dev/null
 fi
 
@@ -492,7 +510,7 @@ EOF
 	}
 	# (each remote command reads a line first, which comes once the
 	# sampler saw the client moved: a client cannot end unseen)
-	seen() { wait_seen client $SSH_PORT tcp/none/peer "$1"; echo; }
+	seen() { wait_rows client $SSH_PORT "$1"; echo; }
 	check_eq ssh_cat_2MiB_sha256 "$blob_sha" \
 		"$(seen 1 | ssh_to "read x; cat $tmp/blob2m" 2>>"$tmp/ssh.err" | sha)"
 	check_eq ssh_upload_2MiB_sha256sum "$blob_sha" \
@@ -506,9 +524,9 @@ EOF
 	sed 's/^/    ssh: /' "$tmp/ssh.err"
 	s=$(report server $SSH_PORT)
 	check_eq sshd_server_no_rdma_left "" \
-		"$(others tcp/none/fork tcp/none/exec "$s")"
+		"$(others tcp/none/fork tcp/none/exec tcp/peer_tcp/none "$s")"
 	c=$(report client $SSH_PORT)
-	check_eq sshd_client_moved_by_server "tcp/none/peer 5" "$c"
+	handed_over sshd "$c"
 	kill "$(cat "$tmp/sshd.pid")" 2>/dev/null
 	grep -iE 'error|fatal' "$tmp/sshd.out" | head -5 | sed 's/^/    sshd: /'
 fi
@@ -561,14 +579,19 @@ print(hashlib.sha256(("".join(hashlib.md5(str(i).encode()).hexdigest()
 	sample_stop
 	s=$(report server $PG_PORT)
 	check_eq postgres_server_no_rdma_left "" \
-		"$(others tcp/none/fork tcp/none/exec "$s")"
+		"$(others tcp/none/fork tcp/none/exec tcp/peer_tcp/none "$s")"
 	c=$(report client $PG_PORT)
 	# (pgbench -C's connections are short: the sampler sees some, and
 	# some last before the backend's first read moved them)
-	at_least postgres_client_conns_moved_by_server 10 \
-		"$(count tcp/none/peer "$c")"
+	at_least postgres_client_conns_moved_or_refused 10 \
+		"$(($(count tcp/none/peer "$c") + $(count tcp/handoff/none "$c") +
+			$(count tcp/negative_cache/none "$c")))"
+	at_least postgres_client_conns_refused_as_handoff 1 \
+		"$(($(count tcp/handoff/none "$c") +
+			$(count tcp/negative_cache/none "$c")))"
 	check_eq postgres_client_no_other_transport "" \
-		"$(others tcp/none/peer rdma/none/none "$c")"
+		"$(others tcp/none/peer rdma/none/none tcp/handoff/none \
+			tcp/negative_cache/none "$c")"
 	kill -INT "$(head -n1 "$tmp/pg/postmaster.pid")" 2>/dev/null
 	grep -E 'ERROR|FATAL|PANIC|LOG: .*terminated' "$tmp/postgres.out" |
 		head -5 | sed 's/^/    postgres: /'
@@ -601,14 +624,22 @@ if node_shape node 18080 0; then
 	check_eq node_client_no_other_transport "" "$(others rdma/none/none "$c")"
 fi
 if node_shape node-cluster 18081 2; then
+	# The first connections move as the primary passes them on; once
+	# one has been, the primary refuses the handshakes (handoff).
 	s=$(report server 18081)
-	at_least node_cluster_primary_conns_moved_by_passing 20 \
+	at_least node_cluster_primary_conns_moved_by_passing 1 \
 		"$(count tcp/none/fd_passed "$s")"
+	check_eq node_cluster_primary_no_other_transport "" \
+		"$(others rdma/none/none tcp/none/fd_passed tcp/peer_tcp/none "$s")"
 	c=$(report client 18081)
-	at_least node_cluster_client_conns_moved_by_server 20 \
+	at_least node_cluster_client_conns_moved_by_server 1 \
 		"$(count tcp/none/peer "$c")"
+	at_least node_cluster_client_conns_refused_as_handoff 1 \
+		"$(($(count tcp/handoff/none "$c") +
+			$(count tcp/negative_cache/none "$c")))"
 	check_eq node_cluster_client_no_other_transport "" \
-		"$(others tcp/none/peer rdma/none/none "$c")"
+		"$(others tcp/none/peer rdma/none/none tcp/handoff/none \
+			tcp/negative_cache/none "$c")"
 fi
 
 # ------------------------------------------------------------- supervisor

@@ -13,9 +13,11 @@
 #     posix_spawn of a helper that carries it, exec of itself, and
 #     SCM_RIGHTS to another process.
 # The stats say how each connection went: moved to TCP where another
-# process took it over, or, once a worker has claimed one, refused by
-# the server (prefork) and remembered by the client (negative_cache).  (A daemon and an exec'd image have no stats of
-# their own for it: the move is counted in the process that left.)
+# process took it over, or, once one has been, refused by the server
+# (prefork where workers accept, handoff where a handler takes each
+# accepted connection) and remembered by the client (negative_cache).
+# (A daemon and an exec'd image have no stats of their own for it: the
+# move is counted in the process that left.)
 set -u
 PYTHON=${PYTHON:-/usr/bin/python3}
 shapes="$top_srcdir/tests/fabric/shapes.py"
@@ -41,27 +43,37 @@ for shape in forking prefork exec subprocess workers spawned; do
 		"$(awk '$1 == "echo" {print $2}' "$tmp/client-$shape")"
 	moved=$(grep -c '^conn tcp none moved:peer$' "$tmp/client-$shape")
 	case $shape in
-	prefork | workers | spawned)
-		# Once a worker has claimed a connection, the parent refuses
-		# the handshakes on its port: the later ones go on TCP.
-		check "${shape}_first_client_connection_moved_by_a_worker" \
-			[ "$moved" -ge 1 ]
-		check_eq "${shape}_client_connections_moved_or_refused" 6 \
-			"$(grep -cE '^conn tcp (none moved:peer|prefork|negative_cache)$' \
-				"$tmp/client-$shape")"
-		;;
-	*)
-		check_eq "${shape}_client_connections_moved_by_the_server" 6 \
-			"$moved"
-		;;
+	prefork | workers | spawned) why=prefork ;;
+	*) why=handoff ;;
 	esac
+	# Once another process has taken a connection over, the server
+	# refuses the handshakes on its port ($why): the later ones go on TCP.
+	check "${shape}_first_client_connection_moved_by_the_server" \
+		[ "$moved" -ge 1 ]
+	check_eq "${shape}_client_connections_moved_or_refused" 6 \
+		"$(grep -cE "^conn tcp (none moved:peer|$why|negative_cache)$" \
+			"$tmp/client-$shape")"
 	if [ "$shape" = forking ]; then
 		grep '^handler' "$tmp/server-$shape" | sed 's/^/    server: /'
 		# Each handler's own stats: the connection it took over, moved
-		# by the fork, and none of the parent's pinned rings.
-		check_eq forking_handlers_show_their_connection_moved_by_fork 6 \
-			"$(grep -c '^handler tcp none moved:fork pinned 0 0$' \
+		# by the fork, and none of the parent's pinned rings; one that
+		# the server refused is on TCP from the start, and the handler
+		# that only inherited it publishes nothing.
+		check_eq forking_handlers_show_their_connection_moved_by_fork \
+			"$moved" "$(grep -c '^handler tcp none moved:fork pinned 0 0$' \
 				"$tmp/server-$shape")"
+		check_eq forking_handlers_of_refused_connections_show_none \
+			$((6 - moved)) "$(grep -c '^handler none none pinned -1 -1$' \
+				"$tmp/server-$shape")"
+		# A later client: refused, then remembered.
+		timeout 300 "$ROCESHIM_RUN" "$PYTHON" "$shapes" client "$addr" \
+			"$port" >"$tmp/client-again" 2>&1
+		sed "s/^/    $shape, again: /" "$tmp/client-again"
+		check_eq forking_later_client_echoes ok \
+			"$(awk '$1 == "echo" {print $2}' "$tmp/client-again")"
+		check_eq forking_later_client_refused_then_remembered 6 \
+			"$(grep -cE '^conn tcp (handoff|negative_cache)$' \
+				"$tmp/client-again")"
 	fi
 	kill %1 2>/dev/null
 	pkill -f "shapes.py worker"

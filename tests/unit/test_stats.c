@@ -121,6 +121,8 @@ static void reason_names_are_stable(void **state)
 			    "io_uring");
 	assert_string_equal(roceshim_reason_name(ROCESHIM_REASON_PREFORK),
 			    "prefork");
+	assert_string_equal(roceshim_reason_name(ROCESHIM_REASON_HANDOFF),
+			    "handoff");
 	assert_string_equal(
 		roceshim_downgrade_name(ROCESHIM_DOWNGRADE_IO_URING),
 		"io_uring");
