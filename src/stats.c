@@ -353,38 +353,38 @@ void stats_row_set_local(int index, const struct roceshim_stats_endpoint *local)
 	row_end_update(row);
 }
 
-void stats_downgrade(int index, enum roceshim_downgrade cause)
+/* The row says TCP, moved there by cause. */
+static void row_show_moved(struct roceshim_stats_header *seg, int index,
+			   enum roceshim_downgrade cause)
 {
-	struct roceshim_stats_header *seg = stats_segment();
-	struct roceshim_stats_row *row;
+	struct roceshim_stats_row *row = row_at(seg, index);
 
-	if (!seg || cause >= ROCESHIM_DOWNGRADE_COUNT)
-		return;
-	counter_add(&seg->global.downgrades[cause], 1);
-	if (index < 0)
-		return;
-	row = row_at(seg, index);
 	row_begin_update(row);
 	row->transport = ROCESHIM_TRANSPORT_TCP;
 	row->downgrade = cause;
 	row_end_update(row);
 }
 
+void stats_downgrade(int index, enum roceshim_downgrade cause)
+{
+	struct roceshim_stats_header *seg = stats_segment();
+
+	if (!seg || cause >= ROCESHIM_DOWNGRADE_COUNT)
+		return;
+	counter_add(&seg->global.downgrades[cause], 1);
+	if (index >= 0)
+		row_show_moved(seg, index, cause);
+}
+
 void stats_row_claimed(int index, bool moved)
 {
 	struct roceshim_stats_header *seg;
-	struct roceshim_stats_row *row;
 
 	pthread_mutex_lock(&st.lock);
 	seg = segment_get_locked();
 	pthread_mutex_unlock(&st.lock);
-	if (!seg || index < 0 || !moved)
-		return;
-	row = row_at(seg, index);
-	row_begin_update(row);
-	row->transport = ROCESHIM_TRANSPORT_TCP;
-	row->downgrade = ROCESHIM_DOWNGRADE_FORK;
-	row_end_update(row);
+	if (seg && index >= 0 && moved)
+		row_show_moved(seg, index, ROCESHIM_DOWNGRADE_FORK);
 }
 
 void stats_row_close(int index)
