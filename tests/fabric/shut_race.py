@@ -3,12 +3,15 @@
 the connection to TCP: the forked child must still see the client's EOF.
 
     shut_race.py server ADDR
-        prints "port N"; for each connection, waits round % 32 ms after
-        accept() (the round is the connection's count), forks a child
-        that echoes until EOF, and closes its own copy.
+        prints "port N"; for each connection, writes a greeting byte,
+        waits round % 32 ms (the round is the connection's count), forks
+        a child that echoes until EOF, and closes its own copy.  (The
+        greeting keeps every connection on RDMA: a server that hands
+        connections it never wrote to refuses the later ones.)
     shut_race.py client ADDR PORT [--bind ADDR] [--rounds N]
-        per round: sends 200000 bytes and shuts down its write side, from
-        a thread, while it reads the echo until EOF (10 s at most).
+        per round: reads the greeting, then sends 200000 bytes and shuts
+        down its write side, from a thread, while it reads the echo until
+        EOF (10 s at most).
         Prints "round R: N bytes back, same|DIFFERENT, eof|TIMEOUT" and
         the connection's stats row as "conn TRANSPORT REASON[ moved:X]",
         then "rounds N".
@@ -29,6 +32,7 @@ from own_stats import row
 
 PAYLOAD = bytes(range(256)) * 781 + bytes(64)   # 200000 bytes
 DELAYS_MS = 32
+GREETING = b"g"
 
 
 def echo_until_eof(s):
@@ -48,6 +52,7 @@ def server(args):
     n = 0
     while True:
         conn, _ = lsn.accept()
+        conn.sendall(GREETING)
         time.sleep((n % DELAYS_MS) / 1000)
         n += 1
         if os.fork() == 0:
@@ -62,6 +67,9 @@ def server(args):
 def one_round(args, r):
     src = (args.bind, 0) if args.bind else None
     s = socket.create_connection((args.addr, args.port), source_address=src)
+    s.settimeout(10)
+    if s.recv(1) != GREETING:
+        print("round %d: no greeting" % r, flush=True)
     sender = threading.Thread(
         target=lambda: (s.sendall(PAYLOAD), s.shutdown(socket.SHUT_WR)))
     sender.start()
