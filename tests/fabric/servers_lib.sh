@@ -84,26 +84,17 @@ for k, v in sorted(n.items()):
 EOF
 }
 
-# count KEY SUMMARY: the count of KEY in a conns summary (0 if absent)
-count() { awk -v k="$1" '$1 == k {print $2; f=1} END {if (!f) print 0}' <<<"$2"; }
+# count KEY SUMMARY: the count of KEY in a conns summary (0 if absent);
+# KEY "any": of every key
+count() { awk -v k="$1" 'k == "any" || $1 == k {n += $2} END {print n + 0}' <<<"$2"; }
 # wait_seen SIDE PORT KEY N: waits, at most 60 s, until the sampler has
-# seen N rows of KEY.  A program that holds its connection open until then
+# seen N rows of KEY (count).  A program that holds its connection open until then
 # cannot end before the sampler saw it; the checks decide either way.
 wait_seen() {
 	local i
 
 	for i in $(seq 200); do
 		[ "$(count "$3" "$(conns "$1" "$2")")" -ge "$4" ] && return
-		sleep 0.3
-	done
-}
-# wait_rows SIDE PORT N: as wait_seen, for N rows whatever their key.
-wait_rows() {
-	local i
-
-	for i in $(seq 200); do
-		[ "$(awk '{n += $2} END {print n + 0}' <<<"$(conns "$1" "$2")")" \
-			-ge "$3" ] && return
 		sleep 0.3
 	done
 }

@@ -454,7 +454,7 @@ if have socat; then
 	sleep 1
 	ok=0
 	for i in 1 2 3; do
-		got=$( (wait_rows client $((SOCAT_PORT + 2)) $i
+		got=$( (wait_seen client $((SOCAT_PORT + 2)) any $i
 			cat "$tmp/blob2m") |
 			timeout 120 "$RUN" socat -t 60 STDIO \
 			TCP:"$A":$((SOCAT_PORT + 2)),bind="$B",retry=50,interval=0.2 \
@@ -510,7 +510,7 @@ EOF
 	}
 	# (each remote command reads a line first, which comes once the
 	# sampler saw the client moved: a client cannot end unseen)
-	seen() { wait_rows client $SSH_PORT "$1"; echo; }
+	seen() { wait_seen client $SSH_PORT any "$1"; echo; }
 	check_eq ssh_cat_2MiB_sha256 "$blob_sha" \
 		"$(seen 1 | ssh_to "read x; cat $tmp/blob2m" 2>>"$tmp/ssh.err" | sha)"
 	check_eq ssh_upload_2MiB_sha256sum "$blob_sha" \
