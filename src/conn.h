@@ -209,8 +209,9 @@ struct share_slot *conn_slot(struct conn *c);
 void conn_on_share_request(struct conn *c);
 /*
  * The listener's port of c, which this process accepted and never wrote
- * to: a descendant that takes such a connection over is the handler of a
- * server that forks one per connection.  0 for any other connection.
+ * to: a process that takes such a connection over (a child forked for
+ * it, or a worker it was sent to) is the server's handler of every
+ * connection.  0 for any other connection.
  */
 uint16_t conn_handed_over_port(struct conn *c);
 /*

@@ -236,7 +236,7 @@ static void unlist_pending(struct pending *p)
 }
 
 /*
- * Under pend.lock: port's connections are taken by a descendant (why).
+ * Under pend.lock: port's connections are taken by another process (why).
  * Its entry is renewed, or the oldest (an unused or expired one first)
  * taken.
  */
@@ -316,7 +316,7 @@ bool handshake_on_connect_request(const struct config *cfg,
 			  why == ROCESHIM_REASON_PREFORK
 				  ? "a worker process accepts this port's "
 				    "connections"
-				  : "a child process takes this port's "
+				  : "another process takes this port's "
 				    "connections over");
 		goto reject;
 	}
