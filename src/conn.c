@@ -31,8 +31,16 @@
  * does (conn_rdma_wait_writes()).
  */
 #define QUICK_EXIT_MS 200
+/*
+ * A close this soon after a fork hands the connection to the child: a
+ * forking server closes its copy as soon as fork() returns.  Later, the
+ * fork was for something else (a background save), and so is the close.
+ */
+#define HAND_OVER_CLOSE_MS 1000
 
 unsigned int conn_fork_epoch FORK_DATA;
+/* clock_ms() at the last fork. */
+static int64_t last_fork_ms FORK_DATA;
 
 /*
  * Closed connections whose FIN is still on its way, or, moved to TCP,
@@ -492,10 +500,12 @@ static ssize_t kernel_recv(int fd, const struct iovec *iov, int iovcnt,
  * would over TCP (share.h).  It waits longer than the owner's move may
  * (twice its first wait, which a stall on the path may extend by about
  * as much): a descendant that gave up first would take for reset a
- * connection the owner then moves.  0, or -EINTR when a signal handler
- * interrupted the wait (the request stands).
+ * connection the owner then moves.  staying: this process goes on with
+ * it, and its stats show it (a process about to exec or exit publishes
+ * none: a segment named after it would outlive it).  0, or -EINTR when a
+ * signal handler interrupted the wait (the request stands).
  */
-static int claim_inherited(struct conn *c)
+static int claim_inherited(struct conn *c, bool staying)
 {
 	int longest = move_wait_longest_ms(c->timeout_ms);
 	enum conn_path path = path_of(c), was;
@@ -518,8 +528,9 @@ static int claim_inherited(struct conn *c)
 	was = __atomic_exchange_n(&c->path,
 				  state == SHARE_TCP ? CONN_TCP : CONN_FAILED,
 				  __ATOMIC_ACQ_REL);
-	stats_row_claimed(__atomic_load_n(&c->row, __ATOMIC_ACQUIRE),
-			  state == SHARE_TCP && was != CONN_TCP);
+	if (staying)
+		stats_row_claimed(__atomic_load_n(&c->row, __ATOMIC_ACQUIRE),
+				  state == SHARE_TCP && was != CONN_TCP);
 	return 0;
 }
 
@@ -543,7 +554,7 @@ uint16_t conn_handed_over_port(struct conn *c)
 {
 	struct transport_counters sent;
 
-	if (!c->accepted_port)
+	if (!c->accepted_port || path_of(c) != CONN_RDMA)
 		return 0;
 	transport_counters(c->t, &sent);
 	return sent.tx_bytes ? 0 : c->accepted_port;
@@ -643,7 +654,7 @@ static int claim_if_inherited(struct conn *c, bool interruptible)
 
 	if (conn_alive(c))
 		return 0;
-	while ((err = claim_inherited(c)))
+	while ((err = claim_inherited(c, true)))
 		if (interruptible && !sig_restart_allowed())
 			return err;
 	return 0;
@@ -940,7 +951,7 @@ bool conn_forked(void)
 void conn_exit(struct conn *c, int fd)
 {
 	if (conn_shared(c) || path_of(c) != CONN_RDMA) {
-		conn_hand_over(c, ROCESHIM_DOWNGRADE_EXIT);
+		conn_leave(c, ROCESHIM_DOWNGRADE_EXIT);
 		return;
 	}
 	pthread_mutex_lock(&c->lock);
@@ -1013,11 +1024,13 @@ static void wait_moved_out_locked(struct conn *c, bool backlog_too)
 	}
 }
 
+/* staying: see claim_inherited(). */
 static int move_to_kernel(struct conn *c, enum roceshim_downgrade cause,
-			  bool backlog_too)
+			  bool backlog_too, bool staying)
 {
 	if (!conn_alive(c)) {
-		claim_if_inherited(c, false);
+		while (claim_inherited(c, staying))
+			;
 	} else {
 		pthread_mutex_lock(&c->lock);
 		conn_move_begin_locked(c, cause);
@@ -1039,12 +1052,17 @@ static int move_to_kernel(struct conn *c, enum roceshim_downgrade cause,
 
 int conn_make_plain(struct conn *c, enum roceshim_downgrade cause)
 {
-	return move_to_kernel(c, cause, false);
+	return move_to_kernel(c, cause, false, true);
 }
 
 int conn_hand_over(struct conn *c, enum roceshim_downgrade cause)
 {
-	return move_to_kernel(c, cause, true);
+	return move_to_kernel(c, cause, true, true);
+}
+
+int conn_leave(struct conn *c, enum roceshim_downgrade cause)
+{
+	return move_to_kernel(c, cause, true, false);
 }
 
 /* ---- events ----------------------------------------------------------- */
@@ -1176,7 +1194,8 @@ uint16_t conn_release(struct conn *c, bool abortive)
 	/* A fork child may go on with it: over TCP, without this process. */
 	shared = c->kfd_ours && !c->kfd_for_call && path_of(c) == CONN_RDMA;
 	if (shared) {
-		handed_over = conn_handed_over_port(c);
+		if (clock_ms() - last_fork_ms <= HAND_OVER_CLOSE_MS)
+			handed_over = conn_handed_over_port(c);
 		conn_move_begin_locked(c, ROCESHIM_DOWNGRADE_FORK);
 	}
 	pthread_mutex_unlock(&c->lock);
@@ -1308,6 +1327,7 @@ bool conn_reap_tick(void)
 void FORK_CODE conn_fork_prepare(void)
 {
 	conn_fork_epoch++;
+	last_fork_ms = clock_ms();
 }
 
 void FORK_CODE conn_fork_lock(void)

@@ -132,6 +132,11 @@ int conn_make_plain(struct conn *c, enum roceshim_downgrade cause);
  */
 int conn_hand_over(struct conn *c, enum roceshim_downgrade cause);
 /*
+ * conn_hand_over() as the process leaves (exec, exit): a fork child's
+ * claim of it publishes no stats segment, which would outlive the process.
+ */
+int conn_leave(struct conn *c, enum roceshim_downgrade cause);
+/*
  * Starts that move without waiting for it: the program's calls wait for
  * it, or find it under way, as when the peer starts one.  For a
  * connection whose peer may not have accepted it yet, whose marker can

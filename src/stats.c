@@ -575,8 +575,12 @@ copy_rows_in_use(struct roceshim_stats_header *to,
 	struct roceshim_stats_row *copy;
 
 	memcpy(to, from, sizeof(*to));
-	/* The rings are their owners': a child holds none of their memory. */
+	/*
+	 * The rings and registrations are their owners': a child holds none
+	 * of their memory.
+	 */
 	to->global.rings.pinned_bytes = 0;
+	to->global.memory.registered_bytes = 0;
 	for (i = 0; i < end; i++) {
 		copy = row_at(to, (int)i);
 		if (i >= used || rows[i].state == ROCESHIM_ROW_FREE ||

@@ -643,6 +643,7 @@ struct leaving {
 	enum roceshim_downgrade cause;
 	bool all;	 /* every one, or those an exec would keep */
 	bool spawn_dups; /* and those named in spawn file actions */
+	bool exec;	 /* this process's image goes (conn_leave()) */
 };
 
 /*
@@ -657,6 +658,14 @@ static bool kept(int fd, const struct sock *sock, const struct leaving *how)
 		return true;
 	fl = real.fcntl(fd, F_GETFD);
 	return fl < 0 || !(fl & FD_CLOEXEC);
+}
+
+static void hand_over_conn(struct conn *c, const struct leaving *how)
+{
+	if (how->exec)
+		conn_leave(c, how->cause);
+	else
+		conn_hand_over(c, how->cause);
 }
 
 static void leave(int fd, struct sock *sock, void *arg)
@@ -674,7 +683,7 @@ static void leave(int fd, struct sock *sock, void *arg)
 	/* Moved: what moved with it goes out first, kept or not. */
 	if (conn_alive(c) && !conn_on_rdma(c)) {
 		if (!conn_is_plain(c))
-			conn_hand_over(c, how->cause);
+			hand_over_conn(c, how);
 		return;
 	}
 	/*
@@ -685,7 +694,7 @@ static void leave(int fd, struct sock *sock, void *arg)
 	 */
 	if (!(conn_alive(c) && conn_shared(c)) && !kept(fd, sock, how))
 		return;
-	conn_hand_over(c, how->cause);
+	hand_over_conn(c, how);
 }
 
 /* Whether a walk for upgraded connections can find one. */
@@ -884,8 +893,8 @@ static char **walk_env(char *const envp[], struct handover_walk *w)
 
 char **track_exec(char *const envp[])
 {
-	struct handover_walk w = { .how = { .cause =
-						    ROCESHIM_DOWNGRADE_EXEC } };
+	struct handover_walk w = { .how = { .cause = ROCESHIM_DOWNGRADE_EXEC,
+					    .exec = true } };
 	char **env;
 
 	if (!may_hand_over())

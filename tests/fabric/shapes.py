@@ -10,6 +10,8 @@ servers and tools do, each checked byte for byte.
                                     sends; prints "echo ok" or "echo
                                     MISMATCH", and each connection's stats
                                     row as "conn TRANSPORT REASON[ moved:X]"
+    shapes.py idle ADDR PORT        a connection that sends nothing and
+                                    reads until EOF; prints "idle eof"
     shapes.py SHAPE ADDR PORT       a client that moves its own connection
                                     mid-transfer (daemon, spawn, exec,
                                     pass) against an echo server
@@ -27,6 +29,9 @@ Server shapes (all echo every byte back until EOF):
   spawned     the same with one worker, started by posix_spawn with the
               listener dup'd to fd 20, through a shell that execs it
   echo        one process, a thread per connection
+  bgsave      as echo, but its first connection it never writes to: it
+              forks a child that exits at once (a background save, as
+              redis does), then closes that connection 3 s later
 
 Client shapes (the connection is mid-transfer both ways when it moves:
 bytes sent whose echo is unread, and more sent after):
@@ -115,9 +120,19 @@ def server(args):
                     conn.close()
         while True:
             os.wait()
+    first = True
     while True:
         conn, _ = ls.accept()
-        if args.shape == "echo":
+        if args.shape == "bgsave" and first:
+            first = False
+            pid = os.fork()
+            if pid == 0:
+                os._exit(0)
+            os.waitpid(pid, 0)
+            time.sleep(3)
+            conn.close()
+            continue
+        if args.shape in ("echo", "bgsave"):
             threading.Thread(target=echo_loop, args=(conn,),
                              daemon=True).start()
             continue
@@ -182,6 +197,13 @@ def client(args):
         s.close()
     print("echo %s" % ("ok" if all(results) else "MISMATCH"), flush=True)
     return 0 if all(results) else 1
+
+
+def idle(args):
+    s = socket.create_connection((args.addr, args.port))
+    while s.recv(65536):
+        pass
+    print("idle eof", flush=True)
 
 
 def read_exactly(s, n):
@@ -358,7 +380,7 @@ def main():
     sp = sub.add_parser("server")
     sp.add_argument("shape", choices=("forking", "prefork", "exec",
                                       "subprocess", "echo", "workers",
-                                      "spawned"))
+                                      "spawned", "bgsave"))
     sp.add_argument("addr")
     cp = sub.add_parser("client")
     cp.add_argument("addr")
@@ -371,12 +393,15 @@ def main():
         q.add_argument("port", type=int)
         q.add_argument("--out", default="/dev/null")
         q.add_argument("--fd")
+    ip = sub.add_parser("idle")
+    ip.add_argument("addr")
+    ip.add_argument("port", type=int)
     sub.add_parser("relay")
     sub.add_parser("worker").add_argument("fd")
     args = p.parse_args()
     fn = {"server": server, "client": client, "daemon": daemon,
           "spawn": spawn, "exec": exec_self, "pass": pass_fd,
-          "relay": relay, "worker": worker}[args.cmd]
+          "relay": relay, "worker": worker, "idle": idle}[args.cmd]
     return fn(args) or 0
 
 

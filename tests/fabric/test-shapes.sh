@@ -17,7 +17,9 @@
 # (prefork where workers accept, handoff where a handler takes each
 # accepted connection) and remembered by the client (negative_cache).
 # (A daemon and an exec'd image have no stats of their own for it: the
-# move is counted in the process that left.)
+# move is counted in the process that left.)  A server that forks for
+# another reason (bgsave) and later closes a connection it never wrote
+# to refuses nothing.
 set -u
 PYTHON=${PYTHON:-/usr/bin/python3}
 shapes="$top_srcdir/tests/fabric/shapes.py"
@@ -79,6 +81,24 @@ for shape in forking prefork exec subprocess workers spawned; do
 	pkill -f "shapes.py worker"
 	wait 2>/dev/null
 done
+
+# A server that forks for something else (a background save) and later
+# closes a connection it never wrote to has handed nothing over: its
+# later clients stay on RDMA.
+start_server bgsave
+timeout 60 "$ROCESHIM_RUN" "$PYTHON" "$shapes" idle "$addr" "$port" \
+	>"$tmp/idle" 2>&1
+check_eq bgsave_idle_connection_ends eof \
+	"$(awk '$1 == "idle" {print $2}' "$tmp/idle")"
+timeout 300 "$ROCESHIM_RUN" "$PYTHON" "$shapes" client "$addr" "$port" \
+	>"$tmp/client-bgsave" 2>&1
+sed "s/^/    bgsave: /" "$tmp/client-bgsave"
+check_eq bgsave_server_echoes_6_clients ok \
+	"$(awk '$1 == "echo" {print $2}' "$tmp/client-bgsave")"
+check_eq bgsave_later_clients_stay_on_rdma 6 \
+	"$(grep -c '^conn rdma none$' "$tmp/client-bgsave")"
+kill %1 2>/dev/null
+wait 2>/dev/null
 
 start_server echo
 for shape in daemon spawn exec pass; do
