@@ -4,7 +4,10 @@
 
   semantics.py serve ADDR PORT        the server halves, on one host:
                                       a control listener on PORT, the data
-                                      listener on PORT + 1
+                                      listener on PORT + 1, and one of its
+                                      own from PORT + 3 on for each case
+                                      whose connection another process
+                                      takes over (HANDED_OVER)
   semantics.py run ADDR PORT [CASE...] the client halves, on another host,
                                       against "serve" at ADDR
 
@@ -20,6 +23,10 @@ many_concurrent_connects its ends by transport and the reasons of those
 on TCP: "burst rdma N tcp M [REASON:N...]", and at the end the client's
 connections by transport: "connections rdma N tcp M".  PORT + 2 must
 have no listener.
+
+roceshim refuses RDMA for a while on a port whose connections another
+process took over (reason handoff), so each such case has a port of its
+own; handed_over_port_refuses_rdma then connects to the port of the first.
 """
 import asyncio
 import collections
@@ -285,6 +292,7 @@ SERVER = {
     "forked_child_serves": srv_forked_child,
     "exec_cat_serves": srv_exec_cat,
     "fd_passed_to_another_process": srv_fd_passed,
+    "handed_over_port_refuses_rdma": srv_echo,
     "addresses_agree": srv_addresses,
     "recv_timeout": srv_silent,
     "nonblocking_connect": srv_echo,
@@ -330,10 +338,28 @@ def serve_many(listener, n):
     return "served %d" % accepted
 
 
+HANDED_OVER = ("forked_child_serves", "exec_cat_serves",
+               "fd_passed_to_another_process", "killed_holder_resets")
+
+
+def data_port(name, port):
+    """The port of case name's data connection."""
+    if name == "handed_over_port_refuses_rdma":
+        name = HANDED_OVER[0]
+    if name in HANDED_OVER:
+        return port + 3 + HANDED_OVER.index(name)
+    return port + 1
+
+
 def serve(addr, port):
     ctl_listener = socket.create_server((addr, port))
+    # Before the data listener: a client that finds it finds them all.
+    listeners = {port + 3 + i: socket.create_server((addr, port + 3 + i))
+                 for i in range(len(HANDED_OVER))}
     data_listener = socket.create_server((addr, port + 1), backlog=256)
-    data_listener.settimeout(120)
+    listeners[port + 1] = data_listener
+    for listener in listeners.values():
+        listener.settimeout(120)
     print("port %d" % port, flush=True)
     conn, _ = ctl_listener.accept()
     ctl = Control(conn)
@@ -346,7 +372,7 @@ def serve(addr, port):
         if name == "many_concurrent_connects":
             ctl.send(saw=serve_many(data_listener, msg["n"]), row=None)
             continue
-        data, _ = data_listener.accept()
+        data, _ = listeners[data_port(name, port)].accept()
         row = stats_row(data)
         try:
             saw = SERVER[name](data, ctl)
@@ -543,6 +569,7 @@ CLIENT = {
     "forked_child_serves": cli_echo_200k,
     "exec_cat_serves": cli_echo_200k,
     "fd_passed_to_another_process": cli_echo_200k,
+    "handed_over_port_refuses_rdma": cli_echo_200k,
     "addresses_agree": cli_addresses,
     "recv_timeout": cli_recv_timeout,
     "sendfile_arrives": cli_sendfile,
@@ -614,7 +641,7 @@ def run_case(name, addr, port, ctl):
         sock.shutdown(socket.SHUT_WR)
         seen += ", echo %r" % recv_all(sock)
     else:
-        sock = socket.create_connection((addr, port + 1))
+        sock = socket.create_connection((addr, data_port(name, port)))
         try:
             seen = CLIENT[name](sock, ctl)
         except Exception as exc:        # reported, and the run goes on

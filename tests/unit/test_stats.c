@@ -280,7 +280,8 @@ static int in_fork_child(int (*child)(int row), void (*parent)(int row), int r)
 		stats_fork_child();
 		int ret = read(go[0], &byte, 1) == 1 ? child(r) : 100;
 
-		/* As roceshim's exit does: a child that published leaves none. */
+		/* As roceshim's exit does: a child that published leaves
+		 * none. */
 		stats_shutdown(-1);
 		_exit(ret);
 	}
