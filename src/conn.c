@@ -38,9 +38,21 @@
  */
 #define HAND_OVER_CLOSE_MS 1000
 
-unsigned int conn_fork_epoch FORK_DATA;
+/* Bumped before every fork: a connection older than that may be shared. */
+static unsigned int conn_fork_epoch FORK_DATA;
+/*
+ * The epoch of the last fork whose child may hold what was made before
+ * it: a vfork carried out as fork stops counting once its child has
+ * exec'd (conn_exec_fork_done()).
+ */
+static unsigned int holding_epoch FORK_DATA;
 /* clock_ms() at the last fork. */
 static int64_t last_fork_ms FORK_DATA;
+/* This thread's last fork, which conn_exec_fork_done() may undo. */
+static __thread struct {
+	unsigned int epoch, holding_before;
+	int64_t last_fork_before_ms;
+} this_fork;
 
 /*
  * Closed connections whose FIN is still on its way, or, moved to TCP,
@@ -307,7 +319,7 @@ int conn_create(struct rdma_cm_id *id, struct transport *t,
 	c->reg_cache_bytes = opt->reg_cache_bytes;
 	c->timeout_ms = opt->move_timeout_ms;
 	c->accepted_port = opt->accepted_port;
-	c->fork_epoch = conn_fork_epoch;
+	c->fork_epoch = __atomic_load_n(&conn_fork_epoch, __ATOMIC_ACQUIRE);
 	c->row = -1;
 	c->kfd = -1;
 	c->kwatch.fn = on_kernel_event;
@@ -940,12 +952,13 @@ bool conn_moving_or_moved(const struct conn *c)
 
 bool conn_shared(const struct conn *c)
 {
-	return c->fork_epoch != conn_fork_epoch;
+	return c->fork_epoch <
+	       __atomic_load_n(&holding_epoch, __ATOMIC_ACQUIRE);
 }
 
 bool conn_forked(void)
 {
-	return conn_fork_epoch != 0;
+	return __atomic_load_n(&holding_epoch, __ATOMIC_ACQUIRE) != 0;
 }
 
 void conn_exit(struct conn *c, int fd)
@@ -1326,8 +1339,24 @@ bool conn_reap_tick(void)
 
 void FORK_CODE conn_fork_prepare(void)
 {
-	conn_fork_epoch++;
+	this_fork.holding_before =
+		__atomic_load_n(&holding_epoch, __ATOMIC_ACQUIRE);
+	this_fork.last_fork_before_ms = last_fork_ms;
+	this_fork.epoch =
+		__atomic_add_fetch(&conn_fork_epoch, 1, __ATOMIC_ACQ_REL);
+	__atomic_store_n(&holding_epoch, this_fork.epoch, __ATOMIC_RELEASE);
 	last_fork_ms = clock_ms();
+}
+
+void conn_exec_fork_done(void)
+{
+	unsigned int mine = this_fork.epoch;
+
+	/* Another fork since then may hold them: it still counts. */
+	if (__atomic_compare_exchange_n(&holding_epoch, &mine,
+					this_fork.holding_before, false,
+					__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		last_fork_ms = this_fork.last_fork_before_ms;
 }
 
 void FORK_CODE conn_fork_lock(void)

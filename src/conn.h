@@ -188,7 +188,10 @@ void conn_closing_drain(void);
  */
 void conn_discard(struct conn *c);
 
-/* A fork since it was made: a child may hold it too. */
+/*
+ * A fork since it was made, whose child may hold it too: not a vfork
+ * carried out as fork whose child has exec'd (conn_exec_fork_done()).
+ */
 bool conn_shared(const struct conn *c);
 
 /* This process has forked: its sockets may be shared. */
@@ -242,6 +245,13 @@ void conn_reset_kernel(int fd);
  * made before may be shared.
  */
 void conn_fork_prepare(void);
+/*
+ * The vfork carried out as fork that this thread made last has come
+ * back: its child exec'd or exited, and what it kept moved to TCP at its
+ * exec, so it holds none of the connections.  Unless another fork came
+ * since, they are as unshared as before it.
+ */
+void conn_exec_fork_done(void);
 /*
  * The last of the fork's prepare handlers, after fd_room_fork_prepare():
  * the sockets roceshim keeps for closed connections stay as they are until

@@ -82,9 +82,6 @@ struct conn {
 	int64_t silent_since_ms; /* since then, none; 0: not watched yet */
 };
 
-/* Bumped before every fork: a connection older than that may be shared. */
-extern unsigned int conn_fork_epoch;
-
 /* conn_rdma.c: calls carried over RDMA; -EXDEV once the transport froze. */
 ssize_t conn_rdma_send(struct conn *c, int tcp_fd, const struct iovec *iov,
 		       int iovcnt, int flags);

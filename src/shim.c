@@ -169,7 +169,8 @@ __attribute__((constructor)) static void shim_constructor(void)
  * bypass roceshim: shim_in_vfork_child()); otherwise it is a fork, as
  * POSIX allows, and counts as one (conn_fork_prepare()): the parent runs
  * on and may close what the child is about to exec with, so the
- * connections are shared until the child's exec moves what it keeps.  A
+ * connections are shared until the child's exec moves what it keeps
+ * (conn_exec_fork_done()).  A
  * process with gigabytes mapped (a training job running a subprocess)
  * pays for the copy only while it has upgraded connections.
  */
@@ -203,6 +204,7 @@ static pid_t vfork_as_fork(void)
 	if (pid > 0) {
 		while (real.read(gate[0], &byte, 1) < 0 && errno == EINTR)
 			;
+		conn_exec_fork_done();
 	}
 	real.close(gate[0]);
 	errno = pid < 0 ? errno : err;

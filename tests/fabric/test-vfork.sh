@@ -6,7 +6,8 @@
 # given an upgraded connection as the stdio of cat, echoes it byte for
 # byte over TCP after the fork downgrade, and the parent's sockets work
 # after the child is gone.  A subprocess that keeps none of the upgraded
-# connections (FD_CLOEXEC) leaves them on RDMA.
+# connections (FD_CLOEXEC) leaves them on RDMA, and they end there as
+# they would have without it.
 set -u
 PYTHON=${PYTHON:-/usr/bin/python3}
 probe="$top_srcdir/tests/integration/vfork_probe.py"
@@ -101,4 +102,50 @@ out=$(PROBE_ADDR=$ROCESHIM_FABRIC_ADDR_B timeout 60 "$ROCESHIM_RUN" \
 check_eq clone_files_child_bytes_exact "bytes ok" "$(grep '^bytes' <<<"$out")"
 check_eq clone_files_child_leaves_the_parent_its_rdma \
 	"after rdma/none rdma/none" "$(grep '^after' <<<"$out")"
+
+# A server that ran a subprocess while a connection was open, and then
+# ends (exit, _exit) or closes it: the subprocess exec'd and holds none
+# of it, so the connection ends on RDMA as if no subprocess had run, and
+# its client reads every byte, then EOF, as over TCP.
+cat >"$tmp/after_subprocess.py" <<'PY'
+import json, os, socket, subprocess, sys
+addr, stat = os.environ["PROBE_ADDR"], os.environ["ROCESHIM_STAT"]
+if sys.argv[1] == "client":
+    sock = socket.create_connection((addr, int(sys.argv[3])))
+    got = []
+    try:
+        while True:
+            got.append(sock.recv(100))
+            if not got[-1]:
+                break
+    except OSError as exc:
+        got.append(os.strerror(exc.errno))
+    own = json.loads(os.popen("%s --json %d" % (stat, os.getpid())).read())
+    ends = [c for c in own["connections"] if c["role"] != "listener"]
+    print(sys.argv[2], got, " ".join(c["transport"] + "/" + c["downgrade"]
+                                     for c in ends), flush=True)
+    sys.exit(0)
+lst = socket.socket()
+lst.bind((addr, 0))
+lst.listen()
+subprocess.Popen([sys.executable, __file__, "client", sys.argv[1],
+                  str(lst.getsockname()[1])])
+conn, _ = lst.accept()
+conn.sendall(b"hello")
+subprocess.run(["true"], check=True)
+if sys.argv[1] == "_exit":
+    os._exit(0)
+if sys.argv[1] == "close":
+    conn.close()
+    subprocess.run(["sleep", "3"])
+sys.exit(0)
+PY
+for how in exit _exit close; do
+	# $(...) waits for the client too: it writes to the same pipe.
+	out=$(PROBE_ADDR=$ROCESHIM_FABRIC_ADDR_B ROCESHIM_STAT=$ROCESHIM_STAT \
+		timeout 60 "$ROCESHIM_RUN" "$PYTHON" "$tmp/after_subprocess.py" \
+		"$how" 2>&1)
+	check_eq "peer_reads_eof_after_${how}_of_a_server_that_ran_a_subprocess" \
+		"$how [b'hello', b''] rdma/none" "$out"
+done
 finish
