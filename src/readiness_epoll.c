@@ -193,6 +193,24 @@ static bool only_through_another_fd(int epfd, int fd, const struct readiness *r)
 	return other;
 }
 
+/*
+ * Whether r is in epfd through a registration of another fd: the kernel
+ * keys entries by file and fd, so a dup of a registered socket may join
+ * the same set, but the connection's eventfds are in it already.
+ */
+static bool in_set_through_another_fd(int epfd, int fd,
+				      const struct readiness *r)
+{
+	const struct epoll_reg *o = NULL;
+	bool other = false;
+
+	pthread_mutex_lock(&set.lock);
+	while (!other && (o = epoll_registry_next_owned(&set.g, r, o)))
+		other = o->epfd == epfd && o->fd != fd;
+	pthread_mutex_unlock(&set.lock);
+	return other;
+}
+
 static void untrack(int epfd, int fd)
 {
 	struct epoll_reg *o;
@@ -984,6 +1002,13 @@ int readiness_epoll_ctl(const struct config *cfg, int epfd, int op, int fd,
 	ret = ctl_pending(epfd, op, fd, sock, ev);
 	if (ret == -EAGAIN) {
 		r = sock->conn ? conn_readiness(sock->conn) : NULL;
+		if (r && op == EPOLL_CTL_ADD && !readiness_released(r) &&
+		    in_set_through_another_fd(epfd, fd, r)) {
+			pthread_mutex_unlock(&move_lock);
+			conn_make_plain(sock->conn,
+					ROCESHIM_DOWNGRADE_EPOLL_DUP);
+			pthread_mutex_lock(&move_lock);
+		}
 		if (!r || readiness_released(r))
 			ret = real.epoll_ctl(epfd, op, fd, ev);
 		else

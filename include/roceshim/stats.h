@@ -92,6 +92,8 @@ enum roceshim_downgrade {
 	ROCESHIM_DOWNGRADE_IO_URING = 16,     /* the process set up io_uring,
 						 which reads and writes the
 						 kernel socket itself */
+	ROCESHIM_DOWNGRADE_EPOLL_DUP = 17,    /* a second fd of it joined
+						 an epoll set it was in */
 	ROCESHIM_DOWNGRADE_COUNT = 24	      /* array size, room to grow */
 };
 
@@ -301,6 +303,7 @@ static inline const char *roceshim_downgrade_name(unsigned int cause)
 		[ROCESHIM_DOWNGRADE_ACCEPT_QUEUE] = "accept_queue",
 		[ROCESHIM_DOWNGRADE_DISCONNECT] = "disconnect",
 		[ROCESHIM_DOWNGRADE_IO_URING] = "io_uring",
+		[ROCESHIM_DOWNGRADE_EPOLL_DUP] = "epoll_dup",
 	};
 
 	if (cause >= sizeof(names) / sizeof(names[0]) || !names[cause])

@@ -126,6 +126,9 @@ static void reason_names_are_stable(void **state)
 	assert_string_equal(
 		roceshim_downgrade_name(ROCESHIM_DOWNGRADE_IO_URING),
 		"io_uring");
+	assert_string_equal(
+		roceshim_downgrade_name(ROCESHIM_DOWNGRADE_EPOLL_DUP),
+		"epoll_dup");
 	assert_string_equal(roceshim_reason_name(ROCESHIM_REASON_COUNT),
 			    "unknown");
 	assert_string_equal(roceshim_reason_name(200), "unknown");
