@@ -48,6 +48,11 @@ static unsigned int conn_fork_epoch FORK_DATA;
 static unsigned int holding_epoch FORK_DATA;
 /* clock_ms() at the last fork. */
 static int64_t last_fork_ms FORK_DATA;
+/*
+ * Orders the two above between threads that fork at once (the forks made
+ * through syscall() run no libc lock around their handlers).
+ */
+static pthread_mutex_t epoch_lock FORK_DATA = PTHREAD_MUTEX_INITIALIZER;
 /* This thread's last fork, which conn_exec_fork_done() may undo. */
 static __thread struct {
 	unsigned int epoch, holding_before;
@@ -958,7 +963,7 @@ bool conn_shared(const struct conn *c)
 
 bool conn_forked(void)
 {
-	return __atomic_load_n(&holding_epoch, __ATOMIC_ACQUIRE) != 0;
+	return __atomic_load_n(&conn_fork_epoch, __ATOMIC_ACQUIRE) != 0;
 }
 
 void conn_exit(struct conn *c, int fd)
@@ -1339,24 +1344,26 @@ bool conn_reap_tick(void)
 
 void FORK_CODE conn_fork_prepare(void)
 {
-	this_fork.holding_before =
-		__atomic_load_n(&holding_epoch, __ATOMIC_ACQUIRE);
+	pthread_mutex_lock(&epoch_lock);
+	this_fork.holding_before = holding_epoch;
 	this_fork.last_fork_before_ms = last_fork_ms;
 	this_fork.epoch =
 		__atomic_add_fetch(&conn_fork_epoch, 1, __ATOMIC_ACQ_REL);
 	__atomic_store_n(&holding_epoch, this_fork.epoch, __ATOMIC_RELEASE);
 	last_fork_ms = clock_ms();
+	pthread_mutex_unlock(&epoch_lock);
 }
 
 void conn_exec_fork_done(void)
 {
-	unsigned int mine = this_fork.epoch;
-
+	pthread_mutex_lock(&epoch_lock);
 	/* Another fork since then may hold them: it still counts. */
-	if (__atomic_compare_exchange_n(&holding_epoch, &mine,
-					this_fork.holding_before, false,
-					__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+	if (holding_epoch == this_fork.epoch) {
+		__atomic_store_n(&holding_epoch, this_fork.holding_before,
+				 __ATOMIC_RELEASE);
 		last_fork_ms = this_fork.last_fork_before_ms;
+	}
+	pthread_mutex_unlock(&epoch_lock);
 }
 
 void FORK_CODE conn_fork_lock(void)
@@ -1373,6 +1380,7 @@ void FORK_CODE conn_fork_child(bool fds_shared)
 {
 	const struct conn *c;
 
+	pthread_mutex_init(&epoch_lock, NULL);
 	/* Copies of sockets the program closed: never the child's. */
 	for (c = kept_list; c && !fds_shared; c = c->next_kept)
 		real.close(c->kfd);

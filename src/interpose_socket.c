@@ -229,10 +229,12 @@ static void forget_range(unsigned int first, unsigned int last, int flags)
 }
 
 /*
- * roceshim's log file is not the program's: a close of its number fails
- * as it would where roceshim opened nothing there, and a close of a range
- * closes the numbers around it.  Otherwise the next file the program
- * opened there would receive the log's lines.
+ * roceshim's log file is not the program's, nor is a vfork child's gate
+ * (shim_vfork_gate_fd()): a close of either number fails as it would
+ * where roceshim opened nothing there, and a close of a range closes the
+ * numbers around them.  Otherwise the next file the program opened there
+ * would receive the log's lines, and the child's parent would go on
+ * before the child's exec.
  */
 static bool is_log_file(long fd)
 {
@@ -241,19 +243,48 @@ static bool is_log_file(long fd)
 	return log_fd >= 0 && fd == log_fd;
 }
 
-static long close_range_around_log(unsigned int first, unsigned int last,
+static bool is_own_fd(long fd)
+{
+	int gate = shim_vfork_gate_fd();
+
+	return is_log_file(fd) || (gate >= 0 && fd == gate);
+}
+
+/* roceshim's own descriptors, ascending, in own; how many. */
+static int own_fds(unsigned int own[2])
+{
+	int log_fd = log_file_fd(), gate = shim_vfork_gate_fd(), n = 0;
+
+	if (log_fd >= 0)
+		own[n++] = (unsigned int)log_fd;
+	if (gate >= 0 && gate != log_fd)
+		own[n++] = (unsigned int)gate;
+	if (n == 2 && own[0] > own[1]) {
+		own[0] = (unsigned int)gate;
+		own[1] = (unsigned int)log_fd;
+	}
+	return n;
+}
+
+static long close_range_around_own(unsigned int first, unsigned int last,
 				   int flags)
 {
-	int log_fd = log_file_fd();
+	unsigned int own[2];
+	int i, n = flags & CLOSE_RANGE_CLOEXEC ? 0 : own_fds(own);
 	long ret = 0;
 
-	if (log_fd < 0 || (unsigned int)log_fd < first ||
-	    (unsigned int)log_fd > last || (flags & CLOSE_RANGE_CLOEXEC))
-		return real.syscall(SYS_close_range, first, last, flags);
-	if ((unsigned int)log_fd > first)
-		ret = real.syscall(SYS_close_range, first, log_fd - 1, flags);
-	if (!ret && (unsigned int)log_fd < last)
-		ret = real.syscall(SYS_close_range, log_fd + 1, last, flags);
+	for (i = 0; i < n && !ret; i++) {
+		if (own[i] < first || own[i] > last)
+			continue;
+		if (own[i] > first)
+			ret = real.syscall(SYS_close_range, first, own[i] - 1,
+					   flags);
+		if (own[i] == last)
+			return ret;
+		first = own[i] + 1;
+	}
+	if (!ret)
+		ret = real.syscall(SYS_close_range, first, last, flags);
 	return ret;
 }
 
@@ -269,7 +300,7 @@ SHIM_EXPORT int close(int fd)
 	int entry = errno;
 
 	shim_ensure_init();
-	if (is_log_file(fd)) {
+	if (is_own_fd(fd)) {
 		errno = EBADF;
 		return -1;
 	}
@@ -286,7 +317,7 @@ SHIM_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
 		return -1;
 	}
 	forget_range(first, last, flags);
-	return (int)close_range_around_log(first, last, flags);
+	return (int)close_range_around_own(first, last, flags);
 }
 
 SHIM_EXPORT void closefrom(int lowfd)
@@ -297,7 +328,8 @@ SHIM_EXPORT void closefrom(int lowfd)
 	if (shim_tracking() && lowfd >= 0)
 		track_close_range(lowfd, UINT_MAX);
 	over_log = lowfd >= 0 && log_file_fd() >= lowfd;
-	if (over_log && !close_range_around_log(lowfd, UINT_MAX, 0))
+	if (lowfd >= 0 && (over_log || shim_vfork_gate_fd() >= lowfd) &&
+	    !close_range_around_own(lowfd, UINT_MAX, 0))
 		return;
 	if (real.closefrom)
 		real.closefrom(lowfd);
@@ -337,7 +369,7 @@ bool shim_fd_syscall(long number, const long *arg, long *ret)
 {
 	switch (number) {
 	case SYS_close:
-		if (is_log_file(arg[0])) {
+		if (is_own_fd(arg[0])) {
 			errno = EBADF;
 			*ret = -1;
 			return true;
@@ -348,7 +380,7 @@ bool shim_fd_syscall(long number, const long *arg, long *ret)
 	case SYS_close_range:
 		forget_range((unsigned int)arg[0], (unsigned int)arg[1],
 			     (int)arg[2]);
-		*ret = close_range_around_log((unsigned int)arg[0],
+		*ret = close_range_around_own((unsigned int)arg[0],
 					      (unsigned int)arg[1],
 					      (int)arg[2]);
 		return true;

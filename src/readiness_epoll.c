@@ -1007,6 +1007,9 @@ int readiness_epoll_ctl(const struct config *cfg, int epfd, int op, int fd,
 			pthread_mutex_unlock(&move_lock);
 			conn_make_plain(sock->conn,
 					ROCESHIM_DOWNGRADE_EPOLL_DUP);
+			/* In a fork child, as adopt_inherited() does. */
+			if (!conn_alive(sock->conn))
+				readiness_release(r);
 			pthread_mutex_lock(&move_lock);
 		}
 		if (!r || readiness_released(r))

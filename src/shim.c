@@ -47,6 +47,8 @@ static const char *lookup_env(const char *name)
 
 /* A vfork carried out as fork: the child execs or exits at once. */
 static __thread bool forking_for_exec;
+/* In its child, its end of the gate (vfork_as_fork()). */
+static int vfork_gate = -1;
 
 /*
  * The fork handlers call no allocator.  A program's own (jemalloc in
@@ -88,6 +90,7 @@ static void FORK_CODE fork_child(bool fds_shared)
 {
 	/* A vfork child of the parent's is none of this child's. */
 	shim_vfork_parent = 0;
+	vfork_gate = -1;
 	rdma_stack_fork_child();
 	track_fork_child(fds_shared);
 	conn_fork_child(fds_shared);
@@ -175,15 +178,34 @@ __attribute__((constructor)) static void shim_constructor(void)
  * pays for the copy only while it has upgraded connections.
  */
 
+int shim_vfork_gate_fd(void)
+{
+	return vfork_gate;
+}
+
+void shim_vfork_exec_ready(void)
+{
+	static const char ready = 1;
+
+	if (vfork_gate >= 0 && real.write(vfork_gate, &ready, 1) != 1)
+		vfork_gate = -1;
+}
+
 /*
  * A vfork carried out as fork keeps vfork's order: the parent waits until
  * the child has exec'd or exited (its end of a close-on-exec pipe is
  * closed), so that the child's exec has moved what it keeps to TCP before
- * the parent goes on with, or closes, the same connections.
+ * the parent goes on with, or closes, the same connections.  A child that
+ * said it was about to exec (shim_vfork_exec_ready()) before its end
+ * closed holds none of the others: the fork stops counting.  Any other
+ * end of the pipe (the child's exit, a close of its own, an exec made
+ * without a wrapper) leaves it counted.
  */
 static pid_t vfork_as_fork(void)
 {
 	int gate[2], err = errno;
+	bool exec_ready = false;
+	ssize_t n;
 	pid_t pid;
 	char byte;
 
@@ -197,15 +219,19 @@ static pid_t vfork_as_fork(void)
 	forking_for_exec = false;
 	if (pid == 0) {
 		real.close(gate[0]);
+		vfork_gate = gate[1];
 		errno = err;
 		return 0;
 	}
 	real.close(gate[1]);
-	if (pid > 0) {
-		while (real.read(gate[0], &byte, 1) < 0 && errno == EINTR)
-			;
-		conn_exec_fork_done();
+	while (pid > 0 && (n = real.read(gate[0], &byte, 1)) != 0) {
+		if (n > 0)
+			exec_ready = true;
+		else if (errno != EINTR)
+			break;
 	}
+	if (exec_ready)
+		conn_exec_fork_done();
 	real.close(gate[0]);
 	errno = pid < 0 ? errno : err;
 	return pid;

@@ -45,6 +45,20 @@ static inline bool shim_in_vfork_child(void)
 	return shim_vfork_child_slow();
 }
 
+/*
+ * In the child of a vfork carried out as fork, the write end of the pipe
+ * its parent waits on; -1 anywhere else.  The program's close of it is
+ * skipped (interpose_socket.c), so that only the exec or the exit closes
+ * it.
+ */
+int shim_vfork_gate_fd(void);
+/*
+ * The exec wrappers, once the connections the new program keeps have
+ * moved to TCP: such a child tells its parent that it holds none of the
+ * others beyond its exec.
+ */
+void shim_vfork_exec_ready(void);
+
 /* Whether roceshim tracks this call's sockets: on, and not a vfork child. */
 static inline bool shim_tracking(void)
 {

@@ -897,8 +897,10 @@ char **track_exec(char *const envp[])
 					    .exec = true } };
 	char **env;
 
-	if (!may_hand_over())
+	if (!may_hand_over()) {
+		shim_vfork_exec_ready();
 		return (char **)envp;
+	}
 	/*
 	 * Only the process that serves the handshakes took any: a fork
 	 * child's pending connections are its owner's.
@@ -918,6 +920,7 @@ char **track_exec(char *const envp[])
 	share_export_inherit();
 	free(w.list.entries);
 	free(w.keys);
+	shim_vfork_exec_ready();
 	return env;
 }
 
