@@ -355,6 +355,11 @@ static pthread_mutex_t move_lock FORK_DATA = PTHREAD_MUTEX_INITIALIZER;
 /* What every entry of a registration takes from the program's events. */
 #define ENTRY_FLAGS (EPOLLET | EPOLLONESHOT | EPOLLEXCLUSIVE | EPOLLWAKEUP)
 
+/* The events epoll_ctl(2) takes with EPOLLEXCLUSIVE. */
+#define EXCLUSIVE_OK_EVENTS                                                 \
+	(EPOLLIN | EPOLLOUT | EPOLLERR | EPOLLHUP | EPOLLWAKEUP | EPOLLET | \
+	 EPOLLEXCLUSIVE)
+
 void FORK_CODE readiness_fork_prepare(void)
 {
 	pthread_mutex_lock(&move_lock);
@@ -397,8 +402,11 @@ void readiness_release(struct readiness *r)
 	pthread_mutex_lock(&move_lock);
 	pthread_mutex_lock(&set.lock);
 	for (o = epoll_registry_next_owned(&set.g, r, NULL); o; o = next) {
-		struct epoll_event ev = { .events = o->events,
+		/* A fired EPOLLONESHOT one stays disarmed, as in disarm(). */
+		struct epoll_event ev = { .events = o->disarmed ? EPOLLONESHOT
+								: o->events,
 					  .data.u64 = o->data };
+		int err;
 
 		next = epoll_registry_next_owned(&set.g, r, o);
 		real.epoll_ctl(o->epfd, EPOLL_CTL_DEL, readiness_in_fd(r),
@@ -408,9 +416,15 @@ void readiness_release(struct readiness *r)
 				       readiness_out_fd(r), NULL);
 		real.epoll_ctl(o->epfd, EPOLL_CTL_DEL, readiness_channel_fd(r),
 			       NULL);
-		/* A fired EPOLLONESHOT registration lost its socket entry. */
-		if (real.epoll_ctl(o->epfd, EPOLL_CTL_MOD, o->fd, &ev) &&
-		    errno == ENOENT)
+		/*
+		 * A fired EPOLLONESHOT registration lost its socket entry; an
+		 * EPOLLEXCLUSIVE one cannot be changed, only made again.
+		 */
+		err = real.epoll_ctl(o->epfd, EPOLL_CTL_MOD, o->fd, &ev) ? errno
+									 : 0;
+		if (err == EINVAL)
+			real.epoll_ctl(o->epfd, EPOLL_CTL_DEL, o->fd, NULL);
+		if (err == ENOENT || err == EINVAL)
 			real.epoll_ctl(o->epfd, EPOLL_CTL_ADD, o->fd, &ev);
 		remove_locked(o);
 	}
@@ -675,6 +689,12 @@ static int ctl_upgraded(int epfd, int op, int fd, struct readiness *r,
 		errno = EFAULT;
 		return -1;
 	}
+	/* What the kernel refuses of an EPOLLEXCLUSIVE socket, as it does. */
+	if ((ev->events & EPOLLEXCLUSIVE) &&
+	    (op == EPOLL_CTL_MOD || (ev->events & ~EXCLUSIVE_OK_EVENTS))) {
+		errno = EINVAL;
+		return -1;
+	}
 	if ((ev->events & EPOLLOUT) && out_fd < 0 && !room_to_send(r))
 		out_fd = make_out_fd_locked(r);
 	in_ev.events = (ev->events & flags) | (ev->events & EPOLLIN);
@@ -688,8 +708,8 @@ static int ctl_upgraded(int epfd, int op, int fd, struct readiness *r,
 	tcp_ev.events = ev->events & flags;
 	if (out_fd < 0)
 		tcp_ev.events |= ev->events & EPOLLOUT;
-	ch_ev.events = READINESS_CHANNEL |
-		       (ev->events & (EPOLLEXCLUSIVE | EPOLLWAKEUP));
+	/* Not EPOLLEXCLUSIVE: the kernel takes it only with in and out. */
+	ch_ev.events = READINESS_CHANNEL | (ev->events & EPOLLWAKEUP);
 	in_ev.data = out_ev.data = tcp_ev.data = ch_ev.data = ev->data;
 	ret = real.epoll_ctl(epfd, op, in_fd, &in_ev);
 	if (ret)
