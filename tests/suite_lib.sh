@@ -11,6 +11,7 @@
 passed=0
 failed=0
 skipped=0
+failed_checks=
 
 # selected NAME: whether the settings above let test NAME run
 selected() {
@@ -51,7 +52,18 @@ run_test() {
 		echo "    ..."
 		tail -n 40 "$log" | sed 's/^/    /'
 		failed=$((failed + 1))
+		failed_checks+=$(grep -m 20 '^ *FAIL ' "$log" |
+			sed "s/^ */$name: /")$'\n'
 		;;
 	esac
 	return "$rc"
+}
+
+# summary: the counts, then each failed check again (a log's last lines are
+# what a CI report shows); fails if any test failed
+summary() {
+	echo "$passed passed, $failed failed, $skipped skipped"
+	[ "$failed" -eq 0 ] && return 0
+	printf '%s' "$failed_checks" | sed '/^$/d; s/^/failed: /'
+	return 1
 }

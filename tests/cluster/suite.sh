@@ -26,5 +26,4 @@ for t in "$top_srcdir"/tests/cluster/test-*.sh; do
 	name=$(basename "$t" .sh)
 	selected "$name" && run_test "$name" /bin/bash "$t"
 done
-echo "$passed passed, $failed failed, $skipped skipped"
-[ "$failed" -eq 0 ]
+summary

@@ -38,5 +38,4 @@ if run_test selftest "$top_srcdir/fabric/roceshim-fabric" selftest; then
 else
 	echo "# the fabric itself failed: the RDMA tests were not run"
 fi
-echo "$passed passed, $failed failed, $skipped skipped"
-[ "$failed" -eq 0 ]
+summary
