@@ -123,16 +123,18 @@ static bool rehash(struct epoll_registry *g, unsigned int buckets)
 }
 
 struct epoll_reg *epoll_registry_find(const struct epoll_registry *g, int epfd,
-				      int fd)
+				      int fd, const void *owner)
 {
+	struct epoll_reg *o;
 	unsigned int i;
 
 	if (!g->by_key || fd < 0)
 		return NULL;
-	for (i = g->by_key[key_bucket(g, epfd, fd)]; i;
-	     i = g->v[i - 1].next_key)
-		if (g->v[i - 1].epfd == epfd && g->v[i - 1].fd == fd)
-			return &g->v[i - 1];
+	for (i = g->by_key[key_bucket(g, epfd, fd)]; i; i = o->next_key) {
+		o = &g->v[i - 1];
+		if (o->epfd == epfd && o->fd == fd && owner_of(o) == owner)
+			return o;
+	}
 	return NULL;
 }
 
@@ -191,6 +193,8 @@ void epoll_registry_update(struct epoll_registry *g, struct epoll_reg *o,
 	o->data = val->data;
 	o->events = val->events;
 	o->disarmed = val->disarmed;
+	o->fd_gone = val->fd_gone;
+	o->via = val->via;
 	link_in(g, o, BY_DATA);
 	link_in(g, o, BY_OWNER);
 }

@@ -5,9 +5,9 @@
  * in the background (readiness_epoll.c).  An event loop holds one per
  * connection, thousands at a time, and looks them up on every epoll_ctl()
  * and on every event a completion brings, so each lookup costs O(1): by
- * set and fd (the kernel's key), by set and the program's epoll_data (what
- * an event carries), and by owner (the connection's readiness, or the
- * pending sock).
+ * set, fd and owner (the kernel's key: set, fd and file), by set and the
+ * program's epoll_data (what an event carries), and by owner (the
+ * connection's readiness, or the pending sock).
  *
  * Contract: not thread safe; the caller serialises every call.  Only
  * epoll_registry_add() allocates, and only epoll_registry_clear() frees,
@@ -33,6 +33,13 @@ struct epoll_reg {
 	uint64_t data;
 	uint32_t events; /* the program's interest */
 	bool disarmed;	 /* EPOLLONESHOT, fired: nothing until a MOD */
+	/*
+	 * fd was closed while a dup keeps the socket open: the kernel keeps
+	 * the entry under the number, which names another file now, or none,
+	 * and roceshim's own calls on the socket go through via, the dup.
+	 */
+	bool fd_gone;
+	int via;
 	/* The registry's own links (index + 1; 0 ends a chain). */
 	unsigned int next_key, next_data, next_owner;
 };
@@ -47,13 +54,18 @@ struct epoll_registry {
 	unsigned int *by_key, *by_data, *by_owner;
 };
 
-/* The registration of fd in epfd, or NULL. */
+/*
+ * owner's registration through fd in epfd, or NULL.  Like the kernel, which
+ * keys its entries by file and fd, the registry keeps one per socket that
+ * held the number: a registered fd closed while a dup keeps its socket
+ * open leaves its registration, and the number's next socket makes its own.
+ */
 struct epoll_reg *epoll_registry_find(const struct epoll_registry *g, int epfd,
-				      int fd);
+				      int fd, const void *owner);
 
 /*
- * Records a registration of fd in epfd, which has none, with the fields
- * of val (its links ignored).  NULL: out of memory.
+ * Records a registration of fd in epfd by val's owner, which has none
+ * there, with the fields of val (its links ignored).  NULL: out of memory.
  */
 struct epoll_reg *epoll_registry_add(struct epoll_registry *g,
 				     const struct epoll_reg *val);

@@ -109,9 +109,10 @@ static void mark_set(int fd, bool on)
 	}
 }
 
-static struct epoll_reg *find_locked(int epfd, int fd)
+/* owner: the connection's readiness, or the pending sock. */
+static struct epoll_reg *find_locked(int epfd, int fd, const void *owner)
 {
-	return epoll_registry_find(&set.g, epfd, fd);
+	return epoll_registry_find(&set.g, epfd, fd, owner);
 }
 
 /*
@@ -148,7 +149,8 @@ static bool track_locked(int epfd, int fd, struct readiness *r,
 				       .pending = pending,
 				       .data = ev->data.u64,
 				       .events = ev->events };
-	struct epoll_reg *o = find_locked(epfd, fd);
+	struct epoll_reg *o = find_locked(
+		epfd, fd, r ? (const void *)r : (const void *)pending);
 
 	if (o) {
 		count_oneshot_locked(o, -1);
@@ -186,7 +188,7 @@ static bool only_through_another_fd(int epfd, int fd, const struct readiness *r)
 	bool other = false;
 
 	pthread_mutex_lock(&set.lock);
-	if (!find_locked(epfd, fd))
+	if (!find_locked(epfd, fd, r))
 		while (!other && (o = epoll_registry_next_owned(&set.g, r, o)))
 			other = o->fd != fd;
 	pthread_mutex_unlock(&set.lock);
@@ -211,14 +213,14 @@ static bool in_set_through_another_fd(int epfd, int fd,
 	return other;
 }
 
-static void untrack(int epfd, int fd)
+static void untrack(int epfd, int fd, const struct readiness *r)
 {
 	struct epoll_reg *o;
 
 	if (!__atomic_load_n(&set.count, __ATOMIC_ACQUIRE))
 		return;
 	pthread_mutex_lock(&set.lock);
-	o = find_locked(epfd, fd);
+	o = find_locked(epfd, fd, r);
 	if (o) {
 		/* Out of the registry, a lagging one would stay unsettled. */
 		if (o->r)
@@ -304,6 +306,36 @@ static void early_forget_fds(unsigned int first, unsigned int last)
 		else
 			i++;
 	}
+	pthread_mutex_unlock(&set.lock);
+}
+
+/* The fd that roceshim's own calls on o's socket go through. */
+static int own_fd(const struct epoll_reg *o)
+{
+	return o->fd_gone ? o->via : o->fd;
+}
+
+static void mark_fd_gone_locked(const void *owner, int fd, int other)
+{
+	struct epoll_reg *o = NULL;
+
+	while ((o = epoll_registry_next_owned(&set.g, owner, o))) {
+		if (own_fd(o) != fd)
+			continue;
+		o->fd_gone = true;
+		o->via = other;
+	}
+}
+
+void readiness_fd_gone(struct sock *sock, struct readiness *r, int fd,
+		       int other)
+{
+	if (!__atomic_load_n(&set.count, __ATOMIC_ACQUIRE))
+		return;
+	pthread_mutex_lock(&set.lock);
+	mark_fd_gone_locked(sock, fd, other);
+	if (r)
+		mark_fd_gone_locked(r, fd, other);
 	pthread_mutex_unlock(&set.lock);
 }
 
@@ -418,14 +450,17 @@ void readiness_release(struct readiness *r)
 			       NULL);
 		/*
 		 * A fired EPOLLONESHOT registration lost its socket entry; an
-		 * EPOLLEXCLUSIVE one cannot be changed, only made again.
+		 * EPOLLEXCLUSIVE one cannot be changed, only made again.  One
+		 * whose fd is gone cannot be reached: it is made again through
+		 * the dup (the old entry reports what it has all along).
 		 */
-		err = real.epoll_ctl(o->epfd, EPOLL_CTL_MOD, o->fd, &ev) ? errno
-									 : 0;
+		err = o->fd_gone ? ENOENT : 0;
+		if (!err && real.epoll_ctl(o->epfd, EPOLL_CTL_MOD, o->fd, &ev))
+			err = errno;
 		if (err == EINVAL)
 			real.epoll_ctl(o->epfd, EPOLL_CTL_DEL, o->fd, NULL);
 		if (err == ENOENT || err == EINVAL)
-			real.epoll_ctl(o->epfd, EPOLL_CTL_ADD, o->fd, &ev);
+			real.epoll_ctl(o->epfd, EPOLL_CTL_ADD, own_fd(o), &ev);
 		remove_locked(o);
 	}
 	pthread_mutex_unlock(&set.lock);
@@ -446,7 +481,7 @@ static uint32_t events_of(const struct transport_readiness *t)
 /* What the entries of o that did not fire would have reported. */
 static uint32_t readiness_of(const struct epoll_reg *o)
 {
-	struct pollfd kernel = { .fd = o->fd };
+	struct pollfd kernel = { .fd = own_fd(o) };
 	struct transport_readiness t;
 	uint32_t r;
 
@@ -505,7 +540,9 @@ static void disarm(struct epoll_reg *o)
 			       &off);
 	real.epoll_ctl(o->epfd, EPOLL_CTL_MOD, readiness_channel_fd(o->r),
 		       &off);
-	real.epoll_ctl(o->epfd, EPOLL_CTL_DEL, o->fd, NULL);
+	/* A gone fd's entry cannot be reached: it reports HUP and ERR. */
+	if (!o->fd_gone)
+		real.epoll_ctl(o->epfd, EPOLL_CTL_DEL, o->fd, NULL);
 	o->disarmed = true;
 }
 
@@ -560,7 +597,7 @@ static bool fired(int epfd, struct epoll_event *ev)
 			continue;
 		ours = true;
 		if (!readiness_alive(o->r)) {
-			inherited = o->fd;
+			inherited = own_fd(o);
 			continue;
 		}
 		if (channel)
@@ -612,6 +649,8 @@ static void hand_over_epollout(const struct epoll_reg *o, int out_fd)
 	struct epoll_event tcp_ev = { .events = flags, .data.u64 = o->data };
 
 	real.epoll_ctl(o->epfd, EPOLL_CTL_ADD, out_fd, &out_ev);
+	if (o->fd_gone)
+		return;
 	/* Not MOD: an EPOLLEXCLUSIVE entry cannot be changed. */
 	real.epoll_ctl(o->epfd, EPOLL_CTL_DEL, o->fd, NULL);
 	real.epoll_ctl(o->epfd, EPOLL_CTL_ADD, o->fd, &tcp_ev);
@@ -682,7 +721,7 @@ static int ctl_upgraded(int epfd, int op, int fd, struct readiness *r,
 			real.epoll_ctl(epfd, op, out_fd, NULL);
 		real.epoll_ctl(epfd, op, fd, NULL);
 		real.epoll_ctl(epfd, op, ch_fd, NULL);
-		untrack(epfd, fd);
+		untrack(epfd, fd, r);
 		return ret;
 	}
 	if (!ev) {
@@ -786,10 +825,10 @@ static int ctl_pending(int epfd, int op, int fd, struct sock *sock,
 		ret = -EAGAIN;
 		goto out;
 	}
-	o = find_locked(epfd, fd);
+	o = find_locked(epfd, fd, sock);
 	if (op == EPOLL_CTL_ADD && o)
 		ret = -EEXIST;
-	else if (op != EPOLL_CTL_ADD && (!o || o->pending != sock))
+	else if (op != EPOLL_CTL_ADD && !o)
 		ret = -ENOENT;
 	else if (op == EPOLL_CTL_DEL)
 		remove_locked(o);
@@ -842,10 +881,14 @@ void readiness_resolve_pending(struct sock *sock, struct readiness *r)
 	while (take_one_pending(sock, &o)) {
 		ev.events = o.events;
 		ev.data.u64 = o.data;
+		/*
+		 * Its fd closed meanwhile: the entry the kernel would have kept
+		 * under the number is made through the dup.
+		 */
 		if (r)
-			ctl_upgraded(o.epfd, EPOLL_CTL_ADD, o.fd, r, &ev);
+			ctl_upgraded(o.epfd, EPOLL_CTL_ADD, own_fd(&o), r, &ev);
 		else
-			real.epoll_ctl(o.epfd, EPOLL_CTL_ADD, o.fd, &ev);
+			real.epoll_ctl(o.epfd, EPOLL_CTL_ADD, own_fd(&o), &ev);
 	}
 	pthread_mutex_unlock(&move_lock);
 }

@@ -119,17 +119,17 @@ static void release_closed(int fd, struct sock *sock)
 {
 	struct linger lg;
 	socklen_t len = sizeof(lg);
+	int other = -1;
 
+	if (sock->connector || sock->conn)
+		other = fd_table_find(sock, fd);
 	if (sock->connector) {
-		int other = fd_table_find(sock, fd);
-
 		if (other < 0)
 			connector_cancel(sock);
 		else
 			connector_fd_closed(sock, fd, other);
 	}
 	if (sock->conn) {
-		int other = fd_table_find(sock, fd);
 		/* A reference besides this close's: a call in flight. */
 		bool in_call =
 			other < 0 &&
@@ -137,6 +137,10 @@ static void release_closed(int fd, struct sock *sock)
 
 		conn_fd_closing(sock->conn, fd, other, in_call);
 	}
+	if (other >= 0)
+		readiness_fd_gone(
+			sock, sock->conn ? conn_readiness(sock->conn) : NULL,
+			fd, other);
 	if (sock->conn &&
 	    !real.getsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, &len) &&
 	    lg.l_onoff && !lg.l_linger)

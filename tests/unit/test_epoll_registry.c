@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * Specification of the registry of epoll registrations
- * (src/epoll_registry.c): found by set and fd, by set and data, and by
+ * (src/epoll_registry.c): found by set, fd and owner, by set and data, and by
  * owner, through additions, changes and removals, at any size.
  */
 #include <setjmp.h>
@@ -58,7 +58,7 @@ static void an_empty_registry_finds_nothing(void **state)
 	struct epoll_registry g = { 0 };
 
 	(void)state;
-	assert_null(epoll_registry_find(&g, 3, 4));
+	assert_null(epoll_registry_find(&g, 3, 4, OWNER(0)));
 	assert_null(epoll_registry_next_owned(&g, OWNER(0), NULL));
 	assert_null(epoll_registry_next_with(&g, 3, 7, NULL));
 	assert_null(epoll_registry_next(&g, NULL));
@@ -73,9 +73,10 @@ static void an_added_registration_is_found_each_way(void **state)
 	(void)state;
 	o = add(&g, 3, 4, OWNER(0), 77);
 	assert_non_null(o);
-	assert_ptr_equal(epoll_registry_find(&g, 3, 4), o);
-	assert_null(epoll_registry_find(&g, 4, 3));
-	assert_null(epoll_registry_find(&g, 3, 5));
+	assert_ptr_equal(epoll_registry_find(&g, 3, 4, OWNER(0)), o);
+	assert_null(epoll_registry_find(&g, 4, 3, OWNER(0)));
+	assert_null(epoll_registry_find(&g, 3, 5, OWNER(0)));
+	assert_null(epoll_registry_find(&g, 3, 4, OWNER(1)));
 	assert_ptr_equal(epoll_registry_next_owned(&g, OWNER(0), NULL), o);
 	assert_null(epoll_registry_next_owned(&g, OWNER(1), NULL));
 	assert_ptr_equal(epoll_registry_next_with(&g, 3, 77, NULL), o);
@@ -95,6 +96,32 @@ static void a_pending_registration_is_owned_by_its_sock(void **state)
 	(void)state;
 	o = epoll_registry_add(&g, &val);
 	assert_ptr_equal(epoll_registry_next_owned(&g, PENDING(2), NULL), o);
+	assert_ptr_equal(epoll_registry_find(&g, 3, 4, PENDING(2)), o);
+	epoll_registry_clear(&g);
+}
+
+/*
+ * A registered fd closed while a dup keeps its socket open, its number
+ * taken by another socket that is registered too: two registrations, as
+ * the kernel keeps them, each its socket's.
+ */
+static void a_reused_number_keeps_each_sockets_registration(void **state)
+{
+	struct epoll_registry g = { 0 };
+	struct epoll_reg *first, *second;
+
+	(void)state;
+	first = add(&g, 3, 4, OWNER(0), 4);
+	second = add(&g, 3, 4, OWNER(1), 4);
+	assert_non_null(second);
+	assert_ptr_not_equal(first, second);
+	assert_ptr_equal(epoll_registry_find(&g, 3, 4, OWNER(0)), first);
+	assert_ptr_equal(epoll_registry_find(&g, 3, 4, OWNER(1)), second);
+	assert_int_equal(count_with(&g, 3, 4), 2);
+	epoll_registry_remove(&g, second);
+	assert_ptr_equal(epoll_registry_find(&g, 3, 4, OWNER(0)), first);
+	assert_null(epoll_registry_find(&g, 3, 4, OWNER(1)));
+	assert_int_equal(count_with(&g, 3, 4), 1);
 	epoll_registry_clear(&g);
 }
 
@@ -111,7 +138,7 @@ static void a_change_moves_it_to_its_new_data_and_owner(void **state)
 	o->disarmed = true;
 	epoll_registry_update(&g, o, &val);
 	/* Its set and fd stay: they are its key. */
-	assert_ptr_equal(epoll_registry_find(&g, 3, 4), o);
+	assert_ptr_equal(epoll_registry_find(&g, 3, 4, OWNER(1)), o);
 	assert_int_equal(o->events, 5);
 	assert_false(o->disarmed);
 	assert_int_equal(count_with(&g, 3, 7), 0);
@@ -130,8 +157,8 @@ static void a_removed_registration_is_gone_every_way(void **state)
 	add(&g, 3, 5, OWNER(0), 7);
 	o = add(&g, 3, 4, OWNER(0), 7);
 	epoll_registry_remove(&g, o);
-	assert_null(epoll_registry_find(&g, 3, 4));
-	assert_non_null(epoll_registry_find(&g, 3, 5));
+	assert_null(epoll_registry_find(&g, 3, 4, OWNER(0)));
+	assert_non_null(epoll_registry_find(&g, 3, 5, OWNER(0)));
 	assert_int_equal(count_with(&g, 3, 7), 1);
 	assert_int_equal(epoll_registry_count_owned(&g, OWNER(0)), 1);
 	assert_int_equal(count_all(&g), 1);
@@ -192,14 +219,15 @@ static void thousands_stay_findable_through_churn(void **state)
 		assert_non_null(add(&g, fd % 3, fd, OWNER(fd % 8),
 				    (uint64_t)fd * 1000));
 	for (fd = 0; fd < N; fd += 2)
-		epoll_registry_remove(&g, epoll_registry_find(&g, fd % 3, fd));
+		epoll_registry_remove(
+			&g, epoll_registry_find(&g, fd % 3, fd, OWNER(fd % 8)));
 	for (fd = N - 2; fd >= 0; fd -= 2)
 		assert_non_null(add(&g, fd % 3, fd, OWNER(fd % 8),
 				    (uint64_t)fd * 1000));
 	assert_int_equal(g.live, N);
 	assert_int_equal(count_all(&g), N);
 	for (fd = 0; fd < N; fd++) {
-		o = epoll_registry_find(&g, fd % 3, fd);
+		o = epoll_registry_find(&g, fd % 3, fd, OWNER(fd % 8));
 		assert_non_null(o);
 		assert_int_equal(o->fd, fd);
 		assert_ptr_equal(o->r, OWNER(fd % 8));
@@ -216,6 +244,8 @@ int main(void)
 		cmocka_unit_test(an_empty_registry_finds_nothing),
 		cmocka_unit_test(an_added_registration_is_found_each_way),
 		cmocka_unit_test(a_pending_registration_is_owned_by_its_sock),
+		cmocka_unit_test(
+			a_reused_number_keeps_each_sockets_registration),
 		cmocka_unit_test(a_change_moves_it_to_its_new_data_and_owner),
 		cmocka_unit_test(a_removed_registration_is_gone_every_way),
 		cmocka_unit_test(registrations_sharing_data_are_all_found),
