@@ -53,6 +53,23 @@ peer_port() {
 	wait_for "$1" '^port ' && awk '/^port / {print $2; exit}' "$1"
 }
 
+# serve_and_connect PROG NAME [RUNNER...]: "PROG serve ADDR" and then
+# "PROG connect ADDR PORT" (the port the server prints), both under RUNNER
+# (nothing: plain), ADDR the fabric's B address; the client's lines in
+# $tmp/NAME, shown indented.  Waits for both.
+serve_and_connect() {
+	local prog=$1 name=$2 port
+
+	shift 2
+	"$@" timeout 60 "$PYTHON" "$prog" serve "$ROCESHIM_FABRIC_ADDR_B" \
+		>"$tmp/$name.srv" 2>&1 &
+	port=$(peer_port "$tmp/$name.srv")
+	"$@" timeout 60 "$PYTHON" "$prog" connect "$ROCESHIM_FABRIC_ADDR_B" \
+		"$port" >"$tmp/$name" 2>&1
+	wait
+	sed "s/^/    $name: /" "$tmp/$name"
+}
+
 # refused_echo NAME PORT [ECHO ARGS]: an echo through tests/fabric/peer.py
 # to PORT on the B address, from the A address, by a client whose RDMA
 # handshake must be refused at once.  Checks its exit, its bytes, its row

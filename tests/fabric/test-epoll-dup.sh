@@ -14,24 +14,12 @@ trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$tmp"' EXIT
 # shellcheck source=../lib.sh
 . "$top_srcdir/tests/lib.sh"
 
-# run NAME [RUNNER...]: both ends under RUNNER (nothing: plain)
-run() {
-	local name=$1 port
-	shift
-	"$@" timeout 60 "$PYTHON" "$prog" serve "$ROCESHIM_FABRIC_ADDR_B" \
-		>"$tmp/$name.srv" 2>&1 &
-	port=$(peer_port "$tmp/$name.srv")
-	"$@" timeout 60 "$PYTHON" "$prog" connect "$ROCESHIM_FABRIC_ADDR_B" \
-		"$port" >"$tmp/$name" 2>&1
-	wait
-	sed "s/^/    $name: /" "$tmp/$name"
-}
 # line NAME CASE: the case's line without its row
 line() { awk -v k="$2" '$1 == k {print $1, $2, $3, $4}' "$tmp/$1"; }
 row() { awk -v k="$2" '$1 == k {print $5}' "$tmp/$1"; }
 
-run plain env
-run rdma "$ROCESHIM_RUN"
+serve_and_connect "$prog" plain env
+serve_and_connect "$prog" rdma "$ROCESHIM_RUN"
 check_eq plain_dup_in_one_set_registers_and_reports \
 	"same ok dup:1,orig:1 True" "$(line plain same)"
 check_eq dup_in_one_set_same_as_kernel_tcp "$(line plain same)" \

@@ -14,23 +14,11 @@ trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$tmp"' EXIT
 # shellcheck source=../lib.sh
 . "$top_srcdir/tests/lib.sh"
 
-# run NAME [RUNNER...]: both ends under RUNNER (nothing: plain)
-run() {
-	local name=$1 port
-	shift
-	"$@" timeout 60 "$PYTHON" "$prog" serve "$ROCESHIM_FABRIC_ADDR_B" \
-		>"$tmp/$name.srv" 2>&1 &
-	port=$(peer_port "$tmp/$name.srv")
-	"$@" timeout 60 "$PYTHON" "$prog" connect "$ROCESHIM_FABRIC_ADDR_B" \
-		"$port" >"$tmp/$name" 2>&1
-	wait
-	sed "s/^/    $name: /" "$tmp/$name"
-}
 saw() { awk -v k="$2" '$1 == k {print $1, $2}' "$tmp/$1"; }
 row() { awk -v k="$2" '$1 == k {print $3}' "$tmp/$1"; }
 
-run plain env
-run rdma "$ROCESHIM_RUN"
+serve_and_connect "$prog" plain env
+serve_and_connect "$prog" rdma "$ROCESHIM_RUN"
 check_eq plain_oneshot_stays_disarmed_until_mod "oneshot 1,none,1" \
 	"$(saw plain oneshot)"
 check_eq plain_exclusive_refuses_rdhup_and_mod \

@@ -14,23 +14,11 @@ trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$tmp"' EXIT
 # shellcheck source=../lib.sh
 . "$top_srcdir/tests/lib.sh"
 
-# run NAME [RUNNER...]: both ends under RUNNER (nothing: plain)
-run() {
-	local name=$1 port
-	shift
-	"$@" timeout 60 "$PYTHON" "$prog" serve "$ROCESHIM_FABRIC_ADDR_B" \
-		>"$tmp/$name.srv" 2>&1 &
-	port=$(peer_port "$tmp/$name.srv")
-	"$@" timeout 60 "$PYTHON" "$prog" connect "$ROCESHIM_FABRIC_ADDR_B" \
-		"$port" >"$tmp/$name" 2>&1
-	wait
-	sed "s/^/    $name: /" "$tmp/$name"
-}
 line() { awk '$1 == "reuse" {print $1, $2, $3, $4, $5, $6}' "$tmp/$1"; }
 ends() { awk '$1 == "reuse" {print $7}' "$tmp/$1"; }
 
-run plain env
-run rdma "$ROCESHIM_RUN"
+serve_and_connect "$prog" plain env
+serve_and_connect "$prog" rdma "$ROCESHIM_RUN"
 check_eq plain_reused_number_first_connection_wakes_the_set \
 	"reuse True 5 100 5 50" "$(line plain)"
 check_eq reused_number_same_as_kernel_tcp "$(line plain)" "$(line rdma)"
