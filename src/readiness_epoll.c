@@ -392,6 +392,16 @@ static pthread_mutex_t move_lock FORK_DATA = PTHREAD_MUTEX_INITIALIZER;
 	(EPOLLIN | EPOLLOUT | EPOLLERR | EPOLLHUP | EPOLLWAKEUP | EPOLLET | \
 	 EPOLLEXCLUSIVE)
 
+/*
+ * Whether the kernel refuses ev (op ADD or MOD) of a socket with EINVAL:
+ * EPOLLEXCLUSIVE with a MOD, or with events it does not take.
+ */
+static bool exclusive_refused(int op, const struct epoll_event *ev)
+{
+	return (ev->events & EPOLLEXCLUSIVE) &&
+	       (op == EPOLL_CTL_MOD || (ev->events & ~EXCLUSIVE_OK_EVENTS));
+}
+
 void FORK_CODE readiness_fork_prepare(void)
 {
 	pthread_mutex_lock(&move_lock);
@@ -710,6 +720,10 @@ static int ctl_upgraded(int epfd, int op, int fd, struct readiness *r,
 	int ch_fd = readiness_channel_fd(r);
 	int ret;
 
+	if (op != EPOLL_CTL_DEL && ev && exclusive_refused(op, ev)) {
+		errno = EINVAL;
+		return -1;
+	}
 	/* The entries are the socket's: not fd's to change if not its own. */
 	if (op != EPOLL_CTL_ADD && only_through_another_fd(epfd, fd, r)) {
 		errno = ENOENT;
@@ -726,12 +740,6 @@ static int ctl_upgraded(int epfd, int op, int fd, struct readiness *r,
 	}
 	if (!ev) {
 		errno = EFAULT;
-		return -1;
-	}
-	/* What the kernel refuses of an EPOLLEXCLUSIVE socket, as it does. */
-	if ((ev->events & EPOLLEXCLUSIVE) &&
-	    (op == EPOLL_CTL_MOD || (ev->events & ~EXCLUSIVE_OK_EVENTS))) {
-		errno = EINVAL;
 		return -1;
 	}
 	if ((ev->events & EPOLLOUT) && out_fd < 0 && !room_to_send(r))
@@ -826,10 +834,14 @@ static int ctl_pending(int epfd, int op, int fd, struct sock *sock,
 		goto out;
 	}
 	o = find_locked(epfd, fd, sock);
-	if (op == EPOLL_CTL_ADD && o)
+	if (op != EPOLL_CTL_DEL && exclusive_refused(op, ev))
+		ret = -EINVAL;
+	else if (op == EPOLL_CTL_ADD && o)
 		ret = -EEXIST;
 	else if (op != EPOLL_CTL_ADD && !o)
 		ret = -ENOENT;
+	else if (op == EPOLL_CTL_MOD && (o->events & EPOLLEXCLUSIVE))
+		ret = -EINVAL;
 	else if (op == EPOLL_CTL_DEL)
 		remove_locked(o);
 	else if (!track_locked(epfd, fd, NULL, sock, ev))

@@ -14,7 +14,14 @@
             CASE ok|late DATA ROW
 
         ROW the connection's row in roceshim-stat (own_stats.row()).
+        Then `exclusive`: a non-blocking connect, registered at once
+        (while it is still going on) with EPOLLEXCLUSIVE: refused with
+        EPOLLRDHUP, taken without, and a MOD refused, as the kernel does
+        (EINVAL); it prints
+
+            exclusive ok|late DATA REFUSALS ROW
 """
+import errno
 import select
 import socket
 import sys
@@ -65,12 +72,43 @@ def one(case, addr, port, bind):
     s.close()
 
 
+def refused(call, *args):
+    try:
+        call(*args)
+    except OSError as err:
+        return errno.errorcode[err.errno]
+    return "taken"
+
+
+def exclusive(addr, port, bind):
+    ep = select.epoll()
+    s = socket.socket()
+    s.bind((bind, 0))
+    s.setblocking(False)
+    try:
+        s.connect((addr, port))
+    except BlockingIOError:
+        pass
+    fd = s.fileno()
+    base = select.EPOLLIN | select.EPOLLEXCLUSIVE
+    saw = [refused(ep.register, fd, base | select.EPOLLRDHUP)]
+    ep.register(fd, base)
+    saw.append(refused(ep.modify, fd, select.EPOLLIN))
+    events = ep.poll(3)
+    data = s.recv(16) if events else b"-"
+    print("exclusive", "ok" if events else "late", data.decode(),
+          ",".join(saw), own_stats.row(fd), flush=True)
+    ep.close()
+    s.close()
+
+
 def main():
     if sys.argv[1] == "serve":
         serve(sys.argv[2])
     else:
         for case in ("blocking", "nonblocking"):
             one(case, sys.argv[2], int(sys.argv[3]), sys.argv[4])
+        exclusive(sys.argv[2], int(sys.argv[3]), sys.argv[4])
 
 
 if __name__ == "__main__":

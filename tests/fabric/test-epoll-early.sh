@@ -6,7 +6,9 @@
 # may connect synchronously): its connection goes on over RDMA, blocking
 # or not, and the registration reports the peer's bytes when they come.
 # Against a server without roceshim it stays on TCP, and the
-# registration reports them as well.
+# registration reports them as well.  A registration with EPOLLEXCLUSIVE
+# made while a non-blocking connect goes on is refused and taken as the
+# kernel does it.
 set -u
 PYTHON=${PYTHON:-/usr/bin/python3}
 prog="$top_srcdir/tests/fabric/epoll_early.py"
@@ -33,10 +35,14 @@ check_eq rdma_blocking_connect_reports_the_data "ok hello rdma none" \
 	"$(row rdma blocking)"
 check_eq rdma_nonblocking_connect_reports_the_data "ok hello rdma none" \
 	"$(row rdma nonblocking)"
+check_eq rdma_exclusive_during_connect_as_the_kernel \
+	"ok hello EINVAL,EINVAL rdma none" "$(row rdma exclusive)"
 
 run plain env
 check_eq tcp_blocking_connect_reports_the_data "ok hello tcp" \
 	"$(row plain blocking | cut -d' ' -f1-3)"
 check_eq tcp_nonblocking_connect_reports_the_data "ok hello tcp" \
 	"$(row plain nonblocking | cut -d' ' -f1-3)"
+check_eq tcp_exclusive_during_connect_as_the_kernel \
+	"ok hello EINVAL,EINVAL tcp" "$(row plain exclusive | cut -d' ' -f1-4)"
 finish
