@@ -26,7 +26,7 @@ static unsigned int spread(const struct epoll_registry *g, uint64_t x)
 	return (unsigned int)((x * GOLDEN) >> 32) & g->mask;
 }
 
-static const void *owner_of(const struct epoll_reg *o)
+const void *epoll_registry_owner(const struct epoll_reg *o)
 {
 	return o->r ? (const void *)o->r : (const void *)o->pending;
 }
@@ -63,7 +63,7 @@ static unsigned int *head_of(struct epoll_registry *g,
 		return &g->by_key[key_bucket(g, o->epfd, o->fd)];
 	if (c == BY_DATA)
 		return &g->by_data[data_bucket(g, o->epfd, o->data)];
-	return &g->by_owner[owner_bucket(g, owner_of(o))];
+	return &g->by_owner[owner_bucket(g, epoll_registry_owner(o))];
 }
 
 static void link_in(struct epoll_registry *g, struct epoll_reg *o, enum chain c)
@@ -132,7 +132,8 @@ struct epoll_reg *epoll_registry_find(const struct epoll_registry *g, int epfd,
 		return NULL;
 	for (i = g->by_key[key_bucket(g, epfd, fd)]; i; i = o->next_key) {
 		o = &g->v[i - 1];
-		if (o->epfd == epfd && o->fd == fd && owner_of(o) == owner)
+		if (o->epfd == epfd && o->fd == fd &&
+		    epoll_registry_owner(o) == owner)
 			return o;
 	}
 	return NULL;
@@ -221,7 +222,7 @@ struct epoll_reg *epoll_registry_next_owned(const struct epoll_registry *g,
 		return NULL;
 	i = after ? after->next_owner : g->by_owner[owner_bucket(g, owner)];
 	for (; i; i = g->v[i - 1].next_owner)
-		if (owner_of(&g->v[i - 1]) == owner)
+		if (epoll_registry_owner(&g->v[i - 1]) == owner)
 			return &g->v[i - 1];
 	return NULL;
 }

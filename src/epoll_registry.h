@@ -54,6 +54,9 @@ struct epoll_registry {
 	unsigned int *by_key, *by_data, *by_owner;
 };
 
+/* o's owner: its connection's readiness r, or its pending sock. */
+const void *epoll_registry_owner(const struct epoll_reg *o);
+
 /*
  * owner's registration through fd in epfd, or NULL.  Like the kernel, which
  * keys its entries by file and fd, the registry keeps one per socket that

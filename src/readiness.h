@@ -141,14 +141,13 @@ void readiness_fd_dup(int old_fd, int new_fd);
 void readiness_fd_closed(unsigned int first, unsigned int last);
 
 /*
- * fd of sock (its connection's readiness r, NULL if none) was closed while
- * other keeps the socket open: the registrations made through fd stay, as
- * the kernel's entries do, and what roceshim does to the socket for them
- * goes through other from now on.
+ * fd of sock was closed while other keeps the socket open: the
+ * registrations made through fd (by its pending connect, or its
+ * connection) stay, as the kernel's entries do, and what roceshim does to
+ * the socket for them goes through other from now on.
  */
 struct sock;
-void readiness_fd_gone(struct sock *sock, struct readiness *r, int fd,
-		       int other);
+void readiness_fd_gone(struct sock *sock, int fd, int other);
 
 /*
  * The connection's last fd is closed: its registrations are forgotten, and

@@ -149,8 +149,7 @@ static bool track_locked(int epfd, int fd, struct readiness *r,
 				       .pending = pending,
 				       .data = ev->data.u64,
 				       .events = ev->events };
-	struct epoll_reg *o = find_locked(
-		epfd, fd, r ? (const void *)r : (const void *)pending);
+	struct epoll_reg *o = find_locked(epfd, fd, epoll_registry_owner(&val));
 
 	if (o) {
 		count_oneshot_locked(o, -1);
@@ -327,15 +326,16 @@ static void mark_fd_gone_locked(const void *owner, int fd, int other)
 	}
 }
 
-void readiness_fd_gone(struct sock *sock, struct readiness *r, int fd,
-		       int other)
+void readiness_fd_gone(struct sock *sock, int fd, int other)
 {
+	struct conn *c = __atomic_load_n(&sock->conn, __ATOMIC_ACQUIRE);
+
 	if (!__atomic_load_n(&set.count, __ATOMIC_ACQUIRE))
 		return;
 	pthread_mutex_lock(&set.lock);
 	mark_fd_gone_locked(sock, fd, other);
-	if (r)
-		mark_fd_gone_locked(r, fd, other);
+	if (c)
+		mark_fd_gone_locked(conn_readiness(c), fd, other);
 	pthread_mutex_unlock(&set.lock);
 }
 

@@ -138,9 +138,7 @@ static void release_closed(int fd, struct sock *sock)
 		conn_fd_closing(sock->conn, fd, other, in_call);
 	}
 	if (other >= 0)
-		readiness_fd_gone(
-			sock, sock->conn ? conn_readiness(sock->conn) : NULL,
-			fd, other);
+		readiness_fd_gone(sock, fd, other);
 	if (sock->conn &&
 	    !real.getsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, &len) &&
 	    lg.l_onoff && !lg.l_linger)
