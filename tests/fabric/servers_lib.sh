@@ -98,6 +98,15 @@ wait_seen() {
 		sleep 0.3
 	done
 }
+# wait_handed_over PORT N: for a server that hands each connection to a
+# child (handed_over in test-servers.sh), waits until the sampler has seen
+# the first client connection moved by the server, and N client rows in
+# all.  Only the first one moves while its client runs; the later ones
+# are refused at their handshake, so whatever state is seen is their last.
+wait_handed_over() {
+	wait_seen client "$1" tcp/none/peer 1
+	wait_seen client "$1" any "$2"
+}
 # others KEY... SUMMARY-last: the keys of the summary not in the list
 others() {
 	local s=${!#}

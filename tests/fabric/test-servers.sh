@@ -176,6 +176,14 @@ if have nginx curl ab; then
 	sample_start "$tmp/$shape.stats"
 	start_nginx nginx_workers $NGINXW_PORT on
 	curl_get nginx_workers "http://$A:$NGINXW_PORT/big.bin"
+	# A client that asks only once the sampler saw its connection
+	# refused: the fast clients may end between two samples.
+	(wait_seen client $NGINXW_PORT tcp/prefork/none 1
+		printf 'GET /small.html HTTP/1.0\r\n\r\n') |
+		timeout 120 "$RUN" socat -t 30 - \
+			TCP:"$A":$NGINXW_PORT,bind="$B" >"$tmp/nginx_workers.probe"
+	check_eq nginx_workers_probe_200 "HTTP/1.1 200 OK" \
+		"$(head -n1 "$tmp/nginx_workers.probe" | tr -d '\r')"
 	ab_storm nginx_workers "http://$A:$NGINXW_PORT/small.html"
 	sample_stop
 	s=$(report server $NGINXW_PORT)
@@ -454,7 +462,7 @@ if have socat; then
 	sleep 1
 	ok=0
 	for i in 1 2 3; do
-		got=$( (wait_seen client $((SOCAT_PORT + 2)) any $i
+		got=$( (wait_handed_over $((SOCAT_PORT + 2)) $i
 			cat "$tmp/blob2m") |
 			timeout 120 "$RUN" socat -t 60 STDIO \
 			TCP:"$A":$((SOCAT_PORT + 2)),bind="$B",retry=50,interval=0.2 \
@@ -509,8 +517,9 @@ EOF
 			"root@$A" "$@"
 	}
 	# (each remote command reads a line first, which comes once the
-	# sampler saw the client moved: a client cannot end unseen)
-	seen() { wait_seen client $SSH_PORT any "$1"; echo; }
+	# sampler saw the client's row in its last state: a client cannot end
+	# unseen)
+	seen() { wait_handed_over $SSH_PORT "$1"; echo; }
 	check_eq ssh_cat_2MiB_sha256 "$blob_sha" \
 		"$(seen 1 | ssh_to "read x; cat $tmp/blob2m" 2>>"$tmp/ssh.err" | sha)"
 	check_eq ssh_upload_2MiB_sha256sum "$blob_sha" \
