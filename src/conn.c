@@ -18,6 +18,7 @@
 #include "conn_impl.h"
 #include "fd_room.h"
 #include "fork_page.h"
+#include "lock_by.h"
 #include "log.h"
 #include "rdma_stack.h"
 #include "real.h"
@@ -31,6 +32,11 @@
  * does (conn_rdma_wait_writes()).
  */
 #define QUICK_EXIT_MS 200
+/*
+ * How long _exit() waits, all connections together, for those that a fork
+ * child may still use to move to TCP (conn_quick_exit()).
+ */
+#define QUICK_HAND_OVER_MS 1000
 /*
  * A close this soon after a fork hands the connection to the child: a
  * forking server closes its copy as soon as fork() returns.  Later, the
@@ -980,16 +986,6 @@ void conn_exit(struct conn *c, int fd)
 		conn_rdma_wait_writes(c);
 }
 
-void conn_quick_exit(struct conn *c, int fd)
-{
-	int64_t deadline = clock_ms() + QUICK_EXIT_MS;
-
-	if (!conn_alive(c) || conn_shared(c) || path_of(c) != CONN_RDMA)
-		return;
-	if (transport_finish_by(c->t, deadline) == -ECONNRESET)
-		conn_reset_on_close(fd);
-}
-
 int conn_kernel_ready(struct conn *c, int fd)
 {
 	if (path_of(c) == CONN_TCP)
@@ -1017,7 +1013,8 @@ void conn_move_start(struct conn *c, enum roceshim_downgrade cause)
  * peer that takes none of the backlog for the move's timeout gets a reset
  * rather than a stream with a hole.
  */
-static void wait_moved_out_locked(struct conn *c, bool backlog_too)
+static void wait_moved_out_locked(struct conn *c, bool backlog_too,
+				  int64_t deadline)
 {
 	static const struct timespec pause = { .tv_nsec = 1000000 };
 	uint64_t left = UINT64_MAX;
@@ -1027,7 +1024,8 @@ static void wait_moved_out_locked(struct conn *c, bool backlog_too)
 	while (path_of(c) == CONN_TCP) {
 		written = !backlog_too || conn_move_flush_locked(c);
 		now = clock_ms();
-		if (conn_move_caught_up_locked(c, now) && written)
+		if ((conn_move_caught_up_locked(c, now) && written) ||
+		    (deadline >= 0 && now >= deadline))
 			return;
 		if (c->backlog_to - c->backlog_from != left) {
 			left = c->backlog_to - c->backlog_from;
@@ -1054,7 +1052,7 @@ static int move_to_kernel(struct conn *c, enum roceshim_downgrade cause,
 		conn_move_begin_locked(c, cause);
 		while (path_of(c) == CONN_MOVING)
 			pthread_cond_wait(&c->moved, &c->lock);
-		wait_moved_out_locked(c, backlog_too);
+		wait_moved_out_locked(c, backlog_too, -1);
 		pthread_mutex_unlock(&c->lock);
 	}
 	switch (path_of(c)) {
@@ -1081,6 +1079,45 @@ int conn_hand_over(struct conn *c, enum roceshim_downgrade cause)
 int conn_leave(struct conn *c, enum roceshim_downgrade cause)
 {
 	return move_to_kernel(c, cause, true, false);
+}
+
+/*
+ * conn_leave() for _exit(), given up at deadline: the lock may be held by
+ * the code that a signal handler calling _exit() interrupted, and the
+ * move may wait for it too.
+ */
+static void quick_leave(struct conn *c, int64_t deadline)
+{
+	struct timespec until = { .tv_sec = deadline / 1000,
+				  .tv_nsec = deadline % 1000 * 1000000 };
+
+	if (!lock_by(&c->lock, deadline))
+		return;
+	conn_move_begin_locked(c, ROCESHIM_DOWNGRADE_EXIT);
+	while (path_of(c) == CONN_MOVING &&
+	       !pthread_cond_clockwait(&c->moved, &c->lock, CLOCK_MONOTONIC,
+				       &until))
+		;
+	wait_moved_out_locked(c, true, deadline);
+	pthread_mutex_unlock(&c->lock);
+}
+
+int64_t conn_quick_exit_deadline(void)
+{
+	return clock_ms() + QUICK_HAND_OVER_MS;
+}
+
+void conn_quick_exit(struct conn *c, int fd, int64_t hand_over_by)
+{
+	if (!conn_alive(c) || path_of(c) != CONN_RDMA)
+		return;
+	if (conn_shared(c)) {
+		quick_leave(c, hand_over_by);
+		return;
+	}
+	if (transport_finish_by(c->t, clock_ms() + QUICK_EXIT_MS) ==
+	    -ECONNRESET)
+		conn_reset_on_close(fd);
 }
 
 /* ---- events ----------------------------------------------------------- */

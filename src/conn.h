@@ -205,11 +205,16 @@ bool conn_forked(void);
 void conn_exit(struct conn *c, int fd);
 /*
  * The process ends without exit() (_exit(), perhaps from a signal
- * handler): one on RDMA and not shared ends as conn_exit() would end it,
- * within a bounded time, whatever locks this thread was holding; any
+ * handler): one on RDMA ends as conn_exit() would end it, within a
+ * bounded time, whatever locks this thread was holding.  A shared one
+ * (a daemon's parent that _exit()s once it has forked) is given up at
+ * hand_over_by (of clock_ms(), from conn_quick_exit_deadline(), one for
+ * all of the process's connections): then the kernel's close is left to
+ * end it, and a fork child that goes on with it finds it reset.  Any
  * other is left to the kernel's close.
  */
-void conn_quick_exit(struct conn *c, int fd);
+int64_t conn_quick_exit_deadline(void);
+void conn_quick_exit(struct conn *c, int fd, int64_t hand_over_by);
 
 /* Its slot in memory shared with fork children (share.h). */
 struct share_slot *conn_slot(struct conn *c);

@@ -1189,16 +1189,20 @@ void track_spawn_dup(int fd)
 static void quick_end(int fd, struct sock *sock, void *arg)
 {
 	struct conn *c = __atomic_load_n(&sock->conn, __ATOMIC_ACQUIRE);
+	const int64_t *hand_over_by = arg;
 
-	(void)arg;
 	if (c)
-		conn_quick_exit(c, fd);
+		conn_quick_exit(c, fd, *hand_over_by);
 }
 
 void track_quick_exit(void)
 {
-	if (may_have_rdma())
-		fd_table_for_each(quick_end, NULL);
+	int64_t hand_over_by;
+
+	if (!may_have_rdma())
+		return;
+	hand_over_by = conn_quick_exit_deadline();
+	fd_table_for_each(quick_end, &hand_over_by);
 }
 
 /*

@@ -15,7 +15,7 @@
  * "ok NAME" or "FAIL NAME: why" per behaviour, and writes roceshim-stat's
  * JSON of this process (when ROCESHIM_STAT is set) to STATS_JSON.
  *
- *     quick_exit client ADDR PORT exit|Exit|unread|signal MS
+ *     quick_exit client ADDR PORT exit|Exit|unread|signal|forked MS
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -117,6 +117,22 @@ static void send_until_signal(int fd, long ms)
 	}
 }
 
+/*
+ * A daemon's start: the parent _exit()s as soon as it has forked, and the
+ * child goes on with the connection once the parent is gone.
+ */
+static void hand_to_child(int fd)
+{
+	pid_t parent = getpid();
+	int64_t give_up = now_ms() + 10000;
+
+	if (fork())
+		_exit(0);
+	while (getppid() == parent && now_ms() < give_up)
+		usleep(1000);
+	_exit(send_pattern(fd, STREAM_BYTES) ? 1 : 0);
+}
+
 static int client(const char *addr, const char *port, const char *mode, long ms)
 {
 	struct sockaddr_in sin = { .sin_family = AF_INET,
@@ -129,6 +145,8 @@ static int client(const char *addr, const char *port, const char *mode, long ms)
 		return 1;
 	if (!strcmp(mode, "signal"))
 		send_until_signal(fd, ms);
+	if (!strcmp(mode, "forked"))
+		hand_to_child(fd);
 	if (!strcmp(mode, "unread")) {
 		pfd.fd = fd;
 		if (poll(&pfd, 1, 30000) != 1)
@@ -299,6 +317,9 @@ int main(int argc, char **argv)
 				       "_exit_gives_every_byte_then_eof");
 	exit_gives_every_byte_then_eof(argv[1], "Exit",
 				       "_Exit_gives_every_byte_then_eof");
+	exit_gives_every_byte_then_eof(
+		argv[1], "forked",
+		"_exit_after_fork_leaves_the_connection_to_the_child");
 	exit_with_bytes_unread_resets(argv[1]);
 	exit_in_a_signal_handler_ends_at_once(argv[1]);
 	check_save_stats(argv[2]);
