@@ -104,8 +104,18 @@ static struct roceshim_stats_header *segment_map(size_t size)
 			      0644);
 	}
 	if (fd < 0) {
-		log_warn("stats: shm_open(%s): %s; stats are off", name,
-			 strerror(errno));
+		err = errno;
+		/*
+		 * A chroot or sandbox without a writable /dev/shm (dovecot's
+		 * login processes): expected there, and the program's
+		 * stderr may be its log.
+		 */
+		if (err == ENOENT || err == EACCES || err == EROFS)
+			log_info("stats: shm_open(%s): %s; stats are off", name,
+				 strerror(err));
+		else
+			log_warn("stats: shm_open(%s): %s; stats are off", name,
+				 strerror(err));
 		return NULL;
 	}
 	/*
