@@ -499,7 +499,7 @@ static uint32_t readiness_of(const struct epoll_reg *o)
 	r = events_of(&t);
 	if (real.poll(&kernel, 1, 0) == 1) {
 		if (kernel.revents & POLLHUP)
-			r |= EPOLLHUP;
+			r |= EPOLLHUP | EPOLLRDHUP;
 		if (kernel.revents & POLLERR)
 			r |= EPOLLERR;
 	}
@@ -620,6 +620,9 @@ static bool fired(int epfd, struct epoll_event *ev)
 			ev->events |=
 				o->events & (EPOLLIN | EPOLLRDNORM | EPOLLOUT |
 					     EPOLLWRNORM | EPOLLRDHUP);
+		/* A TCP socket hung up has its read side shut too. */
+		if (ev->events & EPOLLHUP)
+			ev->events |= o->events & EPOLLRDHUP;
 		/* The transport's EOF: EPOLLRDHUP (and EPOLLHUP) with it. */
 		if ((o->events & EPOLLRDHUP) && (ev->events & EPOLLIN)) {
 			transport_readiness(readiness_transport(o->r), &t);

@@ -118,6 +118,9 @@ static short poll_fold(const struct pollfd *tmp, short ev, struct readiness *r)
 	if ((tmp[POLL_OUT_FD].revents | tmp[POLL_SOCKET].revents) & POLLOUT)
 		revents |= ev & POLL_OUT_EVENTS;
 	revents |= tmp[POLL_SOCKET].revents & (POLLHUP | POLLERR);
+	/* A TCP socket hung up has its read side shut too. */
+	if (revents & POLLHUP)
+		revents |= ev & POLLRDHUP;
 	/* A reset: readable (the error), writable and hung up, as TCP's. */
 	if (tmp[POLL_SOCKET].revents & POLLERR)
 		revents |= ev &

@@ -3575,6 +3575,38 @@ out:
 }
 
 /*
+ * Once the reset is read, the read side stays shut: poll() and epoll say
+ * hung up, readable and POLLRDHUP, which event loops take for the peer's
+ * end.
+ */
+static void reset_read_leaves_the_read_side_shut(struct tctx *t)
+{
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP }, got[8];
+	int c = -1, s = -1, ep = -1, n;
+	char buf[4];
+
+	TRY(make_pair(t, &c, &s, PAIR_BIND_CLIENT));
+	TRY(roundtrip(t, c, s));
+	ASSERT_OK(abortive_close(s));
+	s = -1;
+	ASSERT(wait_fd(c, POLLIN, io_ms()) > 0, "no event after peer reset");
+	ASSERT_ERR(recv(c, buf, sizeof(buf), 0), ECONNRESET);
+	n = wait_fd(c, POLLIN | POLLRDHUP, io_ms());
+	ASSERT(n == (POLLIN | POLLHUP | POLLRDHUP),
+	       "poll: want POLLIN|POLLHUP|POLLRDHUP, got %#x", n);
+	ASSERT_OK(ep = epoll_create1(EPOLL_CLOEXEC));
+	ASSERT_OK(epoll_ctl(ep, EPOLL_CTL_ADD, c, &ev));
+	n = epoll_wait(ep, got, 8, io_ms());
+	ASSERT(n == 1 && got[0].events == (EPOLLIN | EPOLLHUP | EPOLLRDHUP),
+	       "epoll: want EPOLLIN|EPOLLHUP|EPOLLRDHUP, got %d, %#x", n,
+	       got[0].events);
+out:
+	close_fd(&ep);
+	close_fd(&c);
+	close_fd(&s);
+}
+
+/*
  * Both sides shut (the peer's FIN read, then this end's own shutdown):
  * poll() reports POLLHUP whatever the entry asks for, with events 0 (a
  * program that watches a connection for its end only) or with POLLIN.
@@ -7010,6 +7042,7 @@ static const struct test tests[] = {
 	TEST(raw_close_syscall_frees_the_number),
 	TEST(linger_zero_close_resets_peer),
 	TEST(reset_is_reported_once_then_reads_end),
+	TEST(reset_read_leaves_the_read_side_shut),
 	TEST(poll_without_events_reports_hangup_once_both_sides_shut),
 	TEST(poll_for_input_reports_hangup_once_both_sides_shut),
 	TEST(reset_reports_readable_to_poll),
