@@ -3552,18 +3552,34 @@ out:
  * A reset is reported once: the read that meets it fails with ECONNRESET,
  * and the reads after it find the end of the stream, with SO_ERROR clear.
  */
+/*
+ * A connected client *c whose peer closed abortively, and the read that
+ * met the reset (ECONNRESET); 0, or -1 with the test failed.
+ */
+static int read_the_reset(struct tctx *t, int *c)
+{
+	int s = -1;
+	char buf[4];
+
+	TRY(make_pair(t, c, &s, PAIR_BIND_CLIENT));
+	TRY(roundtrip(t, *c, s));
+	ASSERT_OK(abortive_close(s));
+	s = -1;
+	ASSERT(wait_fd(*c, POLLIN, io_ms()) > 0, "no event after peer reset");
+	ASSERT_ERR(recv(*c, buf, sizeof(buf), 0), ECONNRESET);
+	return 0;
+out:
+	close_fd(&s);
+	return -1;
+}
+
 static void reset_is_reported_once_then_reads_end(struct tctx *t)
 {
-	int c = -1, s = -1, err = -1;
+	int c = -1, err = -1;
 	socklen_t len = sizeof(err);
 	char buf[4];
 
-	TRY(make_pair(t, &c, &s, PAIR_BIND_CLIENT));
-	TRY(roundtrip(t, c, s));
-	ASSERT_OK(abortive_close(s));
-	s = -1;
-	ASSERT(wait_fd(c, POLLIN, io_ms()) > 0, "no event after peer reset");
-	ASSERT_ERR(recv(c, buf, sizeof(buf), 0), ECONNRESET);
+	TRY(read_the_reset(t, &c));
 	ASSERT(recv(c, buf, sizeof(buf), 0) == 0,
 	       "second read after the reset: want EOF");
 	ASSERT_OK(getsockopt(c, SOL_SOCKET, SO_ERROR, &err, &len));
@@ -3571,7 +3587,6 @@ static void reset_is_reported_once_then_reads_end(struct tctx *t)
 	       errname(err));
 out:
 	close_fd(&c);
-	close_fd(&s);
 }
 
 /*
@@ -3582,15 +3597,9 @@ out:
 static void reset_read_leaves_the_read_side_shut(struct tctx *t)
 {
 	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP }, got[8];
-	int c = -1, s = -1, ep = -1, n;
-	char buf[4];
+	int c = -1, ep = -1, n;
 
-	TRY(make_pair(t, &c, &s, PAIR_BIND_CLIENT));
-	TRY(roundtrip(t, c, s));
-	ASSERT_OK(abortive_close(s));
-	s = -1;
-	ASSERT(wait_fd(c, POLLIN, io_ms()) > 0, "no event after peer reset");
-	ASSERT_ERR(recv(c, buf, sizeof(buf), 0), ECONNRESET);
+	TRY(read_the_reset(t, &c));
 	n = wait_fd(c, POLLIN | POLLRDHUP, io_ms());
 	ASSERT(n == (POLLIN | POLLHUP | POLLRDHUP),
 	       "poll: want POLLIN|POLLHUP|POLLRDHUP, got %#x", n);
@@ -3603,7 +3612,6 @@ static void reset_read_leaves_the_read_side_shut(struct tctx *t)
 out:
 	close_fd(&ep);
 	close_fd(&c);
-	close_fd(&s);
 }
 
 /*
