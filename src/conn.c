@@ -1040,6 +1040,37 @@ static void wait_moved_out_locked(struct conn *c, bool backlog_too,
 	}
 }
 
+/*
+ * This process's own connection moves, and the call waits for it (see
+ * wait_moved_out_locked()), at most until deadline (of clock_ms(); -1:
+ * none).  With a deadline, the lock too is given up then: _exit() may
+ * run in a signal handler that interrupted its holder.
+ */
+static void move_own(struct conn *c, enum roceshim_downgrade cause,
+		     bool backlog_too, int64_t deadline)
+{
+	struct timespec until = { 0 };
+
+	if (deadline < 0) {
+		pthread_mutex_lock(&c->lock);
+	} else {
+		if (!lock_by(&c->lock, deadline))
+			return;
+		clock_timespec_in(CLOCK_MONOTONIC, clock_ms_left(deadline),
+				  &until);
+	}
+	conn_move_begin_locked(c, cause);
+	while (path_of(c) == CONN_MOVING) {
+		if (deadline < 0)
+			pthread_cond_wait(&c->moved, &c->lock);
+		else if (pthread_cond_clockwait(&c->moved, &c->lock,
+						CLOCK_MONOTONIC, &until))
+			break;
+	}
+	wait_moved_out_locked(c, backlog_too, deadline);
+	pthread_mutex_unlock(&c->lock);
+}
+
 /* staying: see claim_inherited(). */
 static int move_to_kernel(struct conn *c, enum roceshim_downgrade cause,
 			  bool backlog_too, bool staying)
@@ -1048,12 +1079,7 @@ static int move_to_kernel(struct conn *c, enum roceshim_downgrade cause,
 		while (claim_inherited(c, staying))
 			;
 	} else {
-		pthread_mutex_lock(&c->lock);
-		conn_move_begin_locked(c, cause);
-		while (path_of(c) == CONN_MOVING)
-			pthread_cond_wait(&c->moved, &c->lock);
-		wait_moved_out_locked(c, backlog_too, -1);
-		pthread_mutex_unlock(&c->lock);
+		move_own(c, cause, backlog_too, -1);
 	}
 	switch (path_of(c)) {
 	case CONN_TCP:
@@ -1081,27 +1107,6 @@ int conn_leave(struct conn *c, enum roceshim_downgrade cause)
 	return move_to_kernel(c, cause, true, false);
 }
 
-/*
- * conn_leave() for _exit(), given up at deadline: the lock may be held by
- * the code that a signal handler calling _exit() interrupted, and the
- * move may wait for it too.
- */
-static void quick_leave(struct conn *c, int64_t deadline)
-{
-	struct timespec until = { .tv_sec = deadline / 1000,
-				  .tv_nsec = deadline % 1000 * 1000000 };
-
-	if (!lock_by(&c->lock, deadline))
-		return;
-	conn_move_begin_locked(c, ROCESHIM_DOWNGRADE_EXIT);
-	while (path_of(c) == CONN_MOVING &&
-	       !pthread_cond_clockwait(&c->moved, &c->lock, CLOCK_MONOTONIC,
-				       &until))
-		;
-	wait_moved_out_locked(c, true, deadline);
-	pthread_mutex_unlock(&c->lock);
-}
-
 int64_t conn_quick_exit_deadline(void)
 {
 	return clock_ms() + QUICK_HAND_OVER_MS;
@@ -1111,8 +1116,9 @@ void conn_quick_exit(struct conn *c, int fd, int64_t hand_over_by)
 {
 	if (!conn_alive(c) || path_of(c) != CONN_RDMA)
 		return;
+	/* As conn_leave(), given up at hand_over_by. */
 	if (conn_shared(c)) {
-		quick_leave(c, hand_over_by);
+		move_own(c, ROCESHIM_DOWNGRADE_EXIT, true, hand_over_by);
 		return;
 	}
 	if (transport_finish_by(c->t, clock_ms() + QUICK_EXIT_MS) ==

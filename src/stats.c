@@ -110,12 +110,11 @@ static struct roceshim_stats_header *segment_map(size_t size)
 		 * login processes): expected there, and the program's
 		 * stderr may be its log.
 		 */
-		if (err == ENOENT || err == EACCES || err == EROFS)
-			log_info("stats: shm_open(%s): %s; stats are off", name,
-				 strerror(err));
-		else
-			log_warn("stats: shm_open(%s): %s; stats are off", name,
-				 strerror(err));
+		log_at(err == ENOENT || err == EACCES || err == EROFS
+			       ? LOG_LEVEL_INFO
+			       : LOG_LEVEL_WARN,
+		       "stats: shm_open(%s): %s; stats are off", name,
+		       strerror(err));
 		return NULL;
 	}
 	/*
