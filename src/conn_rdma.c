@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * Calls carried over RDMA: TCP's blocking rules on the ring transport,
- * with spinning, zero-copy sends and sleeps on the completion channel.
+ * with spinning, zero-copy sends and sleeps on the completion hub.
  */
 #include <errno.h>
 #include <poll.h>
@@ -198,7 +198,7 @@ static bool direct_done(void *arg)
 }
 
 /*
- * Sleeps on the channel until the zero-copy writes have completed: only
+ * Sleeps on the hub until the zero-copy writes have completed: only
  * then may the send return the buffer to the program.  Signals and
  * SO_SNDTIMEO do not end it; a failed queue pair or a peer that has gone
  * does, and takes no more than the fabric's retry timeout to show.
@@ -209,8 +209,7 @@ static void zerocopy_release(struct conn *c, struct zerocopy *z)
 
 	if (!z->mr)
 		return;
-	while (!readiness_wait_channel(c->r, direct_done, &w,
-				       ZEROCOPY_RECHECK_MS))
+	while (!readiness_wait_hub(c->r, direct_done, &w, ZEROCOPY_RECHECK_MS))
 		;
 	/* What the peer has not consumed must stay for a move to TCP. */
 	transport_direct_retire(c->t, z->base, z->len);

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * One connection's readiness: its eventfds, who watches its completion
- * channel, and the sleeps of its blocking calls.
+ * One connection's readiness: its eventfds, how drains of the completion
+ * hub serve it, who watches the hub for it, and the sleeps of its
+ * blocking calls.
  */
 #include <errno.h>
 #include <poll.h>
@@ -11,6 +12,7 @@
 #include <sys/eventfd.h>
 
 #include "clock.h"
+#include "cq_hub.h"
 #include "fd_room.h"
 #include "fork_page.h"
 #include "progress.h"
@@ -58,17 +60,15 @@ struct readiness {
 	unsigned int generation;
 	int in_fd;
 	int out_fd;   /* atomic reads: -1 until readiness_need_out_fd() */
-	bool started; /* readiness_start(): the channel may be watched */
+	bool started; /* readiness_start(): the hub may be watched for it */
 	int closing;  /* atomic: closed, or released to the kernel socket */
-	struct progress_watcher watcher; /* the channel, for the thread */
 	pthread_mutex_t sync_lock;
 	pthread_mutex_t wait_lock;
 	/* Under wait_lock: */
-	unsigned int waiters; /* atomic reads: calls asleep on the channel */
-	bool watching;	      /* the channel is in the progress thread's set */
+	unsigned int waiters; /* atomic reads: calls asleep on the hub */
+	bool watching;	      /* counted in the progress thread's watch */
 	bool wanted;	      /* atomic reads: see readiness_want() */
 	bool progress_wanted; /* atomic reads: see readiness_watch() */
-	bool event_unread;    /* a read woke for an event it left in place */
 	/* Under sync_lock: */
 	bool in_ready;
 	bool in_lag; /* atomic reads: see lagging */
@@ -79,16 +79,9 @@ struct readiness {
 	uint64_t arrivals;
 };
 
-static void serve_for_progress(struct progress_watcher *w, uint32_t events)
-{
-	struct readiness *r =
-		(struct readiness *)((char *)w -
-				     __builtin_offsetof(struct readiness,
-							watcher));
-
-	(void)events;
-	readiness_serve(r, false, NULL);
-}
+/* The progress thread watches the hubs with this (readiness_watch()). */
+static void drain_for_progress(struct progress_watcher *w, uint32_t events);
+static struct progress_watcher hub_watcher = { .fn = drain_for_progress };
 
 int readiness_create(struct transport *t, struct readiness **out)
 {
@@ -106,7 +99,7 @@ int readiness_create(struct transport *t, struct readiness **out)
 	pthread_mutex_init(&r->wait_lock, NULL);
 	r->t = t;
 	r->generation = generation;
-	r->watcher.fn = serve_for_progress;
+	transport_set_owner(t, r);
 	readiness_sync(r);
 	*out = r;
 	return 0;
@@ -114,9 +107,13 @@ int readiness_create(struct transport *t, struct readiness **out)
 
 void readiness_destroy(struct readiness *r)
 {
-	/* The progress thread no longer watches the channel. */
-	if (readiness_alive(r) && r->started)
-		progress_del(transport_event_fd(r->t));
+	/* No drain serves it from here on, nor watches the hub for it. */
+	if (readiness_alive(r)) {
+		transport_set_owner(r->t, NULL);
+		if (r->watching)
+			cq_hub_watch(transport_channel(r->t), false,
+				     &hub_watcher);
+	}
 	if (r->in_fd >= 0)
 		real.close(r->in_fd);
 	if (r->out_fd >= 0)
@@ -176,7 +173,7 @@ int readiness_need_out_fd(struct readiness *r)
 	return fd;
 }
 
-int readiness_channel_fd(const struct readiness *r)
+int readiness_hub_fd(const struct readiness *r)
 {
 	return transport_event_fd(r->t);
 }
@@ -384,25 +381,9 @@ void readiness_poll_end(struct readiness *r)
 }
 
 /*
- * Puts the channel into the progress thread's set or takes it out.  Out,
- * not EPOLL_CTL_MOD to no events: the kernel adds EPOLLERR and EPOLLHUP
- * to every MOD, and a channel's wake-up carries no event mask, so an
- * entry "disabled" that way still woke the progress thread for every
- * completion.
- */
-static void watch_channel(struct readiness *r, bool on)
-{
-	if (on)
-		progress_add(transport_event_fd(r->t), EPOLLIN, &r->watcher);
-	else
-		progress_del(transport_event_fd(r->t));
-}
-
-/*
- * The progress thread watches the channel while something relies on it
- * (readiness_watch()), except while a read sleeps there: one completion
- * then wakes one thread, and the reader contends with nobody for the
- * transport.
+ * The progress thread watches the hub while some connection on it relies
+ * on that (readiness_watch()), and none of its own calls sleeps there: a
+ * completion for it then wakes its reader, who serves it.
  */
 static void update_watch_locked(struct readiness *r)
 {
@@ -411,7 +392,7 @@ static void update_watch_locked(struct readiness *r)
 	/* Until the start, a watch asked for waits for it. */
 	if (!r->started || want == r->watching)
 		return;
-	watch_channel(r, want);
+	cq_hub_watch(transport_channel(r->t), want, &hub_watcher);
 	r->watching = want;
 }
 
@@ -456,16 +437,79 @@ void readiness_watch(struct readiness *r)
 	__atomic_store_n(&r->progress_wanted, true, __ATOMIC_RELEASE);
 	update_watch_locked(r);
 	pthread_mutex_unlock(&r->wait_lock);
-	/* What came before the watch raised no event it will see. */
+	/*
+	 * What came before the watch raised no event it will see, and a
+	 * read that took its own event left the queue unarmed: arm it (after
+	 * wanted is stored, so that a drain taking an event now serves it).
+	 */
+	transport_arm(r->t);
 	readiness_sync(r);
 }
 
 void readiness_serve(struct readiness *r, bool told,
 		     struct transport_readiness *out)
 {
-	transport_handle_event(r->t);
+	transport_arm(r->t);
 	if (!sync_fds(r, told, out, NULL) && out)
 		transport_readiness(r->t, out);
+}
+
+/*
+ * An event for r that nobody in particular waits for: served if anything
+ * relies on its eventfds or sleeps for it.  Otherwise its queue stays
+ * unarmed: a connection driven by blocking calls alone arms it again on
+ * its next sleep, and costs nothing meanwhile.
+ */
+static void serve_quietly(struct readiness *r)
+{
+	if (kept(r) || __atomic_load_n(&r->waiters, __ATOMIC_SEQ_CST))
+		readiness_serve(r, false, NULL);
+}
+
+struct drain {
+	readiness_report_fn report;
+	void *arg;
+	struct readiness *self; /* a waiter that drains: served by its own */
+};
+
+static void serve_event(void *cq_context, void *arg)
+{
+	struct transport *t = cq_context;
+	const struct drain *d = arg;
+	struct readiness *r;
+
+	transport_event_taken(t);
+	r = transport_owner(t);
+	if (!r || !readiness_alive(r))
+		return;
+	/* The waiter goes to its data; another sleeping with it must wake. */
+	if (r == d->self &&
+	    __atomic_load_n(&r->waiters, __ATOMIC_SEQ_CST) == 1 && !kept(r))
+		return;
+	if (!d->report || !d->report(r, d->arg))
+		serve_quietly(r);
+}
+
+void readiness_drain(readiness_report_fn report, void *arg)
+{
+	struct drain d = { .report = report, .arg = arg };
+
+	cq_hub_drain(serve_event, &d, 0);
+}
+
+static void drain_for_progress(struct progress_watcher *w, uint32_t events)
+{
+	(void)w;
+	(void)events;
+	readiness_drain(NULL, NULL);
+}
+
+/* A blocking call woke on the hub: one event, its own or another's. */
+static void drain_as_waiter(struct readiness *r)
+{
+	struct drain d = { .self = r };
+
+	cq_hub_drain(serve_event, &d, 1);
 }
 
 /*
@@ -501,41 +545,23 @@ void readiness_after_recv(struct readiness *r)
 }
 
 /*
- * Enters a sleep on the channel.  An event that an earlier read woke for
- * is taken now, before the sleep, and not on the way from the wake-up to
- * the program: that read went straight to the data.
+ * Enters a sleep on the hub.  Counted before the sleep arms the queue: a
+ * drain that takes the event then sees the count, and serves it (see
+ * serve_quietly()), which wakes the sleeper through in_fd.
  */
 static void waiter_enter(struct readiness *r)
 {
 	pthread_mutex_lock(&r->wait_lock);
 	__atomic_add_fetch(&r->waiters, 1, __ATOMIC_SEQ_CST);
 	update_watch_locked(r);
-	if (r->event_unread) {
-		transport_take_event(r->t);
-		r->event_unread = false;
-	}
 	pthread_mutex_unlock(&r->wait_lock);
 }
 
-/*
- * Leaves it; woke: the channel had an event.  Without readiness_want(),
- * the event stays unread, and the channel unarmed, until the next sleep.
- * With it, the last one out takes it and arms again first: a readable
- * channel back in the progress thread's set would wake that thread at
- * once, to contend with this reader for the transport.
- */
-static void waiter_leave(struct readiness *r, bool woke)
+static void waiter_leave(struct readiness *r)
 {
 	pthread_mutex_lock(&r->wait_lock);
-	if (woke)
-		r->event_unread = true;
-	if (!__atomic_sub_fetch(&r->waiters, 1, __ATOMIC_SEQ_CST)) {
-		if (r->wanted && r->event_unread) {
-			transport_handle_event(r->t);
-			r->event_unread = false;
-		}
+	if (!__atomic_sub_fetch(&r->waiters, 1, __ATOMIC_SEQ_CST))
 		update_watch_locked(r);
-	}
 	pthread_mutex_unlock(&r->wait_lock);
 }
 
@@ -570,10 +596,10 @@ int readiness_wait_writable(struct readiness *r, int64_t deadline)
 }
 
 /*
- * A read sleeps on the completion channel itself: the completion wakes it
- * directly, not through the progress thread and the eventfd.  in_fd still
- * ends the sleep if the progress thread saw the arrival first, or the
- * CM's disconnect came.
+ * A read sleeps on the hub itself: the completion wakes it directly, not
+ * through the progress thread and the eventfd.  in_fd still ends the
+ * sleep if another thread took the event first, or the CM's disconnect
+ * came.
  */
 int readiness_wait_readable(struct readiness *r, int64_t deadline)
 {
@@ -583,7 +609,8 @@ int readiness_wait_readable(struct readiness *r, int64_t deadline)
 	};
 	int timeout, ret = 0;
 
-	if (kept(r))
+	/* A stale eventfd would end the sleep at once. */
+	if (kept(r) || __atomic_load_n(&r->in_ready, __ATOMIC_RELAXED))
 		readiness_sync(r);
 	timeout = clock_ms_left(deadline);
 	if (!timeout)
@@ -598,17 +625,19 @@ int readiness_wait_readable(struct readiness *r, int64_t deadline)
 		goto out;
 	}
 	ret = ret ? 0 : -EAGAIN;
+	if (!ret && pfd[0].revents)
+		drain_as_waiter(r);
 out:
-	waiter_leave(r, !ret && pfd[0].revents);
+	waiter_leave(r);
 	return ret;
 }
 
 /*
  * An arrival that wakes it goes on to the eventfd at once: the progress
- * thread, which would do that, leaves the channel alone meanwhile.
+ * thread, which would do that, leaves the hub alone meanwhile.
  */
-bool readiness_wait_channel(struct readiness *r, bool (*done)(void *arg),
-			    void *arg, int timeout_ms)
+bool readiness_wait_hub(struct readiness *r, bool (*done)(void *arg), void *arg,
+			int timeout_ms)
 {
 	struct pollfd pfd = { .fd = transport_event_fd(r->t),
 			      .events = POLLIN };
@@ -616,9 +645,9 @@ bool readiness_wait_channel(struct readiness *r, bool (*done)(void *arg),
 
 	waiter_enter(r);
 	ok = done(arg);
-	if (!ok)
-		real.poll(&pfd, 1, timeout_ms);
-	waiter_leave(r, pfd.revents);
+	if (!ok && real.poll(&pfd, 1, timeout_ms) > 0)
+		drain_as_waiter(r);
+	waiter_leave(r);
 	if (!ok && pfd.revents && kept(r))
 		readiness_sync(r);
 	return ok;

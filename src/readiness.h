@@ -11,16 +11,20 @@
  * exactly while a send would not block.  They are kept
  * current only once something relies on them (readiness_want()): a
  * connection driven by blocking calls alone costs no update per message.
- * Its transport's completion channel wakes whoever waits: a blocking call
- * sleeps on it, the program's epoll set and poll() watch it beside the
- * eventfds, and the progress thread watches it when nobody else may
- * (readiness_watch()).  docs/design.md ("Readiness") has the argument for
- * every rule here.
+ * Completions wake whoever waits through the completion hub of the
+ * connection's device (cq_hub.h), one channel that every connection on
+ * the device shares: a blocking call sleeps on it beside in_fd, the
+ * program's epoll sets and poll() watch it beside the eventfds, and the
+ * progress thread watches it while some connection needs that
+ * (readiness_watch()).  Whoever finds it readable drains it, serving each
+ * connection it has an event for: so an event for one connection may
+ * wake another's waiter, who serves it on the first one's behalf.
+ * docs/design.md ("Readiness") has the argument for every rule here.
  *
  * Contract: every function is thread safe.  A readiness object belongs to
  * one connection and lives as long as it.  In a fork child, inherited
  * objects are dead (readiness_alive() false): nothing here touches the
- * parent's channels or eventfds for them.
+ * parent's hubs or eventfds for them.
  */
 #ifndef ROCESHIM_READINESS_H
 #define ROCESHIM_READINESS_H
@@ -48,7 +52,7 @@ bool readiness_alive(const struct readiness *r);
 bool readiness_released(const struct readiness *r);
 
 /*
- * The connection is established: arm its channel and bring the eventfds
+ * The connection is established: arm its queue and bring the eventfds
  * up to date.  Until then nothing watches it.
  */
 void readiness_start(struct readiness *r);
@@ -58,16 +62,16 @@ void readiness_sync(struct readiness *r);
 
 /*
  * The program relies on the connection's readiness (epoll, poll,
- * select): from now on the eventfds are kept current, and the channel is
- * armed, so that its entry beside them wakes the program's wait.  Sticky;
- * each registration or poll calls it again to arm the channel.
+ * select): from now on the eventfds are kept current, and the queue is
+ * armed, so that the hub's entry beside them wakes the program's wait.
+ * Sticky; each registration or poll calls it again to arm the queue.
  */
 void readiness_want(struct readiness *r);
 
 /*
- * As readiness_want(), and the progress thread watches the channel too:
- * for a waiter the channel does not wake (a send waiting for credit sleeps
- * on out_fd) and for corked bytes, which go out with a completion that
+ * As readiness_want(), and the progress thread watches the hub too: for
+ * a waiter the hub does not wake (a send waiting for credit sleeps on
+ * out_fd) and for corked bytes, which go out with a completion that
  * someone must reap.  Sticky.
  */
 void readiness_watch(struct readiness *r);
@@ -88,12 +92,12 @@ void readiness_after_recv(struct readiness *r);
 int readiness_wait_readable(struct readiness *r, int64_t deadline);
 int readiness_wait_writable(struct readiness *r, int64_t deadline);
 /*
- * Sleeps on the channel, at most timeout_ms, unless done(arg) says that
- * what the caller waits for is there (done() must arm the channel when it
- * says no, like transport_direct_done()).  true: done.
+ * Sleeps on the hub, at most timeout_ms, unless done(arg) says that what
+ * the caller waits for is there (done() must arm the queue when it says
+ * no, like transport_direct_done()).  true: done.
  */
-bool readiness_wait_channel(struct readiness *r, bool (*done)(void *arg),
-			    void *arg, int timeout_ms);
+bool readiness_wait_hub(struct readiness *r, bool (*done)(void *arg), void *arg,
+			int timeout_ms);
 
 /* The program closed the connection: its eventfds go now. */
 void readiness_close(struct readiness *r);
@@ -151,8 +155,7 @@ void readiness_fd_gone(struct sock *sock, int fd, int other);
 
 /*
  * The connection's last fd is closed: its registrations are forgotten, and
- * its channel leaves the program's sets (the channel outlives the fd while
- * the FIN lingers).
+ * a set left without connections on the hub loses the hub's entry.
  */
 void readiness_forget(struct readiness *r);
 

@@ -2,24 +2,26 @@
 /*
  * Upgraded connections in the program's epoll sets.
  *
- * An upgraded fd is up to four entries in the set, all with the program's
+ * An upgraded fd is up to three entries in the set, all with the program's
  * epoll_data: its eventfds (in_fd for EPOLLIN and EOF; out_fd for
- * EPOLLOUT, once made: readiness_make_out_fd()), its kernel socket (for
- * the EPOLLHUP and EPOLLERR that epoll always reports: a reset; and for
- * EPOLLOUT until out_fd is made), and its completion channel, registered
- * for READINESS_CHANNEL alone, level-triggered whatever the program asked.
- * epoll_wait folds the entries that share an epoll_data into one event.
- * When an event comes back with READINESS_CHANNEL, the wrapper takes the
- * channel's event, reaps, updates the eventfds and puts the connection's
- * readiness into the event itself: the completion wakes the program's
- * epoll_wait directly, not through the progress thread.
+ * EPOLLOUT, once made: readiness_make_out_fd()) and its kernel socket
+ * (for the EPOLLHUP and EPOLLERR that epoll always reports: a reset; and
+ * for EPOLLOUT until out_fd is made).  epoll_wait folds the entries that
+ * share an epoll_data into one event.  A set that holds upgraded
+ * connections also holds their device's completion hub (cq_hub.h), once,
+ * edge-triggered, with HUB_DATA.  When it fires, the wrapper drains it:
+ * each connection with a registration in the set is served (reaped, its
+ * eventfds updated) and its readiness put into an event of its own, so
+ * the completion wakes the program's epoll_wait directly, not through
+ * the progress thread; the others' eventfds wake their own waiters.
  *
  * EPOLLONESHOT: the kernel disarms only the entry that fired, so when
  * epoll_wait reports one of them, the event is completed with what the
  * others would say (the caller may have offered one slot only) and they
  * are disarmed, as the single entry of a plain socket would be: the
- * eventfds and the channel by a MOD without events, the kernel socket by
- * removing it (an eventless entry would still report EPOLLHUP).
+ * eventfds by a MOD without events, the kernel socket by removing it (an
+ * eventless entry would still report EPOLLHUP); a drain of the hub reports
+ * nothing for it until the program's MOD arms it again.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -40,11 +42,12 @@
 #include "wait_time.h"
 
 /*
- * The event the channel's entry is registered for.  Neither an eventfd nor
- * the kernel socket's entry (registered without it) ever reports it, and
- * it is never passed on to the program.
+ * The epoll_data of a hub's entry: the address of a static of the
+ * library, which no registration of the program's carries.  Never passed
+ * on to the program.
  */
-#define READINESS_CHANNEL EPOLLRDNORM
+static const char hub_tag;
+#define HUB_DATA ((uint64_t)(uintptr_t)&hub_tag)
 
 static struct {
 	pthread_mutex_t lock;
@@ -54,6 +57,8 @@ static struct {
 	unsigned int rdhups;   /* atomic: those with EPOLLRDHUP */
 	/* Upgraded registrations made so far: epoll_wait folds only if any. */
 	unsigned long made; /* atomic */
+	/* A fork child whose registry held some at the fork. */
+	bool inherited; /* atomic */
 } set FORK_DATA = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 /*
@@ -164,17 +169,6 @@ static bool track_locked(int epfd, int fd, struct readiness *r,
 	return true;
 }
 
-static bool track(int epfd, int fd, struct readiness *r,
-		  const struct epoll_event *ev)
-{
-	bool ok;
-
-	pthread_mutex_lock(&set.lock);
-	ok = track_locked(epfd, fd, r, NULL, ev);
-	pthread_mutex_unlock(&set.lock);
-	return ok;
-}
-
 /*
  * Whether r is registered through another fd of its socket only, none
  * through fd in epfd: a dup of the registered fd, the registered one
@@ -246,9 +240,32 @@ static struct epoll_reg *next_where(struct readiness *r, int epfd,
 	return o;
 }
 
+/*
+ * epfd may hold no more upgraded registrations on the hub of hub_fd: if
+ * so, the hub's entry goes, so that its completions wake that set no more.
+ */
+static void leave_hub_locked(int epfd, int hub_fd)
+{
+	const struct epoll_reg *o = NULL;
+
+	while ((o = epoll_registry_next(&set.g, o)))
+		if (o->epfd == epfd && o->r && readiness_alive(o->r) &&
+		    readiness_hub_fd(o->r) == hub_fd)
+			return;
+	real.epoll_ctl(epfd, EPOLL_CTL_DEL, hub_fd, NULL);
+}
+
+static void leave_hub(int epfd, int hub_fd)
+{
+	pthread_mutex_lock(&set.lock);
+	leave_hub_locked(epfd, hub_fd);
+	pthread_mutex_unlock(&set.lock);
+}
+
 static void remove_where(struct readiness *r, int epfd)
 {
 	struct epoll_reg *o, *next;
+	int epfd_left;
 
 	if (!__atomic_load_n(&set.count, __ATOMIC_ACQUIRE))
 		return;
@@ -259,16 +276,12 @@ static void remove_where(struct readiness *r, int epfd)
 			remove_locked(o);
 			continue;
 		}
-		/*
-		 * The channel outlives the program's fd (the FIN lingers):
-		 * it must not wake the program for an fd it has closed.
-		 */
-		if (r && readiness_alive(r))
-			real.epoll_ctl(o->epfd, EPOLL_CTL_DEL,
-				       readiness_channel_fd(r), NULL);
 		if (!r)
 			readiness_settle(o->r);
+		epfd_left = o->epfd;
 		remove_locked(o);
+		if (r && readiness_alive(r))
+			leave_hub_locked(epfd_left, readiness_hub_fd(r));
 	}
 	pthread_mutex_unlock(&set.lock);
 }
@@ -417,6 +430,8 @@ void FORK_CODE readiness_fork_parent(void)
 void FORK_CODE readiness_fork_child(void)
 {
 	readiness_core_fork_child();
+	if (set.g.live)
+		__atomic_store_n(&set.inherited, true, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&set.lock);
 	pthread_mutex_unlock(&move_lock);
 }
@@ -440,6 +455,7 @@ void readiness_forget(struct readiness *r)
 void readiness_release(struct readiness *r)
 {
 	struct epoll_reg *o, *next;
+	int epfd;
 
 	pthread_mutex_lock(&move_lock);
 	pthread_mutex_lock(&set.lock);
@@ -456,8 +472,6 @@ void readiness_release(struct readiness *r)
 		if (readiness_out_fd(r) >= 0)
 			real.epoll_ctl(o->epfd, EPOLL_CTL_DEL,
 				       readiness_out_fd(r), NULL);
-		real.epoll_ctl(o->epfd, EPOLL_CTL_DEL, readiness_channel_fd(r),
-			       NULL);
 		/*
 		 * A fired EPOLLONESHOT registration lost its socket entry; an
 		 * EPOLLEXCLUSIVE one cannot be changed, only made again.  One
@@ -471,7 +485,9 @@ void readiness_release(struct readiness *r)
 			real.epoll_ctl(o->epfd, EPOLL_CTL_DEL, o->fd, NULL);
 		if (err == ENOENT || err == EINVAL)
 			real.epoll_ctl(o->epfd, EPOLL_CTL_ADD, own_fd(o), &ev);
+		epfd = o->epfd;
 		remove_locked(o);
+		leave_hub_locked(epfd, readiness_hub_fd(r));
 	}
 	pthread_mutex_unlock(&set.lock);
 	readiness_release_fds(r);
@@ -515,27 +531,89 @@ static bool sole_locked(const struct epoll_reg *o)
 	return !epoll_registry_next_owned(&set.g, o->r, first);
 }
 
-/*
- * o's channel fired: what the completion brought.  Level-triggered, that
- * is the connection's readiness now, reported here: if o asks for EPOLLIN
- * and is the connection's only registration, an arrival need not set the
- * eventfd as well (readiness_serve() told).  Edge-triggered, it is
- * nothing here: the eventfds that readiness_serve() set report the edge,
- * once, when epoll_wait asks the kernel again.  A connection inherited
- * across fork is dead here (its channel fires only through an epoll set
- * shared with the parent): it reports as a reset socket, as poll() does.
- */
-static uint32_t serve_channel(const struct epoll_reg *o)
+/* Where drain_into() puts the events of the connections it serves. */
+struct hub_report {
+	int epfd;
+	struct epoll_event *events;
+	int n;
+	int max;
+};
+
+/* The slot of data's event in h, or a new one; NULL: no room. */
+static struct epoll_event *slot_for(struct hub_report *h, uint64_t data)
 {
+	int i;
+
+	for (i = 0; i < h->n; i++)
+		if (h->events[i].data.u64 == data)
+			return &h->events[i];
+	if (h->n == h->max)
+		return NULL;
+	h->events[h->n] = (struct epoll_event){ .data.u64 = data };
+	return &h->events[h->n];
+}
+
+/*
+ * A completion for r, whose registrations in h's set report what it
+ * brought; false if it has none there.  Level-triggered, that is the
+ * connection's readiness now, reported here: if its only registration asks for
+ * EPOLLIN, an arrival need not set the eventfd as well (readiness_serve()
+ * told). Edge-triggered, it is nothing here: the eventfds that
+ * readiness_serve() set report the edge, once, when epoll_wait asks the kernel
+ * again.
+ */
+static bool report_in_set(struct readiness *r, void *arg)
+{
+	struct hub_report *h = arg;
 	struct transport_readiness t;
+	struct epoll_reg *o = NULL, *only = NULL;
+	struct epoll_event *slot;
+	unsigned int in_set = 0;
 	bool told;
 
-	told = !(o->events & (EPOLLET | EPOLLONESHOT)) &&
-	       (o->events & EPOLLIN) && sole_locked(o);
-	readiness_serve(o->r, told, &t);
-	if (o->events & EPOLLET)
-		return 0;
-	return events_of(&t) & (o->events | EPOLLHUP);
+	pthread_mutex_lock(&set.lock);
+	while ((o = epoll_registry_next_owned(&set.g, r, o)))
+		if (o->epfd == h->epfd && !o->disarmed) {
+			only = o;
+			in_set++;
+		}
+	if (!in_set) {
+		pthread_mutex_unlock(&set.lock);
+		return false;
+	}
+	told = in_set == 1 && !(only->events & (EPOLLET | EPOLLONESHOT)) &&
+	       (only->events & EPOLLIN) && sole_locked(only) &&
+	       slot_for(h, only->data);
+	readiness_serve(r, told, &t);
+	while ((o = epoll_registry_next_owned(&set.g, r, o))) {
+		uint32_t bits = events_of(&t) & (o->events | EPOLLHUP);
+
+		if (o->epfd != h->epfd || o->disarmed ||
+		    (o->events & EPOLLET) || !bits)
+			continue;
+		slot = slot_for(h, o->data);
+		if (!slot)
+			continue;
+		if (slot == &h->events[h->n])
+			h->n++;
+		slot->events |= bits;
+	}
+	pthread_mutex_unlock(&set.lock);
+	return true;
+}
+
+/*
+ * The hub fired in epfd: drains it.  Returns how many of events (n of
+ * them, room for max) there are now.
+ */
+static int drain_into(int epfd, struct epoll_event *events, int n, int max)
+{
+	struct hub_report h = {
+		.epfd = epfd, .events = events, .n = n, .max = max
+	};
+
+	readiness_drain(report_in_set, &h);
+	return h.n;
 }
 
 /* Disarms the entries of a fired EPOLLONESHOT registration. */
@@ -548,8 +626,6 @@ static void disarm(struct epoll_reg *o)
 	if (readiness_out_fd(o->r) >= 0)
 		real.epoll_ctl(o->epfd, EPOLL_CTL_MOD, readiness_out_fd(o->r),
 			       &off);
-	real.epoll_ctl(o->epfd, EPOLL_CTL_MOD, readiness_channel_fd(o->r),
-		       &off);
 	/* A gone fd's entry cannot be reached: it reports HUP and ERR. */
 	if (!o->fd_gone)
 		real.epoll_ctl(o->epfd, EPOLL_CTL_DEL, o->fd, NULL);
@@ -578,40 +654,59 @@ static void adopt_inherited(int fd)
 	sock_put(sock);
 }
 
+/* Inherited connections taken over per wake; the next wake takes more. */
+#define ADOPT_PER_WAKE 16
+
+/*
+ * A hub fired in epfd in a fork child: its parent's, maybe, which only the
+ * parent drains, for connections the child inherited in the set.  Each
+ * of those is taken over (adopt_inherited()), as an event of its own in
+ * the set would have it, so that its kernel socket reports it.
+ */
+static void adopt_inherited_in(int epfd)
+{
+	const struct epoll_reg *o = NULL;
+	int fds[ADOPT_PER_WAKE];
+	unsigned int n = 0, i;
+
+	if (!__atomic_load_n(&set.inherited, __ATOMIC_ACQUIRE))
+		return;
+	pthread_mutex_lock(&set.lock);
+	while (n < ADOPT_PER_WAKE && (o = epoll_registry_next(&set.g, o)))
+		if (o->epfd == epfd && o->r && !readiness_alive(o->r))
+			fds[n++] = own_fd(o);
+	pthread_mutex_unlock(&set.lock);
+	for (i = 0; i < n; i++)
+		adopt_inherited(fds[i]);
+}
+
 /*
  * Completes ev, as described above.  false: it has nothing left to report
- * (only a channel fired, and what it brought is not what the program
- * waits for; or it was an inherited connection's, now adopted): drop it.  Costs
- * two atomic loads for an event without READINESS_CHANNEL while no EPOLLONESHOT
- * registration exists.
+ * (it was an inherited connection's, now adopted): drop it.  Costs three
+ * atomic loads for an event without EPOLLERR while no EPOLLONESHOT or
+ * EPOLLRDHUP registration exists.
  */
 static bool fired(int epfd, struct epoll_event *ev)
 {
-	uint32_t channel = ev->events & READINESS_CHANNEL;
 	struct transport_readiness t;
 	struct epoll_reg *o = NULL;
 	int inherited = -1;
-	bool ours = false;
 
 	/* Only these need the registry. */
-	if (!channel && !(ev->events & EPOLLERR) &&
+	if (!(ev->events & EPOLLERR) &&
 	    !__atomic_load_n(&set.oneshots, __ATOMIC_ACQUIRE) &&
 	    !__atomic_load_n(&set.rdhups, __ATOMIC_ACQUIRE))
 		return true;
 	if (!__atomic_load_n(&set.count, __ATOMIC_ACQUIRE))
 		return true;
-	ev->events &= ~READINESS_CHANNEL;
 	pthread_mutex_lock(&set.lock);
 	while ((o = epoll_registry_next_with(&set.g, epfd, ev->data.u64, o))) {
 		if (o->disarmed || !o->r)
 			continue;
-		ours = true;
 		if (!readiness_alive(o->r)) {
 			inherited = own_fd(o);
 			continue;
 		}
-		if (channel)
-			ev->events |= serve_channel(o);
 		/*
 		 * Only the kernel socket's entry reports EPOLLERR: a reset,
 		 * which TCP reports readable (the error), writable and hung up.
@@ -639,9 +734,6 @@ static bool fired(int epfd, struct epoll_event *ev)
 		adopt_inherited(inherited);
 		return false;
 	}
-	/* Not an upgraded fd's: the bit is a plain fd's own EPOLLRDNORM. */
-	if (!ours)
-		ev->events |= channel;
 	return ev->events;
 }
 
@@ -712,15 +804,18 @@ int readiness_make_out_fd(struct readiness *r)
 /*
  * Registers (or changes, or removes) an upgraded fd as its entries: in_fd,
  * out_fd (until it is made, the kernel socket's entry asks for EPOLLOUT
- * in its stead), the kernel socket, the completion channel.
+ * in its stead), the kernel socket; and the set's entry for the hub.
  */
 static int ctl_upgraded(int epfd, int op, int fd, struct readiness *r,
 			struct epoll_event *ev)
 {
 	const uint32_t flags = ENTRY_FLAGS;
-	struct epoll_event in_ev, out_ev, tcp_ev, ch_ev;
+	struct epoll_event in_ev, out_ev, tcp_ev;
+	struct epoll_event hub_ev = { .events = EPOLLIN | EPOLLET,
+				      .data.u64 = HUB_DATA };
 	int in_fd = readiness_in_fd(r), out_fd = readiness_out_fd(r);
-	int ch_fd = readiness_channel_fd(r);
+	int ch_fd = readiness_hub_fd(r);
+	bool tracked;
 	int ret;
 
 	if (op != EPOLL_CTL_DEL && ev && exclusive_refused(op, ev)) {
@@ -737,8 +832,8 @@ static int ctl_upgraded(int epfd, int op, int fd, struct readiness *r,
 		if (out_fd >= 0)
 			real.epoll_ctl(epfd, op, out_fd, NULL);
 		real.epoll_ctl(epfd, op, fd, NULL);
-		real.epoll_ctl(epfd, op, ch_fd, NULL);
 		untrack(epfd, fd, r);
+		leave_hub(epfd, ch_fd);
 		return ret;
 	}
 	if (!ev) {
@@ -758,9 +853,7 @@ static int ctl_upgraded(int epfd, int op, int fd, struct readiness *r,
 	tcp_ev.events = ev->events & flags;
 	if (out_fd < 0)
 		tcp_ev.events |= ev->events & EPOLLOUT;
-	/* Not EPOLLEXCLUSIVE: the kernel takes it only with in and out. */
-	ch_ev.events = READINESS_CHANNEL | (ev->events & EPOLLWAKEUP);
-	in_ev.data = out_ev.data = tcp_ev.data = ch_ev.data = ev->data;
+	in_ev.data = out_ev.data = tcp_ev.data = ev->data;
 	ret = real.epoll_ctl(epfd, op, in_fd, &in_ev);
 	if (ret)
 		return ret;
@@ -777,8 +870,6 @@ static int ctl_upgraded(int epfd, int op, int fd, struct readiness *r,
 	/* A fired EPOLLONESHOT registration lost its kernel socket entry. */
 	if (ret && errno == ENOENT && op == EPOLL_CTL_MOD)
 		ret = real.epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &tcp_ev);
-	if (!ret)
-		ret = real.epoll_ctl(epfd, op, ch_fd, &ch_ev);
 	if (ret && op == EPOLL_CTL_ADD) {
 		int err = errno;
 
@@ -792,16 +883,27 @@ static int ctl_upgraded(int epfd, int op, int fd, struct readiness *r,
 		return ret;
 	if (op == EPOLL_CTL_ADD)
 		__atomic_fetch_add(&set.made, 1, __ATOMIC_RELAXED);
-	if (!track(epfd, fd, r, ev)) {
-		/* Nothing could serve the channel here: let the thread. */
-		log_warn("epoll: out of memory; fd %d is served by the "
-			 "progress thread, and EPOLLONESHOT on it may report "
-			 "twice",
+	/*
+	 * The hub joins the set once, and stays while a connection on it is
+	 * registered there (leave_hub_locked(), under the same lock).
+	 */
+	pthread_mutex_lock(&set.lock);
+	tracked = track_locked(epfd, fd, r, NULL, ev);
+	if (op == EPOLL_CTL_ADD &&
+	    real.epoll_ctl(epfd, EPOLL_CTL_ADD, ch_fd, &hub_ev) &&
+	    errno != EEXIST)
+		tracked = false;
+	pthread_mutex_unlock(&set.lock);
+	if (!tracked) {
+		/* No drain here reports it: its eventfds, kept by the thread.
+		 */
+		log_warn("epoll: out of memory or watches; fd %d is served by "
+			 "the progress thread, and EPOLLONESHOT on it may "
+			 "report twice",
 			 fd);
-		real.epoll_ctl(epfd, EPOLL_CTL_DEL, ch_fd, NULL);
 		readiness_watch(r);
 	}
-	/* Armed after the channel joined the set: its next event is seen. */
+	/* Armed after the hub joined the set: its next event is seen. */
 	readiness_want(r);
 	return 0;
 }
@@ -1104,18 +1206,30 @@ int readiness_epoll_ctl(const struct config *cfg, int epfd, int op, int fd,
 }
 
 /*
- * An upgraded fd's entries may come back as up to four events with the
- * same epoll_data: fold them into one, as one socket would report, serve
- * a channel that fired, and disarm the rest of a fired EPOLLONESHOT
- * registration.  An event left with nothing to report is dropped.
+ * An upgraded fd's entries may come back as up to three events with the
+ * same epoll_data: fold them into one, as one socket would report, drain
+ * a hub that fired (its events join these, up to max in all), and disarm
+ * the rest of a fired EPOLLONESHOT registration.  An event left with
+ * nothing to report is dropped.
  */
-static int fold_events(int epfd, struct epoll_event *events, int n)
+static int fold_events(int epfd, struct epoll_event *events, int n, int max)
 {
 	int i, out, kept = 0;
+	bool hub = false;
 
 	if (n <= 0 || !__atomic_load_n(&set.made, __ATOMIC_RELAXED))
 		return n;
 	out = event_fold(events, n);
+	for (i = 0; i < out; i++) {
+		if (events[i].data.u64 == HUB_DATA)
+			hub = true;
+		else
+			events[kept++] = events[i];
+	}
+	if (hub)
+		adopt_inherited_in(epfd);
+	out = hub ? drain_into(epfd, events, kept, max) : kept;
+	kept = 0;
 	for (i = 0; i < out; i++)
 		if (fired(epfd, &events[i]))
 			events[kept++] = events[i];
@@ -1140,8 +1254,8 @@ static int wait_once(int epfd, struct epoll_event *events, int maxevents,
 
 /*
  * Waits again, for what is left of the timeout, when every event was a
- * channel's that brought nothing to report, as the kernel does for an
- * entry that turns out not ready.
+ * hub's that brought nothing to report, as the kernel does for an entry
+ * that turns out not ready.
  */
 static int wait_folded(int epfd, struct epoll_event *events, int maxevents,
 		       int timeout_ms, const struct timespec *ts,
@@ -1158,7 +1272,7 @@ static int wait_folded(int epfd, struct epoll_event *events, int maxevents,
 			      ts ? &left : NULL, sigmask, kind);
 		if (n <= 0)
 			return n;
-		n = fold_events(epfd, events, n);
+		n = fold_events(epfd, events, n, maxevents);
 		if (n ||
 		    !wait_time_left(&timeout_ms, deadline, ts ? &left : NULL))
 			return n;
@@ -1168,7 +1282,7 @@ static int wait_folded(int epfd, struct epoll_event *events, int maxevents,
 /*
  * A wait on a set that holds upgraded connections first polls their
  * completion queues, as a blocking read does (spin.h): what arrives within
- * the budget is reported without the completion channel's wake-up, which
+ * the budget is reported without the completion hub's wake-up, which
  * costs the waiter a sleep and the kernel a wake-up.  The budget is the
  * waiting thread's (readiness_spin_begin()), and it polls only while it
  * holds a spin slot.  The set itself is asked every READINESS_SPIN_ROUNDS
@@ -1176,8 +1290,8 @@ static int wait_folded(int epfd, struct epoll_event *events, int maxevents,
  *
  * One round over epfd's upgraded connections: 1 if one raised what the
  * program waits for, 0 if none did, -1 if the set holds none.  A
- * level-triggered registration is reported in *ev, as its channel's
- * event would be (serve_channel()); otherwise ev->events is 0, and the
+ * level-triggered registration is reported in *ev, as a drain of the hub
+ * would (report_in_set()); otherwise ev->events is 0, and the
  * eventfds, now set, report it.
  */
 static int spin_round(int epfd, struct epoll_event *ev)
@@ -1227,7 +1341,7 @@ static int ask_set(int epfd, struct epoll_event *events, int maxevents,
 			      sigmask, kind);
 	if (n < 0 && !first)
 		return n;
-	return fold_events(epfd, events, first + (n > 0 ? n : 0));
+	return fold_events(epfd, events, first + (n > 0 ? n : 0), maxevents);
 }
 
 /*

@@ -26,13 +26,13 @@ int readiness_need_out_fd(struct readiness *r);
  * -errno.  Called with none of the connection's locks held.
  */
 int readiness_make_out_fd(struct readiness *r);
-int readiness_channel_fd(const struct readiness *r);
+int readiness_hub_fd(const struct readiness *r);
 struct transport *readiness_transport(const struct readiness *r);
 
 /*
- * The channel has an event: take it, arm again, reap, sync the eventfds.
- * out (if not NULL): the readiness the eventfds were synced from, or on a
- * closed connection the transport's now.
+ * The hub (cq_hub.h) had an event for r, taken: arm again, reap, sync the
+ * eventfds.  out (if not NULL): the readiness the eventfds were synced
+ * from, or on a closed connection the transport's now.
  * told: the caller, an epoll_wait() with the connection's only
  * registration, reports its readiness to the program itself.  Then an
  * arrival may leave in_fd unset, lagging the data, if nothing else watches
@@ -41,11 +41,20 @@ struct transport *readiness_transport(const struct readiness *r);
  */
 void readiness_serve(struct readiness *r, bool told,
 		     struct transport_readiness *out);
+/*
+ * The hub's fd (readiness_hub_fd()) is readable: takes every event
+ * the hubs hold.  Each connection's goes to report(r, arg), which serves
+ * it with readiness_serve() and says true, or says false (not its
+ * business): then, or with report NULL, it is served as for nobody in
+ * particular (told false, and only if something relies on it).
+ */
+typedef bool (*readiness_report_fn)(struct readiness *r, void *arg);
+void readiness_drain(readiness_report_fn report, void *arg);
 /* readiness_sync() if in_fd lags; cheap if not. */
 void readiness_settle(struct readiness *r);
 /*
  * Syncs the eventfds from the transport, whose completion queue this
- * polls, without the channel's event; told as for readiness_serve().
+ * polls, without the hub's event; told as for readiness_serve().
  * Returns what changed: EPOLLIN for a new arrival (data, EOF or an
  * error), EPOLLOUT for room to send; out: the readiness now.
  */

@@ -5,7 +5,9 @@
  * upgraded fd becomes four entries of a substituted poll set: its
  * eventfds (out_fd for POLLOUT, once made), its kernel socket (for the
  * POLLERR and POLLHUP that poll always reports: a reset) and its
- * completion channel, which is served when it fires, as epoll_wait does.
+ * device's completion hub, which is drained when it fires, as epoll_wait
+ * does (connections on one device share it: the same fd, in several
+ * entries).
  * A connection that moves to its kernel socket during the wait wakes it,
  * and the wait starts again with that socket in its place.  select() is
  * carried out as poll() when an upgraded fd is among its sets.
@@ -52,7 +54,7 @@ enum {
 	POLL_IN_FD,
 	POLL_OUT_FD,
 	POLL_SOCKET,
-	POLL_CHANNEL,
+	POLL_HUB,
 	POLL_ENTRIES
 };
 
@@ -70,7 +72,7 @@ static void poll_entries(struct pollfd *tmp, const struct pollfd *pfd,
 	/*
 	 * POLLRDHUP alone, or POLLHUP, which poll() reports whatever the
 	 * entry asks, once this end is shut too: a FIN to come wakes the
-	 * channel; one already there leaves in_fd readable for good, and
+	 * hub; one already there leaves in_fd readable for good, and
 	 * must answer at once.
 	 */
 	if (!in) {
@@ -99,15 +101,16 @@ static void poll_entries(struct pollfd *tmp, const struct pollfd *pfd,
 		if (tmp[POLL_OUT_FD].fd < 0)
 			tmp[POLL_SOCKET].events = POLLOUT;
 	}
-	tmp[POLL_CHANNEL].fd = readiness_channel_fd(r);
-	tmp[POLL_CHANNEL].events = POLLIN;
+	tmp[POLL_HUB].fd = readiness_hub_fd(r);
+	tmp[POLL_HUB].events = POLLIN;
 }
 
 /*
  * The program's revents for upgraded r from its entries' results, after
- * serving its channel if that fired.
+ * draining the hub if it fired (once per wait: *drained).
  */
-static short poll_fold(const struct pollfd *tmp, short ev, struct readiness *r)
+static short poll_fold(const struct pollfd *tmp, short ev, struct readiness *r,
+		       bool *drained)
 {
 	struct transport_readiness t;
 	short revents = 0;
@@ -125,8 +128,11 @@ static short poll_fold(const struct pollfd *tmp, short ev, struct readiness *r)
 	if (tmp[POLL_SOCKET].revents & POLLERR)
 		revents |= ev &
 			   (POLLIN | POLLRDNORM | POLL_OUT_EVENTS | POLLRDHUP);
-	if (tmp[POLL_CHANNEL].revents & POLLIN) {
-		readiness_serve(r, false, &t);
+	if (tmp[POLL_HUB].revents & POLLIN) {
+		if (!*drained)
+			readiness_drain(NULL, NULL);
+		*drained = true;
+		transport_readiness(readiness_transport(r), &t);
 		if (t.readable)
 			revents |= ev & (POLLIN | POLLRDNORM);
 		if (t.writable)
@@ -233,7 +239,7 @@ static bool spin_rounds(struct readiness **began, const struct pollfd *fds,
 /*
  * poll() over a set where some fds are upgraded: each of those becomes its
  * POLL_ENTRIES entries, and their results fold back into the program's
- * entry.  When only channels fired, and brought nothing the program
+ * entry.  When only hubs fired, and brought nothing the program
  * waits for, the wait goes on for what is left of its timeout.  -EXDEV:
  * a connection moved to its kernel socket, or a background connect
  * ended, and nothing is ready: wait again, with the fds looked up anew.
@@ -260,7 +266,7 @@ static int poll_substituted(struct pollfd *fds, nfds_t nfds,
 	int64_t deadline = -1;
 	nfds_t i, j = 0, k;
 	int ret, ready = 0;
-	bool moved;
+	bool moved, drained;
 
 	if (!tmp || !began || !held) {
 		ret = -ENOMEM;
@@ -311,7 +317,7 @@ static int poll_substituted(struct pollfd *fds, nfds_t nfds,
 		if (ret < 0)
 			goto out;
 		ready = 0;
-		moved = false;
+		moved = drained = false;
 		for (i = 0, j = 0; i < nfds; i++) {
 			if (!socks[i]) {
 				fds[i].revents = tmp[j++].revents;
@@ -326,8 +332,9 @@ static int poll_substituted(struct pollfd *fds, nfds_t nfds,
 				moved |= !connector_pending(socks[i]);
 				j += POLL_ENTRIES;
 			} else {
-				fds[i].revents = poll_fold(
-					&tmp[j], fds[i].events, began[i]);
+				fds[i].revents =
+					poll_fold(&tmp[j], fds[i].events,
+						  began[i], &drained);
 				j += POLL_ENTRIES;
 			}
 			if (fds[i].revents)
@@ -352,7 +359,7 @@ static int poll_substituted(struct pollfd *fds, nfds_t nfds,
 				tmo = &left;
 			continue;
 		}
-		/* Only channels fired: wait for what is left. */
+		/* Only hubs fired: wait for what is left. */
 		if (ready || !ret ||
 		    !wait_time_left(&timeout_ms, deadline, tmo ? &left : NULL))
 			break;

@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <infiniband/verbs.h>
 #include <poll.h>
 #include <pthread.h>
@@ -12,7 +11,7 @@
 #include <unistd.h>
 
 #include "clock.h"
-#include "fd_room.h"
+#include "cq_hub.h"
 #include "lock_by.h"
 #include "log.h"
 #include "rdma_stack.h"
@@ -46,23 +45,24 @@ static int create_queues(struct transport *t)
 		},
 	};
 	uint32_t i;
-	int ret, fd;
+	int ret;
 
-	fd_room_enter();
-	t->channel = ibv.create_comp_channel(t->id->verbs);
-	/* Before the CQ names it: the kernel finds the channel by number. */
-	fd = t->channel ? fd_room_hide(t->channel->fd)
-			: -(errno ? errno : ENOMEM);
-	fd_room_leave();
-	if (fd < 0)
-		return fd;
-	t->channel->fd = fd;
-	/* Non-blocking: waiters poll it, and two may race for one event. */
-	if (real.fcntl(t->channel->fd, F_SETFL,
-		       real.fcntl(t->channel->fd, F_GETFL) | O_NONBLOCK))
-		return -errno;
+	t->channel = cq_hub_get(t->id->verbs, &ret);
+	if (!t->channel)
+		return ret;
 	t->cq = ibv.create_cq(t->id->verbs, t->send_depth + t->recv_depth, t,
 			      t->channel, 0);
+	/* A hub whose device was closed and opened again: a new one. */
+	if (!t->cq && errno == EINVAL) {
+		cq_hub_retire(t->channel);
+		cq_hub_put(t->channel);
+		t->channel = cq_hub_get(t->id->verbs, &ret);
+		if (!t->channel)
+			return ret;
+		t->cq = ibv.create_cq(t->id->verbs,
+				      t->send_depth + t->recv_depth, t,
+				      t->channel, 0);
+	}
 	if (!t->cq)
 		return -errno;
 	attr.send_cq = t->cq;
@@ -234,9 +234,9 @@ static bool awaits_own_completions(const struct transport *t)
 }
 
 /*
- * Arms the completion channel.  Every message from the peer is solicited,
- * so an end that waits for nothing of its own arms for those alone: its
- * own write completions then wake nobody.
+ * Arms the completion queue (its events reach the hub).  Every message from the
+ * peer is solicited, so an end that waits for nothing of its own arms for those
+ * alone: its own write completions then wake nobody.
  */
 static void arm_locked(struct transport *t, bool all)
 {
@@ -845,6 +845,13 @@ void transport_peer_closed(struct transport *t)
 	pthread_mutex_unlock(&t->lock);
 }
 
+/* For transport_wait(): whichever queue the event is for. */
+static void take_only(void *cq_context, void *arg)
+{
+	(void)arg;
+	transport_event_taken(cq_context);
+}
+
 int transport_wait(struct transport *t, int timeout_ms)
 {
 	struct pollfd pfd = { .fd = t->channel->fd, .events = POLLIN };
@@ -863,7 +870,7 @@ int transport_wait(struct transport *t, int timeout_ms)
 		return -errno;
 	if (!ret)
 		return -ETIMEDOUT;
-	transport_take_event(t);
+	cq_hub_drain(take_only, NULL, 0);
 	return 0;
 }
 
@@ -880,6 +887,11 @@ void transport_peer_gone(struct transport *t)
 int transport_event_fd(const struct transport *t)
 {
 	return t->channel->fd;
+}
+
+struct ibv_comp_channel *transport_channel(const struct transport *t)
+{
+	return t->channel;
 }
 
 /* Arms unless an event is still to come, then reaps. */
@@ -930,23 +942,23 @@ bool transport_direct_done(struct transport *t, uint64_t end)
 	return done;
 }
 
-void transport_take_event(struct transport *t)
+void transport_event_taken(struct transport *t)
 {
-	struct ibv_cq *cq;
-	void *ctx;
-
-	if (ibv.get_cq_event(t->channel, &cq, &ctx))
-		return;
-	ibv.ack_cq_events(cq, 1);
 	pthread_mutex_lock(&t->lock);
 	t->armed = false;
 	pthread_mutex_unlock(&t->lock);
 }
 
-int transport_handle_event(struct transport *t)
+void transport_set_owner(struct transport *t, void *owner)
 {
-	transport_take_event(t);
-	return transport_arm(t);
+	cq_hub_lock();
+	t->owner = owner;
+	cq_hub_unlock();
+}
+
+void *transport_owner(const struct transport *t)
+{
+	return t->owner;
 }
 
 unsigned int transport_writes_in_flight(struct transport *t)
@@ -1046,7 +1058,7 @@ void transport_destroy(struct transport *t)
 	if (t->cq)
 		ibv.destroy_cq(t->cq);
 	if (t->channel)
-		ibv.destroy_comp_channel(t->channel);
+		cq_hub_put(t->channel);
 	/* A transport that failed may have lost its device with it. */
 	if (!t->error)
 		spare_keep(t);

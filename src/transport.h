@@ -233,25 +233,36 @@ void transport_peer_gone(struct transport *t);
 
 /* Reaps completions; returns 0 or the sticky error. */
 int transport_progress(struct transport *t);
-/* Sleeps until a completion arrives: 0, -ETIMEDOUT or an error. */
+/*
+ * Sleeps until a completion arrives: 0, -ETIMEDOUT or an error.  For a
+ * process without readiness (tests): it takes the hub's events for every
+ * transport, and serves none.
+ */
 int transport_wait(struct transport *t, int timeout_ms);
 /*
- * For a waiter that sleeps on the completion channel: its fd (non-blocking),
- * and what to do when it is readable: take the event, then arm again and
- * reap (transport_handle_event() does both).  transport_arm() arms the
- * channel unless an event is still to come, and reaps: after it, any
- * completion not yet reaped raises an event.  The channel fires for every
- * message from the peer (data, credit, FIN), but for this end's own write
- * completions only while it waits for them: corked bytes, a FIN to post,
- * or staging room to get back.
+ * Events: the transport's completion queue is on its device's completion
+ * hub (cq_hub.h), with the transport as its cq_context.  transport_arm()
+ * arms the queue unless an event is still to come, and reaps: after it,
+ * any completion not yet reaped raises an event on the hub, whose fd
+ * transport_event_fd() gives.  A drain that takes the event calls
+ * transport_event_taken() before anything else.  The queue raises one for
+ * every message from the peer (data, credit, FIN), but for this end's own
+ * write completions only while it waits for them: corked bytes, a FIN to
+ * post, or staging room to get back.
  */
 int transport_event_fd(const struct transport *t);
+struct ibv_comp_channel *transport_channel(const struct transport *t);
 int transport_arm(struct transport *t);
 /* transport_arm(), then transport_readable(), under one lock. */
 bool transport_arm_for_read(struct transport *t);
-/* Takes one event, if there is one (another waiter may have taken it). */
-void transport_take_event(struct transport *t);
-int transport_handle_event(struct transport *t);
+void transport_event_taken(struct transport *t);
+/*
+ * Who serves the transport's events (its connection's readiness); NULL:
+ * nobody, the drain only takes them.  Set under cq_hub_lock(), so that
+ * after transport_set_owner(t, NULL) no drain serves the old owner.
+ */
+void transport_set_owner(struct transport *t, void *owner);
+void *transport_owner(const struct transport *t);
 /* Writes not yet completed, posted or still to post (a FIN, say). */
 unsigned int transport_writes_in_flight(struct transport *t);
 

@@ -10,6 +10,7 @@
 #include <sys/mman.h>
 
 #include "clock.h"
+#include "cq_hub.h"
 #include "fork_page.h"
 #include "log.h"
 #include "progress.h"
@@ -636,6 +637,7 @@ void FORK_CODE transport_fork_child(void)
 	if (rdma_stack_begun())
 		listed.forked = true;
 	spare_fork_child();
+	cq_hub_fork_child();
 }
 
 void transport_on_rings(struct transport *t, transport_rings_fn fn, void *ctx)

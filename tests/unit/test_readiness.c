@@ -1,13 +1,14 @@
 // SPDX-License-Identifier: MIT
 /* Specification of one connection's readiness (src/readiness.c): what its
  * two eventfds say for each state of the transport, the lag that an
- * epoll_wait() reporting an arrival itself may leave, who watches the
- * completion channel, how blocking calls sleep, and the end (release,
- * close, a fork child); and what becomes of the epoll registrations a
- * socket had before its connect() (src/readiness_epoll.c), in a real
- * epoll set with a real unconnected TCP socket.  The transport and the
- * progress thread are test doubles (-Wl,--wrap): the transport's state is
- * set by hand and its completion channel is an eventfd, so no verbs are
+ * epoll_wait() reporting an arrival itself may leave, how a drain of the
+ * completion hub serves it, when the progress thread watches the hub, how
+ * blocking calls sleep, and the end (release, close, a fork child); and
+ * what becomes of the epoll registrations a socket had before its
+ * connect() (src/readiness_epoll.c), in a real epoll set with a real
+ * unconnected TCP socket.  The transport and the hub are test doubles
+ * (-Wl,--wrap): the transport's state is set by hand and the hub is an
+ * eventfd whose events are all the fixture's transport's, so no verbs are
  * needed. */
 #include <errno.h>
 #include <fcntl.h>
@@ -29,42 +30,52 @@
 
 #include "clock.h"
 #include "config.h"
+#include "cq_hub.h"
 #include "fd_table.h"
-#include "progress.h"
 #include "readiness_impl.h"
 #include "real.h"
 #include "sock.h"
 
-/* A transport double: the state readiness reads, and a channel. */
+/* A transport double: the state readiness reads, and its hub. */
 struct transport {
 	struct transport_readiness state;
-	int channel;		 /* eventfd: readable while an event waits */
+	int channel;		 /* the hub: readable while an event waits */
+	void *owner;		 /* transport_set_owner() */
 	unsigned int arms;	 /* transport_arm() and _arm_for_read() */
-	unsigned int handled;	 /* transport_handle_event() */
-	unsigned int taken;	 /* transport_take_event() */
+	unsigned int taken;	 /* transport_event_taken() */
 	bool readable_after_arm; /* what transport_arm_for_read() finds */
 };
 
-/* The progress thread double: whether it watches the channel. */
+/* The hub double: the transport its events are for, and its watch. */
+static struct transport *hub_owner;
 static struct {
-	int fd;
-	unsigned int adds;
-	unsigned int dels;
-} progress;
+	bool on;
+	unsigned int ons;
+	unsigned int offs;
+} watch;
 
 int __wrap_transport_event_fd(const struct transport *t);
+struct ibv_comp_channel *__wrap_transport_channel(const struct transport *t);
 void __wrap_transport_readiness(struct transport *t,
 				struct transport_readiness *out);
 int __wrap_transport_arm(struct transport *t);
 bool __wrap_transport_arm_for_read(struct transport *t);
-int __wrap_transport_handle_event(struct transport *t);
-void __wrap_transport_take_event(struct transport *t);
-int __wrap_progress_add(int fd, uint32_t events, struct progress_watcher *w);
-void __wrap_progress_del(int fd);
+void __wrap_transport_event_taken(struct transport *t);
+void __wrap_transport_set_owner(struct transport *t, void *owner);
+void *__wrap_transport_owner(const struct transport *t);
+unsigned int __wrap_cq_hub_drain(cq_hub_serve_fn serve, void *arg,
+				 unsigned int max);
+void __wrap_cq_hub_watch(struct ibv_comp_channel *ch, bool on,
+			 struct progress_watcher *w);
 
 int __wrap_transport_event_fd(const struct transport *t)
 {
 	return t->channel;
+}
+
+struct ibv_comp_channel *__wrap_transport_channel(const struct transport *t)
+{
+	return (struct ibv_comp_channel *)t;
 }
 
 void __wrap_transport_readiness(struct transport *t,
@@ -85,40 +96,46 @@ bool __wrap_transport_arm_for_read(struct transport *t)
 	return t->readable_after_arm;
 }
 
-static void take_channel_event(struct transport *t)
+void __wrap_transport_event_taken(struct transport *t)
 {
-	uint64_t v;
-
-	(void)!read(t->channel, &v, sizeof(v));
-}
-
-int __wrap_transport_handle_event(struct transport *t)
-{
-	take_channel_event(t);
-	t->handled++;
-	return 0;
-}
-
-void __wrap_transport_take_event(struct transport *t)
-{
-	take_channel_event(t);
 	t->taken++;
 }
 
-int __wrap_progress_add(int fd, uint32_t events, struct progress_watcher *w)
+void __wrap_transport_set_owner(struct transport *t, void *owner)
 {
-	(void)events;
-	(void)w;
-	progress.fd = fd;
-	progress.adds++;
-	return 0;
+	t->owner = owner;
 }
 
-void __wrap_progress_del(int fd)
+void *__wrap_transport_owner(const struct transport *t)
 {
-	if (progress.fd == fd)
-		progress.fd = -1;
-	progress.dels++;
+	return t->owner;
+}
+
+/* The channel is a semaphore eventfd: a read takes one event. */
+unsigned int __wrap_cq_hub_drain(cq_hub_serve_fn serve, void *arg,
+				 unsigned int max)
+{
+	unsigned int n = 0;
+	uint64_t v;
+
+	while (hub_owner && (!max || n < max) &&
+	       read(hub_owner->channel, &v, sizeof(v)) == sizeof(v)) {
+		serve(hub_owner, arg);
+		n++;
+	}
+	return n;
+}
+
+void __wrap_cq_hub_watch(struct ibv_comp_channel *ch, bool on,
+			 struct progress_watcher *w)
+{
+	(void)ch;
+	(void)w;
+	watch.on = on;
+	if (on)
+		watch.ons++;
+	else
+		watch.offs++;
 }
 
 struct fixture {
@@ -132,10 +149,11 @@ static int setup(void **state)
 
 	if (!f)
 		return -1;
-	f->t.channel = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	f->t.channel = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK | EFD_SEMAPHORE);
 	f->t.state.writable = true;
-	progress.fd = -1;
-	progress.adds = progress.dels = 0;
+	hub_owner = &f->t;
+	watch.on = false;
+	watch.ons = watch.offs = 0;
 	if (f->t.channel < 0 || readiness_create(&f->t, &f->r))
 		return -1;
 	*state = f;
@@ -149,6 +167,7 @@ static int teardown(void **state)
 	readiness_close(f->r);
 	readiness_destroy(f->r);
 	close(f->t.channel);
+	hub_owner = NULL;
 	free(f);
 	return 0;
 }
@@ -358,11 +377,9 @@ static void told_arrival_lags_while_nothing_else_watches(void **state)
 
 	readiness_epoll_wait_begin();
 	arrive(f);
-	fire_channel(f);
 	readiness_serve(f->r, true, NULL);
 	readiness_epoll_wait_end();
 	assert_false(in_ready(f));
-	assert_int_equal(f->t.handled, 1);
 	/* The next epoll_wait() is told to settle it first. */
 	assert_true(readiness_epoll_wait_begin());
 	readiness_settle(f->r);
@@ -409,19 +426,110 @@ static void poll_begin_settles_a_lagging_connection(void **state)
 	readiness_poll_end(f->r);
 }
 
-/* ---- who watches the channel ---------------------------------------- */
+/* ---- the hub -------------------------------------------------------- */
 
-static void watch_before_start_leaves_the_channel_alone(void **state)
+static void
+drain_takes_the_event_of_a_connection_nothing_relies_on(void **state)
+{
+	struct fixture *f = *state;
+	unsigned int arms;
+
+	readiness_start(f->r);
+	arms = f->t.arms;
+	arrive(f);
+	fire_channel(f);
+	readiness_drain(NULL, NULL);
+	assert_int_equal(f->t.taken, 1);
+	/* Its queue stays unarmed, and its eventfds stale. */
+	assert_int_equal(f->t.arms, arms);
+	assert_false(in_ready(f));
+}
+
+static void drain_serves_a_connection_whose_readiness_is_wanted(void **state)
+{
+	struct fixture *f = *state;
+	unsigned int arms;
+
+	readiness_start(f->r);
+	readiness_want(f->r);
+	arms = f->t.arms;
+	arrive(f);
+	fire_channel(f);
+	readiness_drain(NULL, NULL);
+	assert_int_equal(f->t.taken, 1);
+	assert_int_equal(f->t.arms, arms + 1);
+	assert_true(in_ready(f));
+}
+
+static bool report_drain(struct readiness *r, void *arg)
+{
+	*(struct readiness **)arg = r;
+	readiness_serve(r, false, NULL);
+	return true;
+}
+
+static void drain_with_a_report_hands_it_each_connection(void **state)
+{
+	struct fixture *f = *state;
+	struct readiness *reported = NULL;
+
+	readiness_start(f->r);
+	fire_channel(f);
+	readiness_drain(report_drain, &reported);
+	assert_ptr_equal(reported, f->r);
+}
+
+static bool decline_drain(struct readiness *r, void *arg)
+{
+	(void)r;
+	(void)arg;
+	return false;
+}
+
+static void drain_serves_what_a_report_declines_as_for_nobody(void **state)
+{
+	struct fixture *f = *state;
+
+	readiness_start(f->r);
+	readiness_want(f->r);
+	arrive(f);
+	fire_channel(f);
+	readiness_drain(decline_drain, NULL);
+	assert_true(in_ready(f));
+}
+
+static void destroyed_connection_is_never_served(void **state)
+{
+	struct transport t = { .channel = -1, .state.writable = true };
+	struct fixture *f = *state;
+	struct readiness *r, *reported = NULL;
+
+	assert_int_equal(readiness_create(&t, &r), 0);
+	assert_ptr_equal(t.owner, r);
+	readiness_close(r);
+	readiness_destroy(r);
+	assert_null(t.owner);
+	t.channel = f->t.channel;
+	hub_owner = &t;
+	fire_channel(f);
+	readiness_drain(report_drain, &reported);
+	assert_int_equal(t.taken, 1);
+	assert_null(reported);
+}
+
+/* ---- who watches the hub -------------------------------------------- */
+
+static void watch_before_start_leaves_the_hub_alone(void **state)
 {
 	struct fixture *f = *state;
 
 	readiness_watch(f->r);
-	assert_int_equal(progress.adds, 0);
+	assert_int_equal(watch.ons, 0);
 	readiness_start(f->r);
-	assert_int_equal(progress.fd, f->t.channel);
+	assert_true(watch.on);
 }
 
-static void want_arms_the_channel_without_the_progress_thread(void **state)
+static void want_arms_the_queue_without_the_progress_thread(void **state)
 {
 	struct fixture *f = *state;
 	unsigned int arms;
@@ -430,7 +538,7 @@ static void want_arms_the_channel_without_the_progress_thread(void **state)
 	arms = f->t.arms;
 	readiness_want(f->r);
 	assert_true(f->t.arms > arms);
-	assert_int_equal(progress.adds, 0);
+	assert_int_equal(watch.ons, 0);
 }
 
 static void corked_send_has_the_progress_thread_watch(void **state)
@@ -439,7 +547,33 @@ static void corked_send_has_the_progress_thread_watch(void **state)
 
 	readiness_start(f->r);
 	readiness_after_send(f->r, true);
-	assert_int_equal(progress.fd, f->t.channel);
+	assert_true(watch.on);
+}
+
+static void watch_arms_the_queue(void **state)
+{
+	struct fixture *f = *state;
+	unsigned int arms;
+
+	readiness_start(f->r);
+	arms = f->t.arms;
+	readiness_watch(f->r);
+	assert_int_equal(f->t.arms, arms + 1);
+}
+
+static void destroy_ends_the_watch(void **state)
+{
+	struct transport t = { .channel = -1, .state.writable = true };
+	struct readiness *r;
+
+	(void)state;
+	assert_int_equal(readiness_create(&t, &r), 0);
+	readiness_start(r);
+	readiness_watch(r);
+	assert_true(watch.on);
+	readiness_close(r);
+	readiness_destroy(r);
+	assert_false(watch.on);
 }
 
 static void send_without_want_keeps_the_eventfds_stale(void **state)
@@ -485,48 +619,78 @@ static void *fire_later(void *arg)
 	return NULL;
 }
 
-static void read_wait_wakes_on_the_channel(void **state)
+static void *arrive_later(void *arg)
+{
+	struct timespec pause = { .tv_nsec = 20 * 1000000 };
+
+	nanosleep(&pause, NULL);
+	arrive(arg);
+	fire_channel(arg);
+	return NULL;
+}
+
+static void read_wait_wakes_on_the_hub(void **state)
 {
 	struct fixture *f = *state;
 	pthread_t th;
+	unsigned int arms;
 
 	readiness_start(f->r);
+	arms = f->t.arms;
 	assert_int_equal(pthread_create(&th, NULL, fire_later, f), 0);
 	assert_int_equal(readiness_wait_readable(f->r, clock_ms() + 5000), 0);
 	pthread_join(th, NULL);
-	/* Nobody relies on the eventfds: the event waits for the next sleep. */
-	assert_int_equal(f->t.handled + f->t.taken, 0);
-	assert_int_equal(readiness_wait_readable(f->r, clock_ms() + 10),
-			 -EAGAIN);
+	/*
+	 * It took its event, and goes to its data: nobody relies on the
+	 * eventfds, and its next sleep arms the queue.
+	 */
 	assert_int_equal(f->t.taken, 1);
+	assert_int_equal(f->t.arms, arms + 1);
+	assert_false(in_ready(f));
 }
 
-static void read_wait_takes_its_event_when_readiness_is_wanted(void **state)
+static void read_wait_serves_its_event_when_readiness_is_wanted(void **state)
 {
 	struct fixture *f = *state;
 	pthread_t th;
+	unsigned int arms;
 
 	readiness_start(f->r);
 	readiness_want(f->r);
-	assert_int_equal(pthread_create(&th, NULL, fire_later, f), 0);
+	arms = f->t.arms;
+	assert_int_equal(pthread_create(&th, NULL, arrive_later, f), 0);
 	assert_int_equal(readiness_wait_readable(f->r, clock_ms() + 5000), 0);
 	pthread_join(th, NULL);
-	assert_int_equal(f->t.handled, 1);
+	assert_int_equal(f->t.taken, 1);
+	assert_int_equal(f->t.arms, arms + 2);
+	assert_true(in_ready(f));
 }
 
-static void
-sleeping_read_keeps_the_progress_thread_off_the_channel(void **state)
+static void read_wait_resets_a_stale_in_fd_before_it_sleeps(void **state)
+{
+	struct fixture *f = *state;
+
+	readiness_start(f->r);
+	arrive(f);
+	readiness_sync(f->r);
+	f->t.state.readable = false;
+	assert_int_equal(readiness_wait_readable(f->r, clock_ms() + 20),
+			 -EAGAIN);
+	assert_false(in_ready(f));
+}
+
+static void sleeping_read_keeps_the_progress_thread_off_the_hub(void **state)
 {
 	struct fixture *f = *state;
 
 	readiness_start(f->r);
 	readiness_watch(f->r);
-	assert_int_equal(progress.fd, f->t.channel);
+	assert_true(watch.on);
 	assert_int_equal(readiness_wait_readable(f->r, clock_ms() + 10),
 			 -EAGAIN);
 	/* Taken out for the sleep, put back after it. */
-	assert_int_equal(progress.dels, 1);
-	assert_int_equal(progress.fd, f->t.channel);
+	assert_int_equal(watch.offs, 1);
+	assert_true(watch.on);
 }
 
 static void *credit_later(void *arg)
@@ -610,7 +774,7 @@ static void close_closes_the_eventfds_and_no_sync_writes_after(void **state)
 static void fork_child_sees_inherited_readiness_dead(void **state)
 {
 	struct fixture *f = *state;
-	unsigned int adds = progress.adds;
+	unsigned int ons = watch.ons;
 
 	readiness_start(f->r);
 	readiness_core_fork_child();
@@ -619,7 +783,7 @@ static void fork_child_sees_inherited_readiness_dead(void **state)
 	readiness_sync(f->r);
 	readiness_watch(f->r);
 	assert_false(in_ready(f));
-	assert_int_equal(progress.adds, adds);
+	assert_int_equal(watch.ons, ons);
 }
 
 /* ---- registrations made before connect() --------------------------- */
@@ -876,15 +1040,23 @@ int main(void)
 		CASE(told_arrival_sets_in_fd_while_another_epoll_wait_sleeps),
 		CASE(told_arrival_sets_in_fd_while_a_poll_watches),
 		CASE(poll_begin_settles_a_lagging_connection),
-		CASE(watch_before_start_leaves_the_channel_alone),
-		CASE(want_arms_the_channel_without_the_progress_thread),
+		CASE(drain_takes_the_event_of_a_connection_nothing_relies_on),
+		CASE(drain_serves_a_connection_whose_readiness_is_wanted),
+		CASE(drain_with_a_report_hands_it_each_connection),
+		CASE(drain_serves_what_a_report_declines_as_for_nobody),
+		CASE(destroyed_connection_is_never_served),
+		CASE(watch_before_start_leaves_the_hub_alone),
+		CASE(want_arms_the_queue_without_the_progress_thread),
 		CASE(corked_send_has_the_progress_thread_watch),
+		CASE(watch_arms_the_queue),
+		CASE(destroy_ends_the_watch),
 		CASE(send_without_want_keeps_the_eventfds_stale),
 		CASE(read_wait_times_out_with_eagain),
 		CASE(read_wait_ends_at_once_when_the_arm_finds_data),
-		CASE(read_wait_wakes_on_the_channel),
-		CASE(read_wait_takes_its_event_when_readiness_is_wanted),
-		CASE(sleeping_read_keeps_the_progress_thread_off_the_channel),
+		CASE(read_wait_wakes_on_the_hub),
+		CASE(read_wait_serves_its_event_when_readiness_is_wanted),
+		CASE(read_wait_resets_a_stale_in_fd_before_it_sleeps),
+		CASE(sleeping_read_keeps_the_progress_thread_off_the_hub),
 		CASE(send_wait_wakes_when_credit_comes),
 		CASE(send_wait_without_credit_times_out),
 		CASE(release_makes_both_eventfds_ready_for_good),
