@@ -529,15 +529,23 @@ static void watch_before_start_leaves_the_hub_alone(void **state)
 	assert_true(watch.on);
 }
 
-static void want_arms_the_queue_without_the_progress_thread(void **state)
+/* The arms that call() makes on a started connection. */
+static unsigned int arms_by(struct fixture *f,
+			    void (*call)(struct readiness *r))
 {
-	struct fixture *f = *state;
 	unsigned int arms;
 
 	readiness_start(f->r);
 	arms = f->t.arms;
-	readiness_want(f->r);
-	assert_true(f->t.arms > arms);
+	call(f->r);
+	return f->t.arms - arms;
+}
+
+static void want_arms_the_queue_without_the_progress_thread(void **state)
+{
+	struct fixture *f = *state;
+
+	assert_true(arms_by(f, readiness_want) > 0);
 	assert_int_equal(watch.ons, 0);
 }
 
@@ -552,13 +560,7 @@ static void corked_send_has_the_progress_thread_watch(void **state)
 
 static void watch_arms_the_queue(void **state)
 {
-	struct fixture *f = *state;
-	unsigned int arms;
-
-	readiness_start(f->r);
-	arms = f->t.arms;
-	readiness_watch(f->r);
-	assert_int_equal(f->t.arms, arms + 1);
+	assert_int_equal(arms_by(*state, readiness_watch), 1);
 }
 
 static void destroy_ends_the_watch(void **state)
