@@ -31,6 +31,19 @@ static int post_recv(struct transport *t)
 	return -ibv_post_recv(t->id->qp, &wr, &bad);
 }
 
+/* The completion queue, on its device's hub: 0 or -errno. */
+static int cq_on_hub(struct transport *t)
+{
+	int ret;
+
+	t->channel = cq_hub_get(t->id->verbs, &ret);
+	if (!t->channel)
+		return ret;
+	t->cq = ibv.create_cq(t->id->verbs, t->send_depth + t->recv_depth, t,
+			      t->channel, 0);
+	return t->cq ? 0 : -errno;
+}
+
 static int create_queues(struct transport *t)
 {
 	struct ibv_qp_init_attr attr = {
@@ -47,24 +60,15 @@ static int create_queues(struct transport *t)
 	uint32_t i;
 	int ret;
 
-	t->channel = cq_hub_get(t->id->verbs, &ret);
-	if (!t->channel)
-		return ret;
-	t->cq = ibv.create_cq(t->id->verbs, t->send_depth + t->recv_depth, t,
-			      t->channel, 0);
+	ret = cq_on_hub(t);
 	/* A hub whose device was closed and opened again: a new one. */
-	if (!t->cq && errno == EINVAL) {
+	if (ret == -EINVAL && t->channel) {
 		cq_hub_retire(t->channel);
 		cq_hub_put(t->channel);
-		t->channel = cq_hub_get(t->id->verbs, &ret);
-		if (!t->channel)
-			return ret;
-		t->cq = ibv.create_cq(t->id->verbs,
-				      t->send_depth + t->recv_depth, t,
-				      t->channel, 0);
+		ret = cq_on_hub(t);
 	}
-	if (!t->cq)
-		return -errno;
+	if (ret)
+		return ret;
 	attr.send_cq = t->cq;
 	attr.recv_cq = t->cq;
 	if (rdmacm.create_qp(t->id, t->pd, &attr))
@@ -234,9 +238,9 @@ static bool awaits_own_completions(const struct transport *t)
 }
 
 /*
- * Arms the completion queue (its events reach the hub).  Every message from the
- * peer is solicited, so an end that waits for nothing of its own arms for those
- * alone: its own write completions then wake nobody.
+ * Arms the completion queue (its events reach the hub).  Every message
+ * from the peer is solicited, so an end that waits for nothing of its own
+ * arms for those alone: its own write completions then wake nobody.
  */
 static void arm_locked(struct transport *t, bool all)
 {
