@@ -668,13 +668,21 @@ static void adopt_inherited_in(int epfd)
 	const struct epoll_reg *o = NULL;
 	int fds[ADOPT_PER_WAKE];
 	unsigned int n = 0, i;
+	bool any = false;
 
 	if (!__atomic_load_n(&set.inherited, __ATOMIC_ACQUIRE))
 		return;
 	pthread_mutex_lock(&set.lock);
-	while (n < ADOPT_PER_WAKE && (o = epoll_registry_next(&set.g, o)))
-		if (o->epfd == epfd && o->r && !readiness_alive(o->r))
+	while (n < ADOPT_PER_WAKE && (o = epoll_registry_next(&set.g, o))) {
+		if (!o->r || readiness_alive(o->r))
+			continue;
+		any = true;
+		if (o->epfd == epfd)
 			fds[n++] = own_fd(o);
+	}
+	/* None left in any set: the child's own waits skip this scan. */
+	if (!any)
+		__atomic_store_n(&set.inherited, false, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&set.lock);
 	for (i = 0; i < n; i++)
 		adopt_inherited(fds[i]);
