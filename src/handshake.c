@@ -19,6 +19,7 @@
 #include "policy.h"
 #include "progress.h"
 #include "rdma_stack.h"
+#include "readiness.h"
 #include "real.h"
 #include "share.h"
 #include "stats.h"
@@ -220,6 +221,7 @@ struct rdma_event_channel *handshake_channel(const struct config *cfg)
 	progress_on_tick(handshake_pending_tick);
 	progress_on_tick(handshake_dial_tick);
 	progress_on_tick(transport_idle_tick);
+	progress_on_tick(readiness_idle_tick);
 	transport_count_spares(count_spares);
 	hs.watch.w.fn = serve_channel;
 	hs.watch.cfg = cfg;

@@ -51,7 +51,7 @@ void progress_del(int fd);
  * progress_wake() ends an untimed wait: call it when a hook that said
  * false now has a deadline.
  */
-#define PROGRESS_TICK_HOOKS 4
+#define PROGRESS_TICK_HOOKS 5
 void progress_on_tick(progress_tick_fn fn);
 void progress_wake(void);
 

@@ -25,6 +25,10 @@
 #define EVENTFD_FULL 0xfffffffffffffffeull
 /* A send's wait for credit without out_fd (see readiness_need_out_fd()). */
 #define OUT_FD_MISSING_NAP_MS 10
+/* An out_fd that had room for this long goes back (give_back_locked()). */
+#define OUT_FD_IDLE_MS 2000
+/* How often the idle tick looks, while some connection holds an out_fd. */
+#define OUT_FD_SCAN_MS 1000
 
 /* Bumped in a fork child: readiness of an older generation is dead there. */
 static unsigned int generation FORK_DATA;
@@ -77,7 +81,62 @@ struct readiness {
 	unsigned int pollers;
 	/* The transport's arrivals when in_fd was last set. */
 	uint64_t arrivals;
+	/* Atomic: sends asleep on out_fd (readiness_wait_writable()). */
+	unsigned int writers;
+	/* Under sync_lock: when out_fd was made, or last found no room. */
+	int64_t out_used_ms;
+	/* In holders while out_fd is held (under holders.lock). */
+	struct readiness *holder_next, **holder_prev;
 };
+
+/*
+ * The connections that hold an out_fd: the idle tick gives back those
+ * that have not needed it for a while (readiness_give_back_out_fds()).
+ * Lock order: a connection's sync_lock, then holders.lock; the tick,
+ * which takes them the other way round, only tries the sync_lock.
+ */
+static struct {
+	pthread_mutex_t lock;
+	struct readiness *head;
+	unsigned int count; /* atomic reads */
+} holders FORK_DATA = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+/* Under holders.lock. */
+static void holder_unlink_locked(struct readiness *r)
+{
+	if (r->holder_next)
+		r->holder_next->holder_prev = r->holder_prev;
+	*r->holder_prev = r->holder_next;
+	r->holder_prev = NULL;
+	__atomic_sub_fetch(&holders.count, 1, __ATOMIC_RELAXED);
+}
+
+/* Under r's sync_lock, with its out_fd just made: true if the first. */
+static bool holder_add(struct readiness *r)
+{
+	bool first;
+
+	pthread_mutex_lock(&holders.lock);
+	r->holder_next = holders.head;
+	if (holders.head)
+		holders.head->holder_prev = &r->holder_next;
+	r->holder_prev = &holders.head;
+	holders.head = r;
+	first = !__atomic_fetch_add(&holders.count, 1, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&holders.lock);
+	return first;
+}
+
+/* Once it returns, no tick looks at r. */
+static void holder_remove(struct readiness *r)
+{
+	if (!readiness_alive(r))
+		return;
+	pthread_mutex_lock(&holders.lock);
+	if (r->holder_prev)
+		holder_unlink_locked(r);
+	pthread_mutex_unlock(&holders.lock);
+}
 
 /* The progress thread watches the hubs with this (readiness_watch()). */
 static void drain_for_progress(struct progress_watcher *w, uint32_t events);
@@ -114,6 +173,7 @@ void readiness_destroy(struct readiness *r)
 			cq_hub_watch(transport_channel(r->t), false,
 				     &hub_watcher);
 	}
+	holder_remove(r);
 	if (r->in_fd >= 0)
 		real.close(r->in_fd);
 	if (r->out_fd >= 0)
@@ -138,9 +198,14 @@ int readiness_in_fd(const struct readiness *r)
 	return r->in_fd;
 }
 
+/*
+ * Sequentially consistent: a poller or a writer counts itself, then loads
+ * out_fd; the idle tick takes it, then looks at those counts
+ * (give_back_locked()).  One of the two sees the other.
+ */
 int readiness_out_fd(const struct readiness *r)
 {
-	return __atomic_load_n(&r->out_fd, __ATOMIC_ACQUIRE);
+	return __atomic_load_n(&r->out_fd, __ATOMIC_SEQ_CST);
 }
 
 /*
@@ -150,6 +215,7 @@ int readiness_out_fd(const struct readiness *r)
 int readiness_need_out_fd(struct readiness *r)
 {
 	int fd = readiness_out_fd(r);
+	bool first = false;
 
 	if (fd >= 0)
 		return fd;
@@ -168,9 +234,75 @@ int readiness_need_out_fd(struct readiness *r)
 		    !__atomic_load_n(&r->closing, __ATOMIC_ACQUIRE))
 			(void)!real.write(fd, &(uint64_t){ EVENTFD_FULL }, 8);
 		__atomic_store_n(&r->out_fd, fd, __ATOMIC_RELEASE);
+		r->out_used_ms = clock_ms();
+		first = holder_add(r);
 	}
 	pthread_mutex_unlock(&r->sync_lock);
+	/* The tick that gives it back must come, though nothing else does. */
+	if (first)
+		progress_wake();
 	return fd;
+}
+
+bool readiness_out_fds_held(void)
+{
+	return __atomic_load_n(&holders.count, __ATOMIC_RELAXED);
+}
+
+/*
+ * Under r's sync_lock: gives r's out_fd back if it is idle (see
+ * readiness_give_back_out_fds()).
+ */
+static bool give_back_locked(struct readiness *r, int64_t now,
+			     readiness_unwatch_fn unwatch)
+{
+	int fd = r->out_fd;
+
+	if (fd < 0 || !r->out_ready ||
+	    __atomic_load_n(&r->closing, __ATOMIC_ACQUIRE) ||
+	    now - r->out_used_ms < OUT_FD_IDLE_MS)
+		return false;
+	/* Taken, then the users looked at: see readiness_out_fd(). */
+	__atomic_store_n(&r->out_fd, -1, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&r->pollers, __ATOMIC_SEQ_CST) ||
+	    __atomic_load_n(&r->writers, __ATOMIC_SEQ_CST) || !unwatch(r, fd)) {
+		__atomic_store_n(&r->out_fd, fd, __ATOMIC_SEQ_CST);
+		return false;
+	}
+	real.close(fd);
+	return true;
+}
+
+bool readiness_idle_tick(void)
+{
+	static int64_t next_scan_ms;
+	int64_t now;
+
+	if (!readiness_out_fds_held())
+		return false;
+	now = clock_ms();
+	if (now >= next_scan_ms) {
+		readiness_epoll_give_back_out_fds(now);
+		next_scan_ms = now + OUT_FD_SCAN_MS;
+	}
+	progress_tick_later((int)(next_scan_ms - now));
+	return false;
+}
+
+void readiness_give_back_out_fds(int64_t now, readiness_unwatch_fn unwatch)
+{
+	struct readiness *r, *next;
+
+	pthread_mutex_lock(&holders.lock);
+	for (r = holders.head; r; r = next) {
+		next = r->holder_next;
+		if (pthread_mutex_trylock(&r->sync_lock))
+			continue;
+		if (give_back_locked(r, now, unwatch))
+			holder_unlink_locked(r);
+		pthread_mutex_unlock(&r->sync_lock);
+	}
+	pthread_mutex_unlock(&holders.lock);
 }
 
 int readiness_hub_fd(const struct readiness *r)
@@ -266,6 +398,8 @@ static bool sync_fds(struct readiness *r, bool told,
 	set_lag(r, lag);
 	r->in_ready = tr.readable && !lag;
 	r->arrivals = tr.arrivals;
+	if (!tr.writable && r->out_fd >= 0)
+		r->out_used_ms = clock_ms();
 	if (tr.writable != r->out_ready && r->out_fd >= 0) {
 		eventfd_reset(r->out_fd);
 		if (!tr.writable)
@@ -572,27 +706,36 @@ static void waiter_leave(struct readiness *r)
  */
 int readiness_wait_writable(struct readiness *r, int64_t deadline)
 {
-	struct pollfd pfd = { .fd = readiness_make_out_fd(r),
-			      .events = POLLOUT };
+	struct pollfd pfd = { .events = POLLOUT };
 	int timeout, ret;
 
+	/* Counted first: the idle tick leaves out_fd alone meanwhile. */
+	__atomic_add_fetch(&r->writers, 1, __ATOMIC_SEQ_CST);
+	pfd.fd = readiness_make_out_fd(r);
 	/* The progress thread makes out_fd writable when credit comes. */
 	readiness_watch(r);
 	/* A stale eventfd would end the sleep at once. */
 	readiness_sync(r);
 	timeout = clock_ms_left(deadline);
-	if (!timeout)
-		return -EAGAIN;
+	if (!timeout) {
+		ret = -EAGAIN;
+		goto out;
+	}
 	/* No descriptor to be had: look again now and then. */
 	if (pfd.fd < 0) {
 		if (timeout < 0 || timeout > OUT_FD_MISSING_NAP_MS)
 			timeout = OUT_FD_MISSING_NAP_MS;
-		return real.poll(NULL, 0, timeout) < 0 ? -errno : 0;
+		ret = real.poll(NULL, 0, timeout) < 0 ? -errno : 0;
+		goto out;
 	}
 	ret = real.poll(&pfd, 1, timeout);
 	if (ret < 0)
-		return -errno;
-	return ret ? 0 : -EAGAIN;
+		ret = -errno;
+	else
+		ret = ret ? 0 : -EAGAIN;
+out:
+	__atomic_sub_fetch(&r->writers, 1, __ATOMIC_SEQ_CST);
+	return ret;
 }
 
 /*
@@ -693,6 +836,7 @@ void readiness_close(struct readiness *r)
 	if (r->out_fd >= 0)
 		real.close(r->out_fd);
 	r->in_fd = r->out_fd = -1;
+	holder_remove(r);
 	if (alive)
 		pthread_mutex_unlock(&r->sync_lock);
 }
@@ -700,6 +844,10 @@ void readiness_close(struct readiness *r)
 void FORK_CODE readiness_core_fork_child(void)
 {
 	generation++;
+	/* Inherited holders are dead: holder_remove() leaves them be. */
+	pthread_mutex_init(&holders.lock, NULL);
+	holders.head = NULL;
+	holders.count = 0;
 	__atomic_store_n(&lagging, 0, __ATOMIC_SEQ_CST);
 	__atomic_store_n(&epoll_waiters, 0, __ATOMIC_SEQ_CST);
 }

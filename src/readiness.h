@@ -109,6 +109,13 @@ void readiness_close(struct readiness *r);
  */
 void readiness_release(struct readiness *r);
 
+/*
+ * The progress thread's tick hook (progress_on_tick()): gives back the
+ * eventfd for writability of connections that have not needed it for a
+ * while (docs/design.md, "Readiness").
+ */
+bool readiness_idle_tick(void);
+
 /* ---- the program's waits -------------------------------------------- */
 
 enum readiness_wait_kind {

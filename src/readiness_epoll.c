@@ -797,6 +797,35 @@ static int make_out_fd_locked(struct readiness *r)
 	return fd;
 }
 
+/*
+ * Under set.lock: r's out_fd (fd) may go if no live registration of r
+ * waits for EPOLLOUT (a fired EPOLLONESHOT one is armed again through
+ * ctl_upgraded(), which finds the kernel socket standing for it); then
+ * it leaves every set.
+ */
+static bool unwatch_out_fd_locked(struct readiness *r, int fd)
+{
+	struct epoll_reg *o = NULL;
+
+	while ((o = epoll_registry_next_owned(&set.g, r, o)))
+		if (!o->disarmed && (o->events & EPOLLOUT))
+			return false;
+	while ((o = epoll_registry_next_owned(&set.g, r, o)))
+		real.epoll_ctl(o->epfd, EPOLL_CTL_DEL, fd, NULL);
+	return true;
+}
+
+/* Under move_lock: no registration is made, changed or moved meanwhile. */
+void readiness_epoll_give_back_out_fds(int64_t now)
+{
+	if (pthread_mutex_trylock(&move_lock))
+		return;
+	pthread_mutex_lock(&set.lock);
+	readiness_give_back_out_fds(now, unwatch_out_fd_locked);
+	pthread_mutex_unlock(&set.lock);
+	pthread_mutex_unlock(&move_lock);
+}
+
 int readiness_make_out_fd(struct readiness *r)
 {
 	int fd = readiness_out_fd(r);

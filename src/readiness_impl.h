@@ -21,6 +21,23 @@ int readiness_out_fd(const struct readiness *r);
 /* Makes out_fd alone (readiness_make_out_fd() does the rest): fd, -errno. */
 int readiness_need_out_fd(struct readiness *r);
 /*
+ * out_fd goes back once it is idle: the connection has had room to send
+ * for a while (OUT_FD_IDLE_MS), no poll() or send waits on it, and
+ * unwatch(r, fd), called with the epoll registrations locked, says that
+ * none of them waits for EPOLLOUT, and takes fd out of their sets.
+ * From then on the kernel socket stands for EPOLLOUT again, until a send
+ * runs out of room once more.  now: clock_ms().
+ */
+typedef bool (*readiness_unwatch_fn)(struct readiness *r, int fd);
+void readiness_give_back_out_fds(int64_t now, readiness_unwatch_fn unwatch);
+/* Some connection holds an out_fd: the idle tick has work. */
+bool readiness_out_fds_held(void);
+/*
+ * readiness_give_back_out_fds() with the epoll registrations locked
+ * (readiness_epoll.c); skipped if a registration is being moved.
+ */
+void readiness_epoll_give_back_out_fds(int64_t now);
+/*
  * Makes out_fd if it is not made yet, and has it take EPOLLOUT over from
  * the kernel socket in every registration (readiness_epoll.c): the fd, or
  * -errno.  Called with none of the connection's locks held.

@@ -2,7 +2,7 @@
 """The descriptors a process holds for its upgraded connections, by the
 way it connects.
 
-    fdcount.py ADDR WAY [--pairs N]
+    fdcount.py ADDR WAY [--pairs N] [--fill]
 
 The process connects N pairs to its own listener on ADDR in one WAY (a
 blocking connect(); "timeout": Python's connect with a timeout, which
@@ -13,6 +13,13 @@ before and after.  Prints:
     fds WAY PER_END K=V...   the descriptors it gained beyond the
                              program's sockets, per connection end, then
                              the gain of each kind
+
+With --fill, each client end then waits for room as Gloo does: in an
+epoll set for EPOLLIN, it sends until EAGAIN, asks for EPOLLOUT too, the
+server end reads every byte (checked), and once EPOLLOUT comes the
+registration is for EPOLLIN again.  Prints the count right after that
+(WAY "filled") and once the connections have been idle for 4 seconds
+(WAY "filled-idle"), then "bytes ok".
 """
 import argparse
 import collections
@@ -52,7 +59,52 @@ def connect(way, addr):
     return sock
 
 
-def count_way(way, host, pairs):
+def wait_for_room(cli, srv, ep):
+    """Fills cli until EAGAIN and waits for room as above: whether every
+    byte came through exact."""
+    chunk = bytes(range(256)) * 64
+    sent = []
+    cli.setblocking(False)
+    ep.register(cli.fileno(), select.EPOLLIN)
+    while True:
+        try:
+            sent.append(chunk[:cli.send(chunk)])
+        except BlockingIOError:
+            break
+    ep.modify(cli.fileno(), select.EPOLLIN | select.EPOLLOUT)
+    want = b"".join(sent)
+    got = bytearray()
+    while len(got) < len(want):
+        got += srv.recv(len(want) - len(got))
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if any(fd == cli.fileno() and ev & select.EPOLLOUT
+               for fd, ev in ep.poll(1)):
+            break
+    ep.modify(cli.fileno(), select.EPOLLIN)
+    return bytes(got) == want and len(want) > 0
+
+
+def settled_kinds():
+    """The handshakes' own descriptors are released as they end: counted
+    once two looks half a second apart agree (for at most 10 s)."""
+    after = kinds()
+    for _ in range(20):
+        time.sleep(0.5)
+        again, after = after, kinds()
+        if again == after:
+            break
+    return after
+
+
+def report(way, before, after, pairs, own):
+    grown = {k: after[k] - before.get(k, 0) for k in after}
+    extra = sum(grown.values()) - 2 * pairs - own
+    print("fds %s %.2f %s" % (way, extra / (2 * pairs), " ".join(
+        "%s=%d" % (k, v) for k, v in sorted(grown.items()) if v)))
+
+
+def count_way(way, host, pairs, fill):
     before = kinds()
     lst = socket.socket()
     lst.bind((host, 0))
@@ -66,18 +118,15 @@ def count_way(way, host, pairs):
             a.sendall(b"x")
             assert b.recv(1) == b"x"
         held.append((cli, srv))
-    # The handshakes' own descriptors are released as they end: counted
-    # once two looks half a second apart agree (for at most 10 s).
-    after = kinds()
-    for _ in range(20):
-        time.sleep(0.5)
-        again, after = after, kinds()
-        if again == after:
-            break
-    grown = {k: after[k] - before.get(k, 0) for k in after}
-    extra = sum(grown.values()) - 2 * pairs - 1
-    print("fds %s %.2f %s" % (way, extra / (2 * pairs), " ".join(
-        "%s=%d" % (k, v) for k, v in sorted(grown.items()) if v)))
+    if not fill:
+        report(way, before, settled_kinds(), pairs, 1)
+        return
+    ep = select.epoll()
+    exact = all([wait_for_room(cli, srv, ep) for cli, srv in held])
+    report("filled", before, kinds(), pairs, 2)
+    time.sleep(4)
+    report("filled-idle", before, kinds(), pairs, 2)
+    print("bytes", "ok" if exact else "wrong")
 
 
 def main():
@@ -85,8 +134,9 @@ def main():
     parser.add_argument("addr")
     parser.add_argument("way", choices=("blocking", "timeout", "epoll"))
     parser.add_argument("--pairs", type=int, default=20)
+    parser.add_argument("--fill", action="store_true")
     args = parser.parse_args()
-    count_way(args.way, args.addr, args.pairs)
+    count_way(args.way, args.addr, args.pairs, args.fill)
 
 
 if __name__ == "__main__":

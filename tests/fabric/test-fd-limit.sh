@@ -16,7 +16,9 @@
 #                                      with memlock_limit
 # And roceshim's own descriptors per upgraded connection end
 # (tests/fabric/fdcount.py), by the way the program connects: a
-# non-blocking connect keeps none beyond those of a blocking one.
+# non-blocking connect keeps none beyond those of a blocking one; an end
+# that waited for room to send gives the descriptor for that back once
+# idle.
 # Rings of 16 KiB: about a thousand connection ends in one guest process.
 set -u
 PYTHON=${PYTHON:-/usr/bin/python3}
@@ -86,7 +88,11 @@ for way in blocking timeout epoll; do
 		"$ROCESHIM_FABRIC_ADDR_B" "$way" --pairs 20 >"$tmp/fds-$way" 2>&1
 	sed "s/^/    fds-$way: /" "$tmp/fds-$way"
 done
-per_end() { awk '$1 == "fds" {print $3}' "$tmp/fds-$1"; }
+timeout 120 "$ROCESHIM_RUN" "$PYTHON" "$fdcount" "$ROCESHIM_FABRIC_ADDR_B" \
+	blocking --pairs 20 --fill >"$tmp/fds-filled" 2>&1
+sed "s/^/    fds-filled: /" "$tmp/fds-filled"
+per_end() { awk -v w="${2:-$1}" '$1 == "fds" && $2 == w {print $3}' \
+	"$tmp/fds-$1"; }
 # Those a connection holds (a connect in the background uses a CM
 # channel of its own, one per process).
 per_conn() { grep -o '\[eventfd\]=[0-9]* \|\[infinibandevent\]=[0-9]*' \
@@ -95,6 +101,15 @@ per_conn() { grep -o '\[eventfd\]=[0-9]* \|\[infinibandevent\]=[0-9]*' \
 # hub among them) spread over the 40 ends.
 check one_descriptor_per_upgraded_end awk -v n="$(per_end blocking)" \
 	'BEGIN {exit !(n >= 1 && n <= 1.3)}'
+# A client end that waited for room to send holds an eventfd for its
+# writability (out_fd) beside in_fd, and gives it back once idle.
+check_eq filled_bytes_exact ok "$(awk '$1 == "bytes" {print $2}' \
+	"$tmp/fds-filled")"
+check waiting_for_room_takes_a_descriptor_for_writability \
+	awk -v n="$(per_end filled)" 'BEGIN {exit !(n >= 1.4)}'
+check idle_end_gives_its_descriptor_for_writability_back \
+	awk -v n="$(per_end filled filled-idle)" \
+	'BEGIN {exit !(n >= 1 && n <= 1.35)}'
 # A wait for writability (the end of a non-blocking connect) that finds
 # room makes no eventfd for it.
 check_eq nonblocking_connects_keep_no_more_descriptors \

@@ -18,7 +18,9 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
@@ -788,6 +790,101 @@ static void fork_child_sees_inherited_readiness_dead(void **state)
 	assert_int_equal(watch.ons, ons);
 }
 
+/* ---- giving out_fd back ---------------------------------------------- */
+
+/* The idle tick's look, a minute from now: out_fd is as idle as can be. */
+static void give_back_a_minute_later(void)
+{
+	readiness_epoll_give_back_out_fds(clock_ms() + 60000);
+}
+
+/* Whether ep's fdinfo lists an entry for fd. */
+static bool set_lists(int ep, int fd)
+{
+	char path[64], line[256], want[32];
+	bool found = false;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", ep);
+	snprintf(want, sizeof(want), "tfd: %8d ", fd);
+	f = fopen(path, "r");
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f))
+		found |= !strncmp(line, want, strlen(want));
+	fclose(f);
+	return found;
+}
+
+static void idle_out_fd_with_room_is_given_back(void **state)
+{
+	struct fixture *f = *state;
+	int fd = readiness_make_out_fd(f->r);
+
+	assert_true(fd >= 0);
+	assert_true(readiness_out_fds_held());
+	give_back_a_minute_later();
+	assert_int_equal(readiness_out_fd(f->r), -1);
+	assert_false(readiness_out_fds_held());
+	assert_true(fcntl(fd, F_GETFD) < 0 && errno == EBADF);
+}
+
+static void out_fd_without_room_is_kept(void **state)
+{
+	struct fixture *f = *state;
+
+	f->t.state.writable = false;
+	readiness_sync(f->r);
+	assert_true(readiness_make_out_fd(f->r) >= 0);
+	give_back_a_minute_later();
+	assert_true(readiness_out_fd(f->r) >= 0);
+	assert_false(out_ready(f));
+}
+
+static void out_fd_used_lately_is_kept(void **state)
+{
+	struct fixture *f = *state;
+
+	assert_true(readiness_make_out_fd(f->r) >= 0);
+	readiness_epoll_give_back_out_fds(clock_ms());
+	assert_true(readiness_out_fd(f->r) >= 0);
+}
+
+static void out_fd_a_poll_watches_is_kept(void **state)
+{
+	struct fixture *f = *state;
+
+	assert_true(readiness_make_out_fd(f->r) >= 0);
+	readiness_poll_begin(f->r);
+	give_back_a_minute_later();
+	assert_true(readiness_out_fd(f->r) >= 0);
+	readiness_poll_end(f->r);
+	give_back_a_minute_later();
+	assert_int_equal(readiness_out_fd(f->r), -1);
+}
+
+static void out_fd_closed_with_its_connection_is_no_longer_held(void **state)
+{
+	struct fixture *f = *state;
+
+	assert_true(readiness_make_out_fd(f->r) >= 0);
+	readiness_close(f->r);
+	assert_false(readiness_out_fds_held());
+}
+
+static void
+send_out_of_room_after_the_give_back_makes_out_fd_again(void **state)
+{
+	struct fixture *f = *state;
+
+	readiness_want(f->r);
+	assert_true(readiness_make_out_fd(f->r) >= 0);
+	give_back_a_minute_later();
+	f->t.state.writable = false;
+	readiness_after_send(f->r, false);
+	assert_true(readiness_out_fd(f->r) >= 0);
+	assert_false(ready(readiness_out_fd(f->r)) & POLLOUT);
+}
+
 /* ---- registrations made before connect() --------------------------- */
 
 /* An unconnected TCP socket, tracked, in a new epoll set for EPOLLIN. */
@@ -939,6 +1036,42 @@ static void send_that_runs_out_of_room_hands_epollout_to_out_fd(void **state)
 	early_close(&e);
 }
 
+static void out_fd_of_a_registration_for_epollout_is_kept(void **state)
+{
+	struct fixture *f = *state;
+	struct early e;
+
+	f->t.state.writable = false;
+	early_open_for(&e, 6, EPOLLIN | EPOLLOUT);
+	readiness_early_upgrade(e.sock, f->r);
+	f->t.state.writable = true;
+	readiness_sync(f->r);
+	give_back_a_minute_later();
+	assert_true(readiness_out_fd(f->r) >= 0);
+	assert_true(early_events(&e) & EPOLLOUT);
+	early_close(&e);
+}
+
+static void out_fd_given_back_leaves_the_sets_of_the_registrations(void **state)
+{
+	struct fixture *f = *state;
+	struct early e;
+	int fd;
+
+	f->t.state.writable = false;
+	readiness_sync(f->r);
+	fd = readiness_make_out_fd(f->r);
+	early_open(&e, 5);
+	readiness_early_upgrade(e.sock, f->r);
+	assert_true(set_lists(e.ep, fd));
+	f->t.state.writable = true;
+	readiness_sync(f->r);
+	give_back_a_minute_later();
+	assert_int_equal(readiness_out_fd(f->r), -1);
+	assert_false(set_lists(e.ep, fd));
+	early_close(&e);
+}
+
 static void registration_before_connect_stays_the_kernels_on_tcp(void **state)
 {
 	struct early e;
@@ -1063,11 +1196,19 @@ int main(void)
 		CASE(send_wait_without_credit_times_out),
 		CASE(release_makes_both_eventfds_ready_for_good),
 		CASE(close_closes_the_eventfds_and_no_sync_writes_after),
+		CASE(idle_out_fd_with_room_is_given_back),
+		CASE(out_fd_without_room_is_kept),
+		CASE(out_fd_used_lately_is_kept),
+		CASE(out_fd_a_poll_watches_is_kept),
+		CASE(out_fd_closed_with_its_connection_is_no_longer_held),
+		CASE(send_out_of_room_after_the_give_back_makes_out_fd_again),
 		CASE(registration_before_connect_follows_an_upgrade),
 		CASE(registration_for_epollin_makes_no_out_fd),
 		CASE(registration_for_epollout_with_room_makes_no_out_fd),
 		CASE(registration_for_epollout_without_room_adds_out_fd),
 		CASE(send_that_runs_out_of_room_hands_epollout_to_out_fd),
+		CASE(out_fd_of_a_registration_for_epollout_is_kept),
+		CASE(out_fd_given_back_leaves_the_sets_of_the_registrations),
 		CASE(registration_before_connect_stays_the_kernels_on_tcp),
 		CASE(registration_before_connect_waits_out_a_background_connect),
 		CASE(registration_changed_before_connect_moves_as_changed),
