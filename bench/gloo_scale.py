@@ -9,10 +9,14 @@ fabric's two RDMA addresses (--addrs), each (under WRAPPER, e.g.
 roceshim-run) in one Gloo process group of all ranks plus G-1 more made
 with new_group(),
 so that every rank holds G connections to every other.  An all_reduce of
-1024 ones on every group checks each result.  Prints one line:
+1024 ones on every group checks each result.  Then every group streams
+(an all_reduce of 1 MiB, which fills the pairs' rings) and the ranks
+count their descriptors again, at once and after 4 s idle.  Prints one
+line:
 
     gloo label=L world=W groups=G sockets=S fds=F qps=Q pinned_kib=P
-         rss_kib=R setup_s=T fd_kinds=KIND:N,... ok=1
+         rss_kib=R setup_s=T fds_streamed=F2 fds_idle=F3
+         fd_kinds=KIND:N,... ok=1
 
 per rank, the median over ranks of what it held beyond its state after
 importing torch: sockets and descriptors (/proc/self/fd), the queue
@@ -84,6 +88,16 @@ def rank_main(args):
                kinds={k: v for k, v in added.items() if v},
                qps=queue_pairs(), pinned_kib=status_kib("VmPin") - pin0,
                rss_kib=status_kib("VmRSS") - rss0, setup_s=setup)
+    for g in groups:
+        t = torch.ones(262144, dtype=torch.int32)
+        dist.all_reduce(t, group=g)
+        if not bool((t == args.world).all()):
+            raise RuntimeError("wrong all_reduce result")
+    for g in groups:
+        dist.barrier(group=g)
+    rec["fds_streamed"] = sum(descriptors().values()) - sum(kinds0.values())
+    time.sleep(4)
+    rec["fds_idle"] = sum(descriptors().values()) - sum(kinds0.values())
     # Everyone measured before anyone tears a connection down.
     for g in groups:
         dist.barrier(group=g)
@@ -133,14 +147,16 @@ def launch_main(args):
         print(line + " ok=0 error=" + ",".join(failed[:3]), flush=True)
         return 1
     med = {k: statistics.median(rec[k] for rec in recs)
-           for k in ("sockets", "fds", "qps", "pinned_kib", "rss_kib")}
+           for k in ("sockets", "fds", "qps", "pinned_kib", "rss_kib",
+                     "fds_streamed", "fds_idle")}
     names = sorted({k for rec in recs for k in rec["kinds"]})
     kinds = ",".join("%s:%g" % (k.replace(" ", "_"), statistics.median(
         rec["kinds"].get(k, 0) for rec in recs)) for k in names)
     line += (" sockets=%g fds=%g qps=%g pinned_kib=%g rss_kib=%g"
-             " setup_s=%.1f fd_kinds=%s ok=1" %
+             " setup_s=%.1f fds_streamed=%g fds_idle=%g fd_kinds=%s ok=1" %
              (med["sockets"], med["fds"], med["qps"], med["pinned_kib"],
-              med["rss_kib"], max(rec["setup_s"] for rec in recs), kinds))
+              med["rss_kib"], max(rec["setup_s"] for rec in recs),
+              med["fds_streamed"], med["fds_idle"], kinds))
     print(line, flush=True)
     return 0
 

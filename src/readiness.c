@@ -85,6 +85,8 @@ struct readiness {
 	unsigned int writers;
 	/* Under sync_lock: when out_fd was made, or last found no room. */
 	int64_t out_used_ms;
+	/* Atomic: out_fd stays (readiness_keep_out_fd()). */
+	bool out_fd_kept;
 	/* In holders while out_fd is held (under holders.lock). */
 	struct readiness *holder_next, **holder_prev;
 };
@@ -100,6 +102,14 @@ static struct {
 	struct readiness *head;
 	unsigned int count; /* atomic reads */
 } holders FORK_DATA = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+/*
+ * An out_fd could not be made (no descriptor left): those held stay, or
+ * a connection that gave its own back might find none when it runs out
+ * of room again, and its kernel socket, which stands for it then, may
+ * report EPOLLOUT early.
+ */
+static bool out_fd_scarce FORK_DATA;
 
 /* Under holders.lock. */
 static void holder_unlink_locked(struct readiness *r)
@@ -222,8 +232,10 @@ int readiness_need_out_fd(struct readiness *r)
 	if (!readiness_alive(r))
 		return -EBADF;
 	fd = fd_room_eventfd();
-	if (fd < 0)
+	if (fd < 0) {
+		__atomic_store_n(&out_fd_scarce, true, __ATOMIC_RELAXED);
 		return fd;
+	}
 	pthread_mutex_lock(&r->sync_lock);
 	if (r->in_fd < 0 || r->out_fd >= 0) {
 		/* Closed, or another thread made it first. */
@@ -246,7 +258,13 @@ int readiness_need_out_fd(struct readiness *r)
 
 bool readiness_out_fds_held(void)
 {
-	return __atomic_load_n(&holders.count, __ATOMIC_RELAXED);
+	return __atomic_load_n(&holders.count, __ATOMIC_RELAXED) &&
+	       !__atomic_load_n(&out_fd_scarce, __ATOMIC_RELAXED);
+}
+
+void readiness_keep_out_fd(struct readiness *r)
+{
+	__atomic_store_n(&r->out_fd_kept, true, __ATOMIC_RELEASE);
 }
 
 /*
@@ -260,6 +278,7 @@ static bool give_back_locked(struct readiness *r, int64_t now,
 
 	if (fd < 0 || !r->out_ready ||
 	    __atomic_load_n(&r->closing, __ATOMIC_ACQUIRE) ||
+	    __atomic_load_n(&r->out_fd_kept, __ATOMIC_ACQUIRE) ||
 	    now - r->out_used_ms < OUT_FD_IDLE_MS)
 		return false;
 	/* Taken, then the users looked at: see readiness_out_fd(). */

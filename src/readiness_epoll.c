@@ -49,12 +49,22 @@
 static const char hub_tag;
 #define HUB_DATA ((uint64_t)(uintptr_t)&hub_tag)
 
+/*
+ * The eventfds say EPOLLIN and EPOLLOUT alone; a TCP socket says
+ * EPOLLRDNORM and EPOLLWRNORM with them (tcp_poll()).
+ */
+#define NORMS	 (EPOLLRDNORM | EPOLLWRNORM)
+#define ASKS_IN	 (EPOLLIN | EPOLLRDNORM)
+#define ASKS_OUT (EPOLLOUT | EPOLLWRNORM)
+
 static struct {
 	pthread_mutex_t lock;
 	struct epoll_registry g;
 	unsigned int count;    /* atomic: g.live, for the unlocked check */
 	unsigned int oneshots; /* atomic: those with EPOLLONESHOT */
 	unsigned int rdhups;   /* atomic: those with EPOLLRDHUP */
+	unsigned int norms;    /* atomic: EPOLLRDNORM or EPOLLWRNORM */
+	unsigned int in_outs;  /* atomic: both readable and writable asked */
 	/* Upgraded registrations made so far: epoll_wait folds only if any. */
 	unsigned long made; /* atomic */
 	/* A fork child whose registry held some at the fork. */
@@ -120,9 +130,16 @@ static struct epoll_reg *find_locked(int epfd, int fd, const void *owner)
 	return epoll_registry_find(&set.g, epfd, fd, owner);
 }
 
+/* Its entries for reading and for writing are two: they may fire apart. */
+static bool asks_in_and_out(uint32_t events)
+{
+	return (events & ASKS_IN) && (events & ASKS_OUT);
+}
+
 /*
- * Counts o in set.oneshots and set.rdhups (by 1) or out of them (by -1):
- * events of those registrations need the registry.
+ * Counts o in set.oneshots, set.rdhups, set.norms and set.in_outs (by 1)
+ * or out of them (by -1): events of those registrations need the
+ * registry.
  */
 static void count_oneshot_locked(const struct epoll_reg *o, int by)
 {
@@ -131,6 +148,11 @@ static void count_oneshot_locked(const struct epoll_reg *o, int by)
 				 __ATOMIC_RELEASE);
 	if (o->events & EPOLLRDHUP)
 		__atomic_store_n(&set.rdhups, set.rdhups + by,
+				 __ATOMIC_RELEASE);
+	if (o->events & NORMS)
+		__atomic_store_n(&set.norms, set.norms + by, __ATOMIC_RELEASE);
+	if (asks_in_and_out(o->events))
+		__atomic_store_n(&set.in_outs, set.in_outs + by,
 				 __ATOMIC_RELEASE);
 }
 
@@ -504,6 +526,19 @@ static uint32_t events_of(const struct transport_readiness *t)
 	       (t->eof ? EPOLLRDHUP : 0) | (t->eof && t->shut ? EPOLLHUP : 0);
 }
 
+/*
+ * What a TCP socket registered for asked reports of events: EPOLLRDNORM
+ * goes with EPOLLIN, EPOLLWRNORM with EPOLLOUT.
+ */
+static uint32_t as_asked(uint32_t events, uint32_t asked)
+{
+	if (events & ASKS_IN)
+		events |= ASKS_IN;
+	if (events & ASKS_OUT)
+		events |= ASKS_OUT;
+	return events & (asked | EPOLLHUP | EPOLLERR);
+}
+
 /* What the entries of o that did not fire would have reported. */
 static uint32_t readiness_of(const struct epoll_reg *o)
 {
@@ -519,7 +554,7 @@ static uint32_t readiness_of(const struct epoll_reg *o)
 		if (kernel.revents & POLLERR)
 			r |= EPOLLERR;
 	}
-	return r & (o->events | EPOLLHUP | EPOLLERR);
+	return as_asked(r, o->events);
 }
 
 /* Whether o is the only registration of its connection. */
@@ -582,11 +617,11 @@ static bool report_in_set(struct readiness *r, void *arg)
 		return false;
 	}
 	told = in_set == 1 && !(only->events & (EPOLLET | EPOLLONESHOT)) &&
-	       (only->events & EPOLLIN) && sole_locked(only) &&
+	       (only->events & ASKS_IN) && sole_locked(only) &&
 	       slot_for(h, only->data);
 	readiness_serve(r, told, &t);
 	while ((o = epoll_registry_next_owned(&set.g, r, o))) {
-		uint32_t bits = events_of(&t) & (o->events | EPOLLHUP);
+		uint32_t bits = as_asked(events_of(&t), o->events);
 
 		if (o->epfd != h->epfd || o->disarmed ||
 		    (o->events & EPOLLET) || !bits)
@@ -689,12 +724,16 @@ static void adopt_inherited_in(int epfd)
 }
 
 /*
- * Completes ev, as described above.  false: it has nothing left to report
- * (it was an inherited connection's, now adopted): drop it.  Costs three
- * atomic loads for an event without EPOLLERR while no EPOLLONESHOT or
- * EPOLLRDHUP registration exists.
+ * Completes ev, as described above.  full: the kernel filled every slot,
+ * so it may have kept back the other entry of a registration that asks
+ * for reading and writing, whose readiness is added, as one socket would
+ * report it.  false: it has nothing left to report (it was an inherited
+ * connection's, now adopted): drop it.  Costs four atomic loads for an
+ * event without EPOLLERR while no EPOLLONESHOT, EPOLLRDHUP, EPOLLRDNORM
+ * or EPOLLWRNORM registration exists, nor, when full, one that asks for
+ * both.
  */
-static bool fired(int epfd, struct epoll_event *ev)
+static bool fired(int epfd, struct epoll_event *ev, bool full)
 {
 	struct transport_readiness t;
 	struct epoll_reg *o = NULL;
@@ -702,8 +741,10 @@ static bool fired(int epfd, struct epoll_event *ev)
 
 	/* Only these need the registry. */
 	if (!(ev->events & EPOLLERR) &&
+	    !(full && __atomic_load_n(&set.in_outs, __ATOMIC_ACQUIRE)) &&
 	    !__atomic_load_n(&set.oneshots, __ATOMIC_ACQUIRE) &&
-	    !__atomic_load_n(&set.rdhups, __ATOMIC_ACQUIRE))
+	    !__atomic_load_n(&set.rdhups, __ATOMIC_ACQUIRE) &&
+	    !__atomic_load_n(&set.norms, __ATOMIC_ACQUIRE))
 		return true;
 	if (!__atomic_load_n(&set.count, __ATOMIC_ACQUIRE))
 		return true;
@@ -731,9 +772,15 @@ static bool fired(int epfd, struct epoll_event *ev)
 			transport_readiness(readiness_transport(o->r), &t);
 			ev->events |= events_of(&t) & (EPOLLRDHUP | EPOLLHUP);
 		}
+		if (o->events & NORMS)
+			ev->events = as_asked(ev->events, o->events);
 		if ((o->events & EPOLLONESHOT) && ev->events) {
 			ev->events |= readiness_of(o);
 			disarm(o);
+		} else if (full && asks_in_and_out(o->events) &&
+			   (!(ev->events & ASKS_IN) ||
+			    !(ev->events & ASKS_OUT))) {
+			ev->events |= readiness_of(o);
 		}
 	}
 	pthread_mutex_unlock(&set.lock);
@@ -791,7 +838,7 @@ static int make_out_fd_locked(struct readiness *r)
 	}
 	pthread_mutex_lock(&set.lock);
 	while ((o = epoll_registry_next_owned(&set.g, r, o)))
-		if (!o->disarmed && (o->events & EPOLLOUT))
+		if (!o->disarmed && (o->events & ASKS_OUT))
 			hand_over_epollout(o, fd);
 	pthread_mutex_unlock(&set.lock);
 	return fd;
@@ -808,21 +855,26 @@ static bool unwatch_out_fd_locked(struct readiness *r, int fd)
 	struct epoll_reg *o = NULL;
 
 	while ((o = epoll_registry_next_owned(&set.g, r, o)))
-		if (!o->disarmed && (o->events & EPOLLOUT))
+		if (!o->disarmed && (o->events & ASKS_OUT))
 			return false;
 	while ((o = epoll_registry_next_owned(&set.g, r, o)))
 		real.epoll_ctl(o->epfd, EPOLL_CTL_DEL, fd, NULL);
 	return true;
 }
 
-/* Under move_lock: no registration is made, changed or moved meanwhile. */
+/*
+ * Under move_lock: no registration is made, changed or moved meanwhile.
+ * Skipped if either lock is busy: the next tick tries again.
+ */
 void readiness_epoll_give_back_out_fds(int64_t now)
 {
 	if (pthread_mutex_trylock(&move_lock))
 		return;
-	pthread_mutex_lock(&set.lock);
-	readiness_give_back_out_fds(now, unwatch_out_fd_locked);
-	pthread_mutex_unlock(&set.lock);
+	/* Tried too: a spinning epoll_wait() takes it every round. */
+	if (!pthread_mutex_trylock(&set.lock)) {
+		readiness_give_back_out_fds(now, unwatch_out_fd_locked);
+		pthread_mutex_unlock(&set.lock);
+	}
 	pthread_mutex_unlock(&move_lock);
 }
 
@@ -877,10 +929,12 @@ static int ctl_upgraded(int epfd, int op, int fd, struct readiness *r,
 		errno = EFAULT;
 		return -1;
 	}
-	if ((ev->events & EPOLLOUT) && out_fd < 0 && !room_to_send(r))
+	if ((ev->events & ASKS_OUT) && out_fd < 0 && !room_to_send(r))
 		out_fd = make_out_fd_locked(r);
-	in_ev.events = (ev->events & flags) | (ev->events & EPOLLIN);
-	out_ev.events = (ev->events & flags) | (ev->events & EPOLLOUT);
+	in_ev.events =
+		(ev->events & flags) | (ev->events & ASKS_IN ? EPOLLIN : 0);
+	out_ev.events =
+		(ev->events & flags) | (ev->events & ASKS_OUT ? EPOLLOUT : 0);
 	/*
 	 * The kernel socket's entry reports only what epoll always does
 	 * (EPOLLERR, EPOLLHUP: a reset): what comes there otherwise (the
@@ -889,7 +943,7 @@ static int ctl_upgraded(int epfd, int op, int fd, struct readiness *r,
 	 */
 	tcp_ev.events = ev->events & flags;
 	if (out_fd < 0)
-		tcp_ev.events |= ev->events & EPOLLOUT;
+		tcp_ev.events |= ev->events & ASKS_OUT;
 	in_ev.data = out_ev.data = tcp_ev.data = ev->data;
 	ret = real.epoll_ctl(epfd, op, in_fd, &in_ev);
 	if (ret)
@@ -939,6 +993,7 @@ static int ctl_upgraded(int epfd, int op, int fd, struct readiness *r,
 			 "report twice",
 			 fd);
 		readiness_watch(r);
+		readiness_keep_out_fd(r);
 	}
 	/* Armed after the hub joined the set: its next event is seen. */
 	readiness_want(r);
@@ -1246,13 +1301,15 @@ int readiness_epoll_ctl(const struct config *cfg, int epfd, int op, int fd,
  * An upgraded fd's entries may come back as up to three events with the
  * same epoll_data: fold them into one, as one socket would report, drain
  * a hub that fired (its events join these, up to max in all), and disarm
- * the rest of a fired EPOLLONESHOT registration.  An event left with
- * nothing to report is dropped.
+ * the rest of a fired EPOLLONESHOT registration.  If the kernel filled
+ * every slot, it may have kept some entries back: each event gets what
+ * its registration's other entries say too.  An event left with nothing
+ * to report is dropped.
  */
 static int fold_events(int epfd, struct epoll_event *events, int n, int max)
 {
 	int i, out, kept = 0;
-	bool hub = false;
+	bool hub = false, full = n == max;
 
 	if (n <= 0 || !__atomic_load_n(&set.made, __ATOMIC_RELAXED))
 		return n;
@@ -1268,7 +1325,7 @@ static int fold_events(int epfd, struct epoll_event *events, int n, int max)
 	out = hub ? drain_into(epfd, events, kept, max) : kept;
 	kept = 0;
 	for (i = 0; i < out; i++)
-		if (fired(epfd, &events[i]))
+		if (fired(epfd, &events[i], full))
 			events[kept++] = events[i];
 	return kept;
 }
@@ -1333,7 +1390,6 @@ static int wait_folded(int epfd, struct epoll_event *events, int maxevents,
  */
 static int spin_round(int epfd, struct epoll_event *ev)
 {
-	const uint32_t in = EPOLLIN | EPOLLRDNORM, out = EPOLLOUT | EPOLLWRNORM;
 	struct transport_readiness t;
 	struct epoll_reg *o = NULL;
 	int found = -1;
@@ -1341,8 +1397,8 @@ static int spin_round(int epfd, struct epoll_event *ev)
 
 	pthread_mutex_lock(&set.lock);
 	while ((o = epoll_registry_next(&set.g, o))) {
-		uint32_t want = (o->events & in ? EPOLLIN : 0) |
-				(o->events & out ? EPOLLOUT : 0);
+		uint32_t want = (o->events & ASKS_IN ? EPOLLIN : 0) |
+				(o->events & ASKS_OUT ? EPOLLOUT : 0);
 
 		if (o->epfd != epfd || !o->r || o->disarmed || !want ||
 		    !readiness_alive(o->r) || readiness_released(o->r))
@@ -1358,7 +1414,7 @@ static int spin_round(int epfd, struct epoll_event *ev)
 			continue;
 		found = 1;
 		ev->data.u64 = o->data;
-		ev->events = level ? events_of(&t) & (o->events | EPOLLHUP) : 0;
+		ev->events = level ? as_asked(events_of(&t), o->events) : 0;
 		break;
 	}
 	pthread_mutex_unlock(&set.lock);

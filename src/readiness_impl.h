@@ -30,8 +30,16 @@ int readiness_need_out_fd(struct readiness *r);
  */
 typedef bool (*readiness_unwatch_fn)(struct readiness *r, int fd);
 void readiness_give_back_out_fds(int64_t now, readiness_unwatch_fn unwatch);
-/* Some connection holds an out_fd: the idle tick has work. */
+/*
+ * Some connection holds an out_fd, and descriptors have not run short
+ * (an out_fd that could not be made): the idle tick has work.
+ */
 bool readiness_out_fds_held(void);
+/*
+ * r's out_fd stays for good: an epoll registration that the registry
+ * could not record may rely on it (readiness_epoll.c).
+ */
+void readiness_keep_out_fd(struct readiness *r);
 /*
  * readiness_give_back_out_fds() with the epoll registrations locked
  * (readiness_epoll.c); skipped if a registration is being moved.

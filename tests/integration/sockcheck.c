@@ -4099,6 +4099,93 @@ out:
 	close_fd(&s);
 }
 
+/*
+ * EPOLLRDNORM and EPOLLWRNORM, which a TCP socket reports beside EPOLLIN
+ * and EPOLLOUT, come when asked for, alone or beside them.
+ */
+static void epoll_rdnorm_alone_reports_an_arrival(struct tctx *t)
+{
+	int c = -1, s = -1, ep = -1, n;
+	struct epoll_event ev;
+
+	TRY(make_pair(t, &c, &s, PAIR_NONBLOCK));
+	ASSERT_OK(ep = epoll_create1(0));
+	ASSERT_OK(epoll_add(ep, s, EPOLLRDNORM, 1));
+	n = epoll_one(ep, &ev, QUIET_MS);
+	ASSERT(n == 0, "event before any data: %#x", ev.events);
+	TRY(send_all(t, c, "x", 1));
+	n = epoll_one(ep, &ev, io_ms());
+	ASSERT(n == 1 && ev.events == EPOLLRDNORM, "want EPOLLRDNORM: %d %#x",
+	       n, ev.events);
+out:
+	close_fd(&ep);
+	close_fd(&c);
+	close_fd(&s);
+}
+
+static void epoll_wrnorm_alone_reports_room(struct tctx *t)
+{
+	int c = -1, s = -1, ep = -1, n;
+	struct epoll_event ev;
+
+	TRY(make_pair(t, &c, &s, PAIR_NONBLOCK));
+	ASSERT_OK(ep = epoll_create1(0));
+	ASSERT_OK(epoll_add(ep, c, EPOLLWRNORM, 1));
+	n = epoll_one(ep, &ev, io_ms());
+	ASSERT(n == 1 && ev.events == EPOLLWRNORM, "want EPOLLWRNORM: %d %#x",
+	       n, ev.events);
+out:
+	close_fd(&ep);
+	close_fd(&c);
+	close_fd(&s);
+}
+
+static void epoll_norms_come_with_in_and_out_when_asked(struct tctx *t)
+{
+	const uint32_t all = EPOLLIN | EPOLLRDNORM | EPOLLOUT | EPOLLWRNORM;
+	int c = -1, s = -1, ep = -1, n;
+	struct epoll_event ev[8];
+
+	TRY(make_pair(t, &c, &s, PAIR_NONBLOCK));
+	ASSERT_OK(ep = epoll_create1(0));
+	ASSERT_OK(epoll_add(ep, s, all, 1));
+	TRY(send_all(t, c, "x", 1));
+	TRY(wait_queued(t, s, 1));
+	n = epoll_wait(ep, ev, 8, io_ms());
+	ASSERT(n == 1 && ev[0].events == all, "want %#x: %d %#x", all, n,
+	       ev[0].events);
+out:
+	close_fd(&ep);
+	close_fd(&c);
+	close_fd(&s);
+}
+
+/*
+ * One slot: a readable and writable socket says both in one event, though
+ * roceshim's entries for it are several.
+ */
+static void epoll_one_slot_reports_in_and_out_together(struct tctx *t)
+{
+	int c = -1, s = -1, ep = -1, n;
+	struct epoll_event ev;
+
+	TRY(make_pair(t, &c, &s, PAIR_NONBLOCK));
+	ASSERT_OK(ep = epoll_create1(0));
+	ASSERT_OK(epoll_add(ep, s, EPOLLIN | EPOLLOUT, 1));
+	TRY(send_all(t, c, "x", 1));
+	TRY(wait_queued(t, s, 1));
+	n = epoll_one(ep, &ev, io_ms());
+	ASSERT(n == 1 && ev.events == (EPOLLIN | EPOLLOUT),
+	       "want EPOLLIN|EPOLLOUT: %d %#x", n, ev.events);
+	n = epoll_one(ep, &ev, 0);
+	ASSERT(n == 1 && ev.events == (EPOLLIN | EPOLLOUT),
+	       "again: want EPOLLIN|EPOLLOUT: %d %#x", n, ev.events);
+out:
+	close_fd(&ep);
+	close_fd(&c);
+	close_fd(&s);
+}
+
 static void epoll_edge_triggered_reports_once_per_arrival(struct tctx *t)
 {
 	int c = -1, s = -1, ep = -1, n;
@@ -7068,6 +7155,10 @@ static const struct test tests[] = {
 	TEST(socket_options_identify_tcp_stream),
 	/* epoll */
 	TEST(epoll_level_triggered_repeats_until_drained),
+	TEST(epoll_rdnorm_alone_reports_an_arrival),
+	TEST(epoll_wrnorm_alone_reports_room),
+	TEST(epoll_norms_come_with_in_and_out_when_asked),
+	TEST(epoll_one_slot_reports_in_and_out_together),
 	TEST(epoll_edge_triggered_reports_once_per_arrival),
 	TEST(epoll_oneshot_reports_once_until_rearmed),
 	TEST(epoll_oneshot_disarms_every_event_of_the_socket),

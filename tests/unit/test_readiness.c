@@ -862,6 +862,16 @@ static void out_fd_a_poll_watches_is_kept(void **state)
 	assert_int_equal(readiness_out_fd(f->r), -1);
 }
 
+static void out_fd_kept_for_good_stays(void **state)
+{
+	struct fixture *f = *state;
+
+	assert_true(readiness_make_out_fd(f->r) >= 0);
+	readiness_keep_out_fd(f->r);
+	give_back_a_minute_later();
+	assert_true(readiness_out_fd(f->r) >= 0);
+}
+
 static void out_fd_closed_with_its_connection_is_no_longer_held(void **state)
 {
 	struct fixture *f = *state;
@@ -1200,6 +1210,7 @@ int main(void)
 		CASE(out_fd_without_room_is_kept),
 		CASE(out_fd_used_lately_is_kept),
 		CASE(out_fd_a_poll_watches_is_kept),
+		CASE(out_fd_kept_for_good_stays),
 		CASE(out_fd_closed_with_its_connection_is_no_longer_held),
 		CASE(send_out_of_room_after_the_give_back_makes_out_fd_again),
 		CASE(registration_before_connect_follows_an_upgrade),
