@@ -271,8 +271,7 @@ void readiness_keep_out_fd(struct readiness *r)
  * Under r's sync_lock: gives r's out_fd back if it is idle (see
  * readiness_give_back_out_fds()).
  */
-static bool give_back_locked(struct readiness *r, int64_t now,
-			     readiness_unwatch_fn unwatch)
+static bool give_back_locked(struct readiness *r, int64_t now)
 {
 	int fd = r->out_fd;
 
@@ -284,7 +283,8 @@ static bool give_back_locked(struct readiness *r, int64_t now,
 	/* Taken, then the users looked at: see readiness_out_fd(). */
 	__atomic_store_n(&r->out_fd, -1, __ATOMIC_SEQ_CST);
 	if (__atomic_load_n(&r->pollers, __ATOMIC_SEQ_CST) ||
-	    __atomic_load_n(&r->writers, __ATOMIC_SEQ_CST) || !unwatch(r, fd)) {
+	    __atomic_load_n(&r->writers, __ATOMIC_SEQ_CST) ||
+	    !readiness_epoll_unwatch_out_fd(r, fd)) {
 		__atomic_store_n(&r->out_fd, fd, __ATOMIC_SEQ_CST);
 		return false;
 	}
@@ -308,7 +308,7 @@ bool readiness_idle_tick(void)
 	return false;
 }
 
-void readiness_give_back_out_fds(int64_t now, readiness_unwatch_fn unwatch)
+void readiness_give_back_out_fds(int64_t now)
 {
 	struct readiness *r, *next;
 
@@ -317,7 +317,7 @@ void readiness_give_back_out_fds(int64_t now, readiness_unwatch_fn unwatch)
 		next = r->holder_next;
 		if (pthread_mutex_trylock(&r->sync_lock))
 			continue;
-		if (give_back_locked(r, now, unwatch))
+		if (give_back_locked(r, now))
 			holder_unlink_locked(r);
 		pthread_mutex_unlock(&r->sync_lock);
 	}

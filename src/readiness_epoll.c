@@ -845,12 +845,11 @@ static int make_out_fd_locked(struct readiness *r)
 }
 
 /*
- * Under set.lock: r's out_fd (fd) may go if no live registration of r
- * waits for EPOLLOUT (a fired EPOLLONESHOT one is armed again through
- * ctl_upgraded(), which finds the kernel socket standing for it); then
- * it leaves every set.
+ * Under set.lock.  A fired EPOLLONESHOT registration does not wait: it
+ * is armed again through ctl_upgraded(), which finds the kernel socket
+ * standing for EPOLLOUT.
  */
-static bool unwatch_out_fd_locked(struct readiness *r, int fd)
+bool readiness_epoll_unwatch_out_fd(struct readiness *r, int fd)
 {
 	struct epoll_reg *o = NULL;
 
@@ -872,7 +871,7 @@ void readiness_epoll_give_back_out_fds(int64_t now)
 		return;
 	/* Tried too: a spinning epoll_wait() takes it every round. */
 	if (!pthread_mutex_trylock(&set.lock)) {
-		readiness_give_back_out_fds(now, unwatch_out_fd_locked);
+		readiness_give_back_out_fds(now);
 		pthread_mutex_unlock(&set.lock);
 	}
 	pthread_mutex_unlock(&move_lock);

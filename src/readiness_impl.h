@@ -23,13 +23,19 @@ int readiness_need_out_fd(struct readiness *r);
 /*
  * out_fd goes back once it is idle: the connection has had room to send
  * for a while (OUT_FD_IDLE_MS), no poll() or send waits on it, and
- * unwatch(r, fd), called with the epoll registrations locked, says that
- * none of them waits for EPOLLOUT, and takes fd out of their sets.
- * From then on the kernel socket stands for EPOLLOUT again, until a send
- * runs out of room once more.  now: clock_ms().
+ * readiness_epoll_unwatch_out_fd() says that no epoll registration waits
+ * for EPOLLOUT.  From then on the kernel socket stands for EPOLLOUT
+ * again, until a send runs out of room once more.  Called with the epoll
+ * registrations locked (readiness_epoll_give_back_out_fds()).  now:
+ * clock_ms().
  */
-typedef bool (*readiness_unwatch_fn)(struct readiness *r, int fd);
-void readiness_give_back_out_fds(int64_t now, readiness_unwatch_fn unwatch);
+void readiness_give_back_out_fds(int64_t now);
+/*
+ * With the epoll registrations locked: false if a live registration of r
+ * waits for EPOLLOUT; else takes fd, r's out_fd, out of every set of r's
+ * registrations and says true.
+ */
+bool readiness_epoll_unwatch_out_fd(struct readiness *r, int fd);
 /*
  * Some connection holds an out_fd, and descriptors have not run short
  * (an out_fd that could not be made): the idle tick has work.
