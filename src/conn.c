@@ -232,11 +232,15 @@ static void health_check(struct progress_watcher *w, uint32_t events)
 		else if (qp_silent(c, now))
 			conn_drop_qp(c, ROCESHIM_DOWNGRADE_QP_SILENT);
 	}
-	pthread_mutex_unlock(&live.lock);
+	/*
+	 * Under the lock, as health_watch() arms: a watch since the store
+	 * above keeps the timer.
+	 */
 	if (busy)
 		__atomic_store_n(&live.armed, true, __ATOMIC_SEQ_CST);
-	else
+	else if (!__atomic_load_n(&live.armed, __ATOMIC_SEQ_CST))
 		health_arm(false);
+	pthread_mutex_unlock(&live.lock);
 }
 
 /* The health check's timerfd, out of the program's way (fd_room.h). */
