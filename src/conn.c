@@ -206,7 +206,12 @@ static bool qp_silent(struct conn *c, int64_t now)
 	return now - c->silent_since_ms >= QP_SILENT_MS;
 }
 
-/* The timer: a connection whose queue pair failed moves to TCP. */
+static bool late_bytes_check(struct conn *c);
+
+/*
+ * The timer: a connection whose queue pair failed moves to TCP; one shut
+ * both ways resets once bytes came.
+ */
 static void health_check(struct progress_watcher *w, uint32_t events)
 {
 	int64_t now = clock_ms();
@@ -221,6 +226,8 @@ static void health_check(struct progress_watcher *w, uint32_t events)
 	__atomic_store_n(&live.armed, false, __ATOMIC_SEQ_CST);
 	pthread_mutex_lock(&live.lock);
 	for (c = live.list; c; c = c->next_live) {
+		if (__atomic_load_n(&c->late_watch, __ATOMIC_ACQUIRE))
+			busy |= late_bytes_check(c);
 		if (!conn_on_rdma(c) || !transport_writes_in_flight(c->t))
 			continue;
 		busy = true;
@@ -438,7 +445,12 @@ void conn_reset_kernel(int fd)
 
 static bool reset_if_unread(struct conn *c, int fd)
 {
-	if (path_of(c) != CONN_RDMA || !transport_available(c->t))
+	if (path_of(c) != CONN_RDMA)
+		return false;
+	/* Late bytes reset it too, after a FIN (reset_for_late_bytes()). */
+	if (transport_late_bytes(c->t))
+		real.shutdown(fd, SHUT_WR);
+	else if (!transport_available(c->t))
 		return false;
 	conn_reset_on_close(fd);
 	return true;
@@ -644,6 +656,21 @@ static int backlog_out(struct conn *c, int fd, int flags)
 }
 
 /*
+ * The program was told of the kernel socket's error (readiness.h): this
+ * call looks at the socket as the progress thread would, so that a reset
+ * the program saw holds for it already.  true: it looked (once a call).
+ */
+static bool catch_up_with_told_error(struct conn *c)
+{
+	if (!readiness_take_error_told(c->r))
+		return false;
+	pthread_mutex_lock(&c->lock);
+	conn_move_kernel_event_locked(c, EPOLLIN);
+	pthread_mutex_unlock(&c->lock);
+	return true;
+}
+
+/*
  * A call failed because the queue pair did (not the peer): the connection
  * moves to TCP, and the call goes on there.
  */
@@ -690,6 +717,7 @@ static int claim_if_inherited(struct conn *c, bool interruptible)
 ssize_t conn_send(struct conn *c, int tcp_fd, const struct iovec *iov,
 		  int iovcnt, int flags, bool *kernel)
 {
+	bool caught_up = false;
 	ssize_t n;
 	int err;
 
@@ -701,6 +729,10 @@ ssize_t conn_send(struct conn *c, int tcp_fd, const struct iovec *iov,
 		*kernel = true;
 		switch (path_of(c)) {
 		case CONN_RDMA:
+			if (!caught_up && catch_up_with_told_error(c)) {
+				caught_up = true;
+				continue;
+			}
 			if (conn_peer_gone(c)) {
 				err = conn_take_error(c);
 				return err ? -err
@@ -752,6 +784,73 @@ void conn_record_reset(struct conn *c)
 }
 
 /*
+ * Bytes came after the program shut down both directions on RDMA: TCP
+ * resets the connection then (transport_late_bytes()).  The kernel socket
+ * sends a FIN, then resets (conn_reset_kernel() would send no FIN, and
+ * leave SO_LINGER changed): the peer's socket, reset after its peer's FIN,
+ * fails its writes with EPIPE, as TCP's does.  From then on the kernel
+ * socket's error is the one record of the reset, for whoever reads it
+ * first (the program's getsockopt, send or read).  take_error: a read
+ * takes it, and gets -error, or 0 if it was read already.
+ */
+static int reset_for_late_bytes(struct conn *c, bool take_error)
+{
+	struct sockaddr unspec = { .sa_family = AF_UNSPEC };
+	int err = ECONNRESET;
+	socklen_t len = sizeof(err);
+
+	pthread_mutex_lock(&c->lock);
+	if (__atomic_exchange_n(&c->late_watch, false, __ATOMIC_ACQ_REL) &&
+	    c->kfd >= 0 && path_of(c) == CONN_RDMA) {
+		real.shutdown(c->kfd, SHUT_WR);
+		real.connect(c->kfd, &unspec, sizeof(unspec));
+	}
+	if (take_error && c->kfd >= 0 &&
+	    real.getsockopt(c->kfd, SOL_SOCKET, SO_ERROR, &err, &len))
+		err = ECONNRESET;
+	pthread_mutex_unlock(&c->lock);
+	readiness_sync(c->r);
+	return -err;
+}
+
+/*
+ * Under live.lock, for the health check: true while it still watches.
+ * Once the peer's FIN came, or the peer is gone, nothing can be late.
+ */
+static bool late_bytes_check(struct conn *c)
+{
+	struct transport_readiness tr;
+
+	if (transport_late_bytes(c->t)) {
+		reset_for_late_bytes(c, false);
+		return false;
+	}
+	transport_readiness(c->t, &tr);
+	if (path_of(c) == CONN_RDMA && !tr.fin && !conn_peer_gone(c))
+		return true;
+	__atomic_store_n(&c->late_watch, false, __ATOMIC_RELEASE);
+	return false;
+}
+
+/* Both directions shut on RDMA: the health check looks for late bytes. */
+static void watch_late_bytes(struct conn *c)
+{
+	struct transport_readiness tr;
+	bool rx_shut;
+
+	pthread_mutex_lock(&c->lock);
+	rx_shut = c->rx_shut;
+	pthread_mutex_unlock(&c->lock);
+	if (!rx_shut || path_of(c) != CONN_RDMA)
+		return;
+	transport_readiness(c->t, &tr);
+	if (!tr.shut)
+		return;
+	__atomic_store_n(&c->late_watch, true, __ATOMIC_RELEASE);
+	health_watch();
+}
+
+/*
  * A reset peer: its error is reported once, by the kernel socket or by
  * the record of it that roceshim took, and the reads after it find the
  * end of the stream, as on TCP.  The kernel socket of a connection on
@@ -781,6 +880,7 @@ static ssize_t recv_after_reset(struct conn *c, int tcp_fd,
 ssize_t conn_recv(struct conn *c, int tcp_fd, const struct iovec *iov,
 		  int iovcnt, int flags, bool *kernel)
 {
+	bool caught_up = false;
 	ssize_t n;
 	int err;
 
@@ -792,10 +892,16 @@ ssize_t conn_recv(struct conn *c, int tcp_fd, const struct iovec *iov,
 		*kernel = true;
 		switch (path_of(c)) {
 		case CONN_RDMA:
+			if (!caught_up && catch_up_with_told_error(c)) {
+				caught_up = true;
+				continue;
+			}
 			*kernel = false;
 			n = conn_rdma_recv(c, tcp_fd, iov, iovcnt, flags);
 			if (n == -EXDEV || qp_failed(c, n))
 				continue;
+			if (n == -ECONNRESET && transport_late_bytes(c->t))
+				return reset_for_late_bytes(c, true);
 			if (n == -ECONNRESET &&
 			    __atomic_load_n(&c->peer_reset, __ATOMIC_ACQUIRE)) {
 				*kernel = true;
@@ -848,8 +954,10 @@ int conn_shutdown(struct conn *c, int fd, int how)
 		else if (real.shutdown(fd, SHUT_RD))
 			return -errno;
 	}
-	if (how == SHUT_RD)
+	if (how == SHUT_RD) {
+		watch_late_bytes(c);
 		return 0;
+	}
 	switch (path_of(c)) {
 	case CONN_RDMA:
 	case CONN_MOVING:
@@ -871,6 +979,7 @@ int conn_shutdown(struct conn *c, int fd, int how)
 	pthread_mutex_unlock(&c->lock);
 	if (to_kernel && real.shutdown(fd, SHUT_WR))
 		return -errno;
+	watch_late_bytes(c);
 	return ret == -EXDEV ? 0 : ret;
 }
 

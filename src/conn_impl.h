@@ -55,6 +55,7 @@ struct conn {
 	int taken_error;  /* atomic: the socket's error that roceshim read */
 	bool rx_shut;	  /* SHUT_RD on RDMA: the socket is shut on TCP */
 	bool qp_lost;	  /* atomic: the CM says the queue pair is gone */
+	bool late_watch;  /* atomic: shut both ways on RDMA, no bytes since */
 
 	/* Under lock: */
 	pthread_mutex_t lock;

@@ -89,6 +89,8 @@ struct readiness {
 	bool out_fd_kept;
 	/* In holders while out_fd is held (under holders.lock). */
 	struct readiness *holder_next, **holder_prev;
+	/* Atomic: see readiness_error_told(). */
+	bool error_told;
 };
 
 /*
@@ -196,6 +198,17 @@ void readiness_destroy(struct readiness *r)
 bool readiness_alive(const struct readiness *r)
 {
 	return r->generation == generation;
+}
+
+void readiness_error_told(struct readiness *r)
+{
+	__atomic_store_n(&r->error_told, true, __ATOMIC_RELEASE);
+}
+
+bool readiness_take_error_told(struct readiness *r)
+{
+	return __atomic_load_n(&r->error_told, __ATOMIC_ACQUIRE) &&
+	       __atomic_exchange_n(&r->error_told, false, __ATOMIC_ACQ_REL);
 }
 
 bool readiness_released(const struct readiness *r)

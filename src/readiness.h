@@ -84,6 +84,15 @@ void readiness_after_send(struct readiness *r, bool corked);
 void readiness_after_recv(struct readiness *r);
 
 /*
+ * poll() or epoll_wait() told the program of the kernel socket's error
+ * (POLLERR: the peer's reset, or an error the kernel queued): its next
+ * send or read must already act on it, though the progress thread may not
+ * have served the socket yet.  The take clears it.
+ */
+void readiness_error_told(struct readiness *r);
+bool readiness_take_error_told(struct readiness *r);
+
+/*
  * Blocking calls: sleep until the connection may be readable (a
  * completion, or the eventfd) or writable (out_fd, which the progress
  * thread keeps), or until deadline (clock_ms(); -1: none).  0, -EAGAIN on

@@ -760,10 +760,12 @@ static bool fired(int epfd, struct epoll_event *ev, bool full)
 		 * Only the kernel socket's entry reports EPOLLERR: a reset,
 		 * which TCP reports readable (the error), writable and hung up.
 		 */
-		if (ev->events & EPOLLERR)
+		if (ev->events & EPOLLERR) {
+			readiness_error_told(o->r);
 			ev->events |=
 				o->events & (EPOLLIN | EPOLLRDNORM | EPOLLOUT |
 					     EPOLLWRNORM | EPOLLRDHUP);
+		}
 		/* A TCP socket hung up has its read side shut too. */
 		if (ev->events & EPOLLHUP)
 			ev->events |= o->events & EPOLLRDHUP;

@@ -125,9 +125,11 @@ static short poll_fold(const struct pollfd *tmp, short ev, struct readiness *r,
 	if (revents & POLLHUP)
 		revents |= ev & POLLRDHUP;
 	/* A reset: readable (the error), writable and hung up, as TCP's. */
-	if (tmp[POLL_SOCKET].revents & POLLERR)
+	if (tmp[POLL_SOCKET].revents & POLLERR) {
+		readiness_error_told(r);
 		revents |= ev &
 			   (POLLIN | POLLRDNORM | POLL_OUT_EVENTS | POLLRDHUP);
+	}
 	if (tmp[POLL_HUB].revents & POLLIN) {
 		if (!*drained)
 			readiness_drain(NULL, NULL);

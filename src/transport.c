@@ -304,9 +304,24 @@ static void send_credit_locked(struct transport *t)
 	stream_credit_sent(&t->s);
 }
 
+/*
+ * A message brought bytes after the program shut down both directions;
+ * tail is where the stream's arrivals ended before it.  Its bytes are
+ * dropped (transport_late_bytes()), and so are those of every message
+ * after it.  Writes fail from now on, as to a peer that reset.
+ */
+static void late_bytes_locked(struct transport *t, uint64_t tail)
+{
+	t->s.rx_tail = tail;
+	if (t->late == LATE_NONE)
+		t->late = LATE_UNREPORTED;
+	t->peer_gone = true;
+}
+
 static void handle_completion_locked(struct transport *t,
 				     const struct ibv_wc *wc)
 {
+	uint64_t tail = t->s.rx_tail;
 	uint32_t imm;
 
 	if (wc->status != IBV_WC_SUCCESS) {
@@ -332,6 +347,8 @@ static void handle_completion_locked(struct transport *t,
 			rings_on_control_locked(t, imm_op(imm));
 		} else if (!(imm & (IMM_CREDIT | IMM_FIN))) {
 			t->counters.rx_msgs++;
+			if ((t->rx_shut && t->tx_shut) || t->late != LATE_NONE)
+				late_bytes_locked(t, tail);
 		}
 		return;
 	}
@@ -652,6 +669,10 @@ static ssize_t recv_locked(struct transport *t, void *buf, size_t len,
 	if (t->frozen)
 		return -EXDEV;
 	if (avail <= skip) {
+		if (t->late == LATE_UNREPORTED) {
+			t->late = LATE_REPORTED;
+			return -ECONNRESET;
+		}
 		if (t->s.rx_eof || t->rx_shut)
 			return 0;
 		return t->error ? t->error : -EAGAIN;
@@ -718,6 +739,7 @@ int transport_shutdown(struct transport *t)
 	} else if (t->error) {
 		ret = t->error;
 	} else if (!t->tx_shut) {
+		progress_locked(t);
 		send_fin_locked(t);
 		arm_for_own_completions_locked(t);
 		ret = t->error;
@@ -774,8 +796,21 @@ out:
 void transport_shutdown_read(struct transport *t)
 {
 	pthread_mutex_lock(&t->lock);
+	/* What came before the shutdown is not late (late_bytes_locked()). */
+	progress_locked(t);
 	t->rx_shut = true;
 	pthread_mutex_unlock(&t->lock);
+}
+
+bool transport_late_bytes(struct transport *t)
+{
+	bool late;
+
+	pthread_mutex_lock(&t->lock);
+	progress_locked(t);
+	late = t->late != LATE_NONE;
+	pthread_mutex_unlock(&t->lock);
+	return late;
 }
 
 int transport_freeze(struct transport *t, struct wire_positions *pos,

@@ -185,6 +185,15 @@ int transport_finish_by(struct transport *t, int64_t deadline_ms);
  * at once, and the connection reads as at its end (readable, RDHUP).
  */
 void transport_shutdown_read(struct transport *t);
+/*
+ * Whether bytes came after the program shut down both directions (its
+ * SHUT_RD and SHUT_WR), not counting what came before either shutdown.
+ * TCP drops such bytes and resets the connection (RFC 1122, 4.2.2.13).
+ * The transport drops them too, and a read that finds nothing else fails
+ * once with ECONNRESET, then ends.  Telling the peer is the caller's: it
+ * resets the kernel socket.  Reaps completions first.
+ */
+bool transport_late_bytes(struct transport *t);
 
 /*
  * The connection moves to its kernel TCP socket (docs/design.md,

@@ -39,6 +39,13 @@ struct ring_mem {
 	uint32_t size;
 };
 
+/* Bytes that came after the program shut down both directions. */
+enum late_bytes {
+	LATE_NONE,
+	LATE_UNREPORTED, /* dropped; the reset is still to be read */
+	LATE_REPORTED
+};
+
 struct transport {
 	pthread_mutex_t lock;
 	struct rdma_cm_id *id;
@@ -66,8 +73,9 @@ struct transport {
 	uint64_t send_completions;
 	uint64_t direct_end; /* where the last zero-copy write ends */
 	bool tx_shut;
-	bool rx_shut;	  /* the program shut down reading: empty reads end */
-	bool fin_pending; /* shut, and the FIN waits for staged bytes */
+	bool rx_shut; /* the program shut down reading: empty reads end */
+	enum late_bytes late; /* bytes came after both directions were shut */
+	bool fin_pending;     /* shut, and the FIN waits for staged bytes */
 	bool peer_gone;
 	bool armed;	 /* an event will come: no arm since the last taken */
 	bool notify_all; /* armed for every completion, not only the peer's */

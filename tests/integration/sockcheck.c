@@ -3448,6 +3448,138 @@ out:
 	close_fd(&s);
 }
 
+/* Waits until poll() says POLLERR on fd, as a reset does; 0 or -1. */
+static int wait_for_pollerr(struct tctx *t, int fd, const char *who)
+{
+	int64_t end = now_ms() + io_ms();
+	int ev;
+
+	do
+		ev = wait_fd(fd, POLLIN, io_ms());
+	while (ev > 0 && !(ev & POLLERR) && !usleep(1000) && now_ms() < end);
+	ASSERT(ev == (POLLIN | POLLERR | POLLHUP),
+	       "%s: want POLLIN|POLLERR|POLLHUP, got %#x", who, ev);
+	return 0;
+out:
+	return -1;
+}
+
+/*
+ * Bytes that reach an end which shut down both directions reset the
+ * connection (RFC 1122, 4.2.2.13): *c shut both, *s read the EOF and sent
+ * one byte after it, and the reset shows at *c as POLLERR.
+ */
+static int late_byte_after_shutdown_rdwr(struct tctx *t, int *c, int *s)
+{
+	TRY(make_pair(t, c, s, 0));
+	ASSERT_OK(shutdown(*c, SHUT_RDWR));
+	TRY(expect_eof(t, *s));
+	ASSERT(send(*s, "x", 1, MSG_NOSIGNAL) == 1, "late send: %s",
+	       errname(errno));
+	TRY(wait_for_pollerr(t, *c, "reader"));
+	return 0;
+out:
+	return -1;
+}
+
+static void late_byte_after_shutdown_rdwr_resets_the_reader(struct tctx *t)
+{
+	int c = -1, s = -1;
+	char buf[4];
+
+	TRY(late_byte_after_shutdown_rdwr(t, &c, &s));
+	ASSERT_ERR(recv(c, buf, sizeof(buf), 0), ECONNRESET);
+	ASSERT(recv(c, buf, sizeof(buf), 0) == 0,
+	       "second read after the reset: want EOF");
+out:
+	close_fd(&c);
+	close_fd(&s);
+}
+
+/* The sender's socket, reset after the FIN it read: EPIPE, then EOF. */
+static void
+late_byte_after_shutdown_rdwr_fails_the_senders_writes(struct tctx *t)
+{
+	int c = -1, s = -1;
+	char buf[4];
+
+	TRY(late_byte_after_shutdown_rdwr(t, &c, &s));
+	TRY(wait_for_pollerr(t, s, "sender"));
+	ASSERT_ERR(send(s, "y", 1, MSG_NOSIGNAL), EPIPE);
+	ASSERT(recv(s, buf, sizeof(buf), 0) == 0,
+	       "sender's read after the reset: want EOF");
+out:
+	close_fd(&c);
+	close_fd(&s);
+}
+
+/* An event loop that learns of the reset from epoll fails its next write. */
+static void late_byte_reset_reaches_the_senders_epoll(struct tctx *t)
+{
+	struct epoll_event ev = { .events = EPOLLIN }, got;
+	int c = -1, s = -1, ep = -1, n;
+	int64_t end;
+
+	TRY(late_byte_after_shutdown_rdwr(t, &c, &s));
+	ASSERT_OK(ep = epoll_create1(EPOLL_CLOEXEC));
+	ASSERT_OK(epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev));
+	end = now_ms() + io_ms();
+	do
+		n = epoll_wait(ep, &got, 1, io_ms());
+	while (n == 1 && !(got.events & EPOLLERR) && !usleep(1000) &&
+	       now_ms() < end);
+	ASSERT(n == 1 && got.events == (EPOLLIN | EPOLLERR | EPOLLHUP),
+	       "want EPOLLIN|EPOLLERR|EPOLLHUP, got %d, %#x", n, got.events);
+	ASSERT_ERR(send(s, "y", 1, MSG_NOSIGNAL), EPIPE);
+out:
+	close_fd(&ep);
+	close_fd(&c);
+	close_fd(&s);
+}
+
+/* A close after the late byte came: the sender's writes still fail. */
+static void late_byte_then_close_fails_the_senders_writes(struct tctx *t)
+{
+	int c = -1, s = -1;
+
+	TRY(make_pair(t, &c, &s, 0));
+	ASSERT_OK(shutdown(c, SHUT_RDWR));
+	TRY(expect_eof(t, s));
+	ASSERT(send(s, "x", 1, MSG_NOSIGNAL) == 1, "late send: %s",
+	       errname(errno));
+	usleep(100000);
+	close_fd(&c);
+	TRY(wait_for_pollerr(t, s, "sender"));
+	ASSERT_ERR(send(s, "y", 1, MSG_NOSIGNAL), EPIPE);
+out:
+	close_fd(&c);
+	close_fd(&s);
+}
+
+/*
+ * Bytes that came before this end's second shutdown are not late: after
+ * SHUT_WR the peer's reply comes, and after SHUT_RD it is still read.
+ * (No poll between: the reply's arrival must not have been looked at.)
+ */
+static void bytes_before_the_second_shutdown_are_still_read(struct tctx *t)
+{
+	int c = -1, s = -1;
+	char buf[8];
+
+	TRY(make_pair(t, &c, &s, 0));
+	ASSERT_OK(shutdown(c, SHUT_WR));
+	TRY(expect_eof(t, s));
+	TRY(send_all(t, s, "reply", 5));
+	usleep(200000);
+	ASSERT_OK(shutdown(c, SHUT_RD));
+	TRY(recv_exact(t, c, buf, 5));
+	ASSERT(!memcmp(buf, "reply", 5), "data corrupted");
+	ASSERT(recv(c, buf, sizeof(buf), 0) == 0, "want EOF after the reply");
+out:
+	close_fd(&c);
+	close_fd(&s);
+}
+
 static void eof_after_close_reads_zero_repeatedly(struct tctx *t)
 {
 	int c = -1, s = -1, i, ev;
@@ -7132,6 +7264,11 @@ static const struct test tests[] = {
 	TEST(shutdown_rd_ends_reads_at_once),
 	TEST(shutdown_rd_wakes_a_blocked_reader),
 	TEST(send_after_shutdown_wr_gives_epipe),
+	TEST(late_byte_after_shutdown_rdwr_resets_the_reader),
+	TEST(late_byte_after_shutdown_rdwr_fails_the_senders_writes),
+	TEST(late_byte_reset_reaches_the_senders_epoll),
+	TEST(late_byte_then_close_fails_the_senders_writes),
+	TEST(bytes_before_the_second_shutdown_are_still_read),
 	TEST(eof_after_close_reads_zero_repeatedly),
 	TEST(raw_close_syscall_ends_the_connection),
 	TEST(raw_close_syscall_frees_the_number),
