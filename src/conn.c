@@ -814,19 +814,29 @@ static int reset_for_late_bytes(struct conn *c, bool take_error)
 }
 
 /*
- * Under live.lock, for the health check: true while it still watches.
- * Once the peer's FIN came, or the peer is gone, nothing can be late.
+ * Whether bytes may still come that TCP would reset for: the program shut
+ * down both directions on RDMA, and the peer has neither sent its FIN nor
+ * gone.
  */
-static bool late_bytes_check(struct conn *c)
+static bool late_bytes_possible(struct conn *c)
 {
 	struct transport_readiness tr;
 
+	if (path_of(c) != CONN_RDMA || conn_peer_gone(c))
+		return false;
+	transport_readiness(c->t, &tr);
+	/* The end of reading without the peer's FIN: this end shut it. */
+	return tr.shut && tr.eof && !tr.fin;
+}
+
+/* Under live.lock, for the health check: true while it still watches. */
+static bool late_bytes_check(struct conn *c)
+{
 	if (transport_late_bytes(c->t)) {
 		reset_for_late_bytes(c, false);
 		return false;
 	}
-	transport_readiness(c->t, &tr);
-	if (path_of(c) == CONN_RDMA && !tr.fin && !conn_peer_gone(c))
+	if (late_bytes_possible(c))
 		return true;
 	__atomic_store_n(&c->late_watch, false, __ATOMIC_RELEASE);
 	return false;
@@ -835,16 +845,7 @@ static bool late_bytes_check(struct conn *c)
 /* Both directions shut on RDMA: the health check looks for late bytes. */
 static void watch_late_bytes(struct conn *c)
 {
-	struct transport_readiness tr;
-	bool rx_shut;
-
-	pthread_mutex_lock(&c->lock);
-	rx_shut = c->rx_shut;
-	pthread_mutex_unlock(&c->lock);
-	if (!rx_shut || path_of(c) != CONN_RDMA)
-		return;
-	transport_readiness(c->t, &tr);
-	if (!tr.shut)
+	if (!late_bytes_possible(c))
 		return;
 	__atomic_store_n(&c->late_watch, true, __ATOMIC_RELEASE);
 	health_watch();

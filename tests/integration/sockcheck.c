@@ -3466,16 +3466,25 @@ out:
 
 /*
  * Bytes that reach an end which shut down both directions reset the
- * connection (RFC 1122, 4.2.2.13): *c shut both, *s read the EOF and sent
- * one byte after it, and the reset shows at *c as POLLERR.
+ * connection (RFC 1122, 4.2.2.13): *c shut both, and *s read the EOF and
+ * sent one byte after it.
  */
-static int late_byte_after_shutdown_rdwr(struct tctx *t, int *c, int *s)
+static int send_late_byte(struct tctx *t, int *c, int *s)
 {
 	TRY(make_pair(t, c, s, 0));
 	ASSERT_OK(shutdown(*c, SHUT_RDWR));
 	TRY(expect_eof(t, *s));
 	ASSERT(send(*s, "x", 1, MSG_NOSIGNAL) == 1, "late send: %s",
 	       errname(errno));
+	return 0;
+out:
+	return -1;
+}
+
+/* As send_late_byte(), and the reset shows at *c as POLLERR. */
+static int late_byte_after_shutdown_rdwr(struct tctx *t, int *c, int *s)
+{
+	TRY(send_late_byte(t, c, s));
 	TRY(wait_for_pollerr(t, *c, "reader"));
 	return 0;
 out:
@@ -3542,11 +3551,7 @@ static void late_byte_then_close_fails_the_senders_writes(struct tctx *t)
 {
 	int c = -1, s = -1;
 
-	TRY(make_pair(t, &c, &s, 0));
-	ASSERT_OK(shutdown(c, SHUT_RDWR));
-	TRY(expect_eof(t, s));
-	ASSERT(send(s, "x", 1, MSG_NOSIGNAL) == 1, "late send: %s",
-	       errname(errno));
+	TRY(send_late_byte(t, &c, &s));
 	usleep(100000);
 	close_fd(&c);
 	TRY(wait_for_pollerr(t, s, "sender"));
