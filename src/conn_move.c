@@ -201,6 +201,46 @@ static int move_timeout(const struct conn *c)
 	return move_wait_longest_ms(c->timeout_ms);
 }
 
+/* Both markers are out: the socket carries the connection from now on. */
+static void finish_locked(struct conn *c, uint64_t from)
+{
+	moving_remove(c);
+	c->backlog_from = from;
+	c->backlog_to = c->pos.staged;
+	set_path(c, CONN_TCP);
+	if (c->rx_shut)
+		real.shutdown(c->kfd, SHUT_RD);
+	stats_downgrade(__atomic_load_n(&c->row, __ATOMIC_ACQUIRE), c->cause);
+	log_move(c, "moved to TCP");
+	readiness_release(c->r);
+	/* Its registrations would hold the process's cap for nothing. */
+	if (__atomic_load_n(&c->pinned, __ATOMIC_ACQUIRE))
+		reg_cache_trim(c->pinned);
+	conn_move_flush_locked(c);
+}
+
+/*
+ * The peer's kernel socket closed cleanly, so it can take no part in a
+ * move.  None is needed once the program has read the peer's stream up to
+ * its FIN: the kernel socket then says what TCP's would (EOF, and the
+ * peer's reset to a write), to this process and its descendants alike.
+ * Otherwise the ring holds what only this process can read: it stays on
+ * RDMA, and a descendant that asks is told of a reset.
+ */
+static void move_after_peer_closed_locked(struct conn *c,
+					  enum roceshim_downgrade cause)
+{
+	bool tx_shut;
+
+	if (!transport_read_to_fin(c->t))
+		return;
+	if (c->cause == ROCESHIM_DOWNGRADE_NONE)
+		c->cause = cause;
+	transport_freeze(c->t, &c->pos, &tx_shut);
+	/* What the peer did not consume, it would not take over TCP either. */
+	finish_locked(c, c->pos.staged);
+}
+
 void conn_move_begin_locked(struct conn *c, enum roceshim_downgrade cause)
 {
 	struct wire_marker m = { 0 };
@@ -209,9 +249,12 @@ void conn_move_begin_locked(struct conn *c, enum roceshim_downgrade cause)
 	ssize_t n;
 
 	if (path_of(c) != CONN_RDMA || !conn_alive(c) || c->kfd < 0 ||
-	    __atomic_load_n(&c->peer_closed, __ATOMIC_ACQUIRE) ||
 	    __atomic_load_n(&c->peer_reset, __ATOMIC_ACQUIRE))
 		return;
+	if (__atomic_load_n(&c->peer_closed, __ATOMIC_ACQUIRE)) {
+		move_after_peer_closed_locked(c, cause);
+		return;
+	}
 	if (kernel_reset_locked(c)) {
 		peer_gone_locked(c, true);
 		return;
@@ -313,24 +356,6 @@ bool conn_move_shut_write_locked(struct conn *c)
 	}
 	c->shut_kernel = true;
 	return false;
-}
-
-/* Both markers are out: the socket carries the connection from now on. */
-static void finish_locked(struct conn *c, uint64_t from)
-{
-	moving_remove(c);
-	c->backlog_from = from;
-	c->backlog_to = c->pos.staged;
-	set_path(c, CONN_TCP);
-	if (c->rx_shut)
-		real.shutdown(c->kfd, SHUT_RD);
-	stats_downgrade(__atomic_load_n(&c->row, __ATOMIC_ACQUIRE), c->cause);
-	log_move(c, "moved to TCP");
-	readiness_release(c->r);
-	/* Its registrations would hold the process's cap for nothing. */
-	if (__atomic_load_n(&c->pinned, __ATOMIC_ACQUIRE))
-		reg_cache_trim(c->pinned);
-	conn_move_flush_locked(c);
 }
 
 /* Reads the peer's marker as it comes; acts once it is whole. */

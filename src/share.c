@@ -324,8 +324,12 @@ void share_slot_free(struct share_slot *slot)
 	/* A later connection from the same source must not find it. */
 	__atomic_store_n(&slot->pending, SHARE_NOT_PENDING, __ATOMIC_RELEASE);
 	pthread_mutex_lock(&sh.lock);
-	if (sh.owner)
+	if (sh.owner) {
 		sh.ctx[slot - sh.own.r->slots] = NULL;
+		/* Nobody is left to move it for a descendant that asks. */
+		if (share_state(slot) < SHARE_TCP)
+			share_publish(slot, SHARE_FAILED);
+	}
 	pthread_mutex_unlock(&sh.lock);
 }
 

@@ -1034,6 +1034,17 @@ size_t transport_available(struct transport *t)
 	return n;
 }
 
+bool transport_read_to_fin(struct transport *t)
+{
+	bool done;
+
+	pthread_mutex_lock(&t->lock);
+	progress_locked(t);
+	done = t->s.rx_eof && !stream_available(&t->s) && !t->error;
+	pthread_mutex_unlock(&t->lock);
+	return done;
+}
+
 bool transport_readable(struct transport *t)
 {
 	bool ready;

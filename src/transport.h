@@ -285,6 +285,12 @@ unsigned int transport_posted_writes(struct transport *t,
 /* Bytes that a read would return now. */
 size_t transport_available(struct transport *t);
 
+/*
+ * The peer's FIN came and the program has read every byte before it:
+ * nothing of the peer's stream is left here, nor can more come.
+ */
+bool transport_read_to_fin(struct transport *t);
+
 /* Data, EOF or an error to report. */
 bool transport_readable(struct transport *t);
 /* Credit to send, or an error to report. */

@@ -37,6 +37,7 @@ struct transport {
 	bool unfrozen;
 	bool peer_closed;
 	bool peer_gone;
+	bool read_to_fin; /* the peer's FIN came and all before it was read */
 	uint8_t stream[STREAM_MAX]; /* this end's stream from position 0 */
 };
 
@@ -52,6 +53,7 @@ int __wrap_transport_staged_iov(struct transport *t, uint64_t from, uint64_t to,
 				struct iovec iov[2]);
 void __wrap_transport_unfreeze(struct transport *t);
 void __wrap_transport_peer_closed(struct transport *t);
+bool __wrap_transport_read_to_fin(struct transport *t);
 void __wrap_transport_peer_gone(struct transport *t);
 void __wrap_share_publish(struct share_slot *slot, enum share_state state);
 enum share_state __wrap_share_state(const struct share_slot *slot);
@@ -98,6 +100,11 @@ void __wrap_transport_unfreeze(struct transport *t)
 void __wrap_transport_peer_closed(struct transport *t)
 {
 	t->peer_closed = true;
+}
+
+bool __wrap_transport_read_to_fin(struct transport *t)
+{
+	return t->read_to_fin;
 }
 
 void __wrap_transport_peer_gone(struct transport *t)
@@ -492,6 +499,35 @@ static void peer_closing_before_its_marker_keeps_the_ring_readable(void **state)
 	assert_int_equal(published, SHARE_FAILED);
 }
 
+static void closed_peer_read_to_its_fin_moves_without_a_marker(void **state)
+{
+	struct end *ends = *state;
+	char byte;
+
+	shutdown(ends[1].fd, SHUT_WR);
+	ends[0].c.peer_closed = true;
+	ends[0].t.read_to_fin = true;
+	begin(&ends[0], ROCESHIM_DOWNGRADE_FORK);
+	assert_int_equal(path(&ends[0]), CONN_TCP);
+	assert_int_equal(published, SHARE_TCP);
+	assert_int_equal(ends[0].c.cause, ROCESHIM_DOWNGRADE_FORK);
+	assert_int_equal(recv(ends[0].fd, &byte, 1, MSG_DONTWAIT), 0);
+	expect_nothing(ends[1].fd);
+}
+
+static void closed_peer_with_bytes_unread_stays_on_rdma(void **state)
+{
+	struct end *ends = *state;
+
+	shutdown(ends[1].fd, SHUT_WR);
+	ends[0].c.peer_closed = true;
+	begin(&ends[0], ROCESHIM_DOWNGRADE_FORK);
+	assert_int_equal(path(&ends[0]), CONN_RDMA);
+	assert_false(ends[0].t.frozen);
+	assert_int_equal(published, SHARE_RDMA);
+	expect_nothing(ends[1].fd);
+}
+
 static void peer_reset_before_its_marker_is_left_for_the_program(void **state)
 {
 	struct end *ends = *state;
@@ -807,6 +843,8 @@ int main(void)
 		CASE(garbage_instead_of_a_marker_resets),
 		CASE(marker_in_pieces_is_read_whole),
 		CASE(peer_closing_before_its_marker_keeps_the_ring_readable),
+		CASE(closed_peer_read_to_its_fin_moves_without_a_marker),
+		CASE(closed_peer_with_bytes_unread_stays_on_rdma),
 		CASE(peer_reset_before_its_marker_is_left_for_the_program),
 		CASE(no_move_starts_on_a_socket_holding_a_reset),
 		CASE(backlog_waits_for_room_and_then_goes_out_whole),
