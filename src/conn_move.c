@@ -241,6 +241,37 @@ static void move_after_peer_closed_locked(struct conn *c,
 	finish_locked(c, c->pos.staged);
 }
 
+/*
+ * Whether the peer's kernel socket closed before the move began; if so,
+ * the move is over, made without the peer where it can be.  Not in
+ * _exit(), which may run in a signal handler: that takes the readiness
+ * locks, which the interrupted thread may hold.
+ */
+static bool peer_left_locked(struct conn *c, enum roceshim_downgrade cause)
+{
+	bool closed = __atomic_load_n(&c->peer_closed, __ATOMIC_ACQUIRE);
+	char byte;
+	ssize_t n;
+
+	if (cause == ROCESHIM_DOWNGRADE_EXIT)
+		return closed;
+	/* The progress thread may not have seen the close yet. */
+	if (!closed) {
+		n = real.recv(c->kfd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+		if (n < 0 && errno != EAGAIN && errno != EINTR) {
+			kernel_failed_locked(c, errno);
+			return true;
+		}
+		if (!n) {
+			peer_gone_locked(c, false);
+			closed = true;
+		}
+	}
+	if (closed)
+		move_after_peer_closed_locked(c, cause);
+	return closed;
+}
+
 void conn_move_begin_locked(struct conn *c, enum roceshim_downgrade cause)
 {
 	struct wire_marker m = { 0 };
@@ -251,14 +282,12 @@ void conn_move_begin_locked(struct conn *c, enum roceshim_downgrade cause)
 	if (path_of(c) != CONN_RDMA || !conn_alive(c) || c->kfd < 0 ||
 	    __atomic_load_n(&c->peer_reset, __ATOMIC_ACQUIRE))
 		return;
-	if (__atomic_load_n(&c->peer_closed, __ATOMIC_ACQUIRE)) {
-		move_after_peer_closed_locked(c, cause);
-		return;
-	}
 	if (kernel_reset_locked(c)) {
 		peer_gone_locked(c, true);
 		return;
 	}
+	if (peer_left_locked(c, cause))
+		return;
 	/* The first cause holds: conn_qp_lost() may have given one. */
 	if (c->cause == ROCESHIM_DOWNGRADE_NONE)
 		c->cause = cause;

@@ -1040,7 +1040,9 @@ bool transport_read_to_fin(struct transport *t)
 
 	pthread_mutex_lock(&t->lock);
 	progress_locked(t);
-	done = t->s.rx_eof && !stream_available(&t->s) && !t->error;
+	/* After the FIN, an error cannot change what the stream held. */
+	done = t->s.rx_eof && !stream_available(&t->s) && !t->hostile &&
+	       t->late == LATE_NONE;
 	pthread_mutex_unlock(&t->lock);
 	return done;
 }

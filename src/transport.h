@@ -287,7 +287,9 @@ size_t transport_available(struct transport *t);
 
 /*
  * The peer's FIN came and the program has read every byte before it:
- * nothing of the peer's stream is left here, nor can more come.
+ * nothing of the peer's stream is left here, nor can more come.  False
+ * while a reset is still to report (late bytes) or the peer broke the
+ * protocol.
  */
 bool transport_read_to_fin(struct transport *t);
 

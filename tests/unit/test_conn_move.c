@@ -515,6 +515,21 @@ static void closed_peer_read_to_its_fin_moves_without_a_marker(void **state)
 	expect_nothing(ends[1].fd);
 }
 
+static void close_not_yet_seen_is_found_before_a_marker_goes(void **state)
+{
+	struct end *ends = *state;
+	struct pollfd pfd = { .fd = ends[0].fd, .events = POLLRDHUP };
+
+	shutdown(ends[1].fd, SHUT_WR);
+	assert_int_equal(poll(&pfd, 1, 2000), 1);
+	ends[0].t.read_to_fin = true;
+	begin(&ends[0], ROCESHIM_DOWNGRADE_FORK);
+	assert_true(ends[0].c.peer_closed);
+	assert_true(ends[0].t.peer_closed);
+	assert_int_equal(path(&ends[0]), CONN_TCP);
+	expect_nothing(ends[1].fd);
+}
+
 static void closed_peer_with_bytes_unread_stays_on_rdma(void **state)
 {
 	struct end *ends = *state;
@@ -845,6 +860,7 @@ int main(void)
 		CASE(peer_closing_before_its_marker_keeps_the_ring_readable),
 		CASE(closed_peer_read_to_its_fin_moves_without_a_marker),
 		CASE(closed_peer_with_bytes_unread_stays_on_rdma),
+		CASE(close_not_yet_seen_is_found_before_a_marker_goes),
 		CASE(peer_reset_before_its_marker_is_left_for_the_program),
 		CASE(no_move_starts_on_a_socket_holding_a_reset),
 		CASE(backlog_waits_for_room_and_then_goes_out_whole),
