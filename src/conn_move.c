@@ -234,8 +234,11 @@ static void move_after_peer_closed_locked(struct conn *c,
 
 	if (!transport_read_to_fin(c->t))
 		return;
-	if (c->cause == ROCESHIM_DOWNGRADE_NONE)
-		c->cause = cause;
+	/*
+	 * This call's cause: one that conn_qp_lost() gave before (the peer's
+	 * disconnect) started no move.
+	 */
+	c->cause = cause;
 	transport_freeze(c->t, &c->pos, &tx_shut);
 	/* What the peer did not consume, it would not take over TCP either. */
 	finish_locked(c, c->pos.staged);

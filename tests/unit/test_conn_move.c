@@ -506,6 +506,8 @@ static void closed_peer_read_to_its_fin_moves_without_a_marker(void **state)
 
 	shutdown(ends[1].fd, SHUT_WR);
 	ends[0].c.peer_closed = true;
+	ends[0].c.cause =
+		ROCESHIM_DOWNGRADE_QP_ERROR; /* the peer's disconnect */
 	ends[0].t.read_to_fin = true;
 	begin(&ends[0], ROCESHIM_DOWNGRADE_FORK);
 	assert_int_equal(path(&ends[0]), CONN_TCP);
