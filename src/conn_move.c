@@ -187,6 +187,35 @@ static void peer_gone_locked(struct conn *c, bool reset)
 }
 
 /*
+ * A look at the kernel socket while the connection is on RDMA, where none
+ * of the program's bytes flow: the peer's marker (KERNEL_BYTES), nothing
+ * yet (KERNEL_QUIET), or its close or failure, handled here.
+ */
+enum kernel_peek {
+	KERNEL_QUIET,
+	KERNEL_BYTES,
+	KERNEL_CLOSED,
+	KERNEL_FAILED
+};
+
+static enum kernel_peek peek_kernel_locked(struct conn *c)
+{
+	char byte;
+	ssize_t n = real.recv(c->kfd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+
+	if (n > 0)
+		return KERNEL_BYTES;
+	if (!n) {
+		peer_gone_locked(c, false);
+		return KERNEL_CLOSED;
+	}
+	if (errno == EAGAIN || errno == EINTR)
+		return KERNEL_QUIET;
+	kernel_failed_locked(c, errno);
+	return KERNEL_FAILED;
+}
+
+/*
  * How long the move waits for the peer's marker.  A peer whose program
  * has consumed nothing of this end's stream, while this end's has read
  * nothing of the peer's, may not have accepted the connection yet (a
@@ -253,21 +282,19 @@ static void move_after_peer_closed_locked(struct conn *c,
 static bool peer_left_locked(struct conn *c, enum roceshim_downgrade cause)
 {
 	bool closed = __atomic_load_n(&c->peer_closed, __ATOMIC_ACQUIRE);
-	char byte;
-	ssize_t n;
 
 	if (cause == ROCESHIM_DOWNGRADE_EXIT)
 		return closed;
 	/* The progress thread may not have seen the close yet. */
 	if (!closed) {
-		n = real.recv(c->kfd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-		if (n < 0 && errno != EAGAIN && errno != EINTR) {
-			kernel_failed_locked(c, errno);
+		switch (peek_kernel_locked(c)) {
+		case KERNEL_FAILED:
 			return true;
-		}
-		if (!n) {
-			peer_gone_locked(c, false);
+		case KERNEL_CLOSED:
 			closed = true;
+			break;
+		default:
+			break;
 		}
 	}
 	if (closed)
@@ -462,8 +489,6 @@ bool conn_move_caught_up_locked(struct conn *c, int64_t now_ms)
 static void kernel_news_locked(struct conn *c)
 {
 	struct pollfd pfd = { .fd = c->kfd, .events = POLLIN | POLLRDHUP };
-	char byte;
-	ssize_t n;
 
 	if (real.poll(&pfd, 1, 0) != 1) {
 		conn_watch_kernel_locked(c, EPOLLIN | EPOLLRDHUP);
@@ -474,18 +499,17 @@ static void kernel_news_locked(struct conn *c)
 		peer_gone_locked(c, true);
 		return;
 	}
-	n = real.recv(c->kfd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-	if (!n) {
-		peer_gone_locked(c, false);
-	} else if (n > 0) {
+	switch (peek_kernel_locked(c)) {
+	case KERNEL_BYTES:
 		conn_move_begin_locked(c, ROCESHIM_DOWNGRADE_PEER);
 		if (path_of(c) == CONN_MOVING)
 			read_marker_locked(c);
-	} else if (errno != EAGAIN && errno != EINTR) {
-		/* The reset came after the poll(). */
-		kernel_failed_locked(c, errno);
-	} else {
+		break;
+	case KERNEL_QUIET:
 		conn_watch_kernel_locked(c, EPOLLIN | EPOLLRDHUP);
+		break;
+	default:
+		break;
 	}
 }
 
