@@ -130,6 +130,7 @@ static void unkeep_socket_locked(struct conn *c)
 	pthread_mutex_unlock(&kept_lock);
 	c->kfd_ours = false;
 	c->kfd_for_call = false;
+	c->kfd_for_peer = false;
 }
 
 /*
@@ -477,23 +478,47 @@ static bool needs_socket_locked(struct conn *c, bool shared)
 	}
 }
 
+/*
+ * Whether a connection on RDMA that the program closes keeps its kernel
+ * socket until the peer has consumed what this end sent.  A forking
+ * server hands a connection to a child before it reads or writes a byte,
+ * and the child's move to TCP needs this end, to send those bytes again
+ * over TCP: over TCP the kernel delivers them after the close.  A peer
+ * that has sent bytes already took part; waiting for every peer would
+ * cost each close a round trip.
+ */
+static bool lingers_for_peer_locked(struct conn *c, bool shared)
+{
+	struct transport_counters tc;
+
+	if (shared || path_of(c) != CONN_RDMA ||
+	    __atomic_load_n(&c->peer_closed, __ATOMIC_ACQUIRE) ||
+	    __atomic_load_n(&c->peer_reset, __ATOMIC_ACQUIRE))
+		return false;
+	transport_counters(c->t, &tc);
+	return !tc.rx_bytes && !transport_peer_took_all(c->t);
+}
+
 void conn_fd_closing(struct conn *c, int fd, int other_fd, bool in_call)
 {
-	bool shared, needed;
+	bool shared, needed, lingers = false, reset = false;
 
 	if (!conn_alive(c))
 		return;
 	pthread_mutex_lock(&c->lock);
 	shared = conn_shared(c);
 	if (other_fd < 0 && !shared && !in_call)
-		reset_if_unread(c, fd);
+		reset = reset_if_unread(c, fd);
 	if (c->kfd == fd && !c->kfd_ours) {
 		unwatch_kernel_locked(c);
 		c->kfd = other_fd;
 		needed = needs_socket_locked(c, shared);
-		if (other_fd < 0 && (needed || in_call)) {
+		if (other_fd < 0 && !needed && !reset)
+			lingers = lingers_for_peer_locked(c, shared);
+		if (other_fd < 0 && (needed || in_call || lingers)) {
 			keep_socket_locked(c, fd);
-			c->kfd_for_call = !needed;
+			c->kfd_for_call = !needed && in_call;
+			c->kfd_for_peer = c->kfd_ours && !needed && lingers;
 		}
 		if (path_of(c) != CONN_TCP)
 			conn_watch_kernel_locked(c, EPOLLIN | EPOLLRDHUP);
@@ -1366,8 +1391,15 @@ uint16_t conn_release(struct conn *c, bool abortive)
 	/* Kept for a call that has returned: closed as the last fd would be. */
 	if (c->kfd_for_call && reset_if_unread(c, c->kfd))
 		abortive = true;
+	/* A reset goes at once, and ends everything for the peer. */
+	if (abortive && c->kfd_for_peer) {
+		unwatch_kernel_locked(c);
+		unkeep_socket_locked(c);
+		c->kfd = -1;
+	}
 	/* A fork child may go on with it: over TCP, without this process. */
-	shared = c->kfd_ours && !c->kfd_for_call && path_of(c) == CONN_RDMA;
+	shared = c->kfd_ours && !c->kfd_for_call && !c->kfd_for_peer &&
+		 path_of(c) == CONN_RDMA;
 	if (shared) {
 		if (clock_ms() - last_fork_ms <= HAND_OVER_CLOSE_MS)
 			handed_over = conn_handed_over_port(c);
@@ -1431,8 +1463,9 @@ static bool closed_backlog_out_locked(struct closing *cl, int64_t now)
 }
 
 /*
- * Whether a closed connection is done: its FIN out, or its move over and
- * its backlog written.  *writing: whether a backlog is left.
+ * Whether a closed connection is done: its FIN out (and, where it kept
+ * its socket for the peer, its bytes taken), or its move over and its
+ * backlog written.  *writing: whether a backlog is left.
  */
 static bool finished(struct closing *cl, int64_t now, bool *writing)
 {
@@ -1452,10 +1485,20 @@ static bool finished(struct closing *cl, int64_t now, bool *writing)
 		pthread_mutex_unlock(&c->lock);
 		return done;
 	case CONN_RDMA:
-		return now >= cl->deadline_ms ||
-		       !transport_writes_in_flight(c->t) ||
-		       __atomic_load_n(&c->qp_lost, __ATOMIC_ACQUIRE) ||
-		       transport_progress(c->t);
+		if (now >= cl->deadline_ms ||
+		    __atomic_load_n(&c->qp_lost, __ATOMIC_ACQUIRE))
+			return true;
+		if (transport_writes_in_flight(c->t))
+			return transport_progress(c->t) != 0;
+		/* Its FIN is out: it waits on for a peer that may still move.
+		 */
+		pthread_mutex_lock(&c->lock);
+		done = !c->kfd_for_peer ||
+		       __atomic_load_n(&c->peer_closed, __ATOMIC_ACQUIRE) ||
+		       __atomic_load_n(&c->peer_reset, __ATOMIC_ACQUIRE) ||
+		       transport_peer_took_all(c->t);
+		pthread_mutex_unlock(&c->lock);
+		return done;
 	default:
 		return true;
 	}

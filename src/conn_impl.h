@@ -63,6 +63,7 @@ struct conn {
 	int kfd;	      /* the kernel socket for roceshim's own use */
 	bool kfd_ours;	      /* kfd is a dup the program never saw */
 	bool kfd_for_call;    /* kept only for a call still in it */
+	bool kfd_for_peer;    /* kept until the peer took this end's bytes */
 	struct conn *prev_kept, *next_kept; /* while kfd_ours (conn.c) */
 	bool kwatched; /* kfd is in the progress thread's set */
 	struct progress_watcher kwatch;

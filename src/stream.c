@@ -209,6 +209,8 @@ uint32_t stream_credit_due(const struct stream *s)
 {
 	uint64_t delta = s->rx_head - s->rx_credited;
 
+	if (delta && s->rx_eof && !stream_available(s))
+		return IMM_CREDIT | (uint32_t)delta;
 	return delta >= s->rx_size / 4 ? IMM_CREDIT | (uint32_t)delta : 0;
 }
 

@@ -159,7 +159,11 @@ static inline uint64_t stream_available(const struct stream *s)
 }
 
 void stream_consumed(struct stream *s, uint32_t n);
-/* The credit immediate due now (a quarter of the ring released), or 0. */
+/*
+ * The credit immediate due now, or 0: a quarter of the ring released, or
+ * every byte before the peer's FIN (a closed sender learns that its
+ * bytes are taken, and may end).
+ */
 uint32_t stream_credit_due(const struct stream *s);
 /* The credit immediate for every byte released and not yet credited, or 0. */
 uint32_t stream_credit_rest(const struct stream *s);

@@ -1034,6 +1034,17 @@ size_t transport_available(struct transport *t)
 	return n;
 }
 
+bool transport_peer_took_all(struct transport *t)
+{
+	bool done;
+
+	pthread_mutex_lock(&t->lock);
+	progress_locked(t);
+	done = t->s.tx_released == t->s.tx_staged || t->peer_gone || t->error;
+	pthread_mutex_unlock(&t->lock);
+	return done;
+}
+
 bool transport_read_to_fin(struct transport *t)
 {
 	bool done;

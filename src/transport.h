@@ -282,6 +282,13 @@ unsigned int transport_writes_in_flight(struct transport *t);
 unsigned int transport_posted_writes(struct transport *t,
 				     uint64_t *completions);
 
+/*
+ * The peer has consumed every byte this end sent (its reader's credit
+ * comes once it has read up to this end's FIN), or can take no more: its
+ * connection is gone, or this one failed.
+ */
+bool transport_peer_took_all(struct transport *t);
+
 /* Bytes that a read would return now. */
 size_t transport_available(struct transport *t);
 

@@ -3,20 +3,23 @@
 CPython's test_socketserver (ErrorHandlerTest): the client connects,
 writes its request (or nothing), and closes; the server then accepts,
 forks a handler, and closes its own copy.  Over TCP the handler reads the
-request and EOF at once, and its shutdown() and close() succeed.
+request and EOF at once, and its shutdown() and close() succeed.  The
+client is this process, or another that exits once it has closed.
 
     fork_closed_peer.py ADDR [--bind ADDR] [--rounds N]
-        per round and request size (0 and 64 KiB): prints "round R size S
-        HANDLER-RESULT ms N conn ROW", where HANDLER-RESULT is "ok" when
-        the handler read the whole request, then EOF, and shut down and
-        closed without an error, and ms is the time from accept() until
-        the handler has exited.  ROW: the accepted connection's stats
-        row, taken in the server before the fork.
+        per round, request size (0 and 64 KiB) and client: prints "round R
+        size S client C HANDLER-RESULT ms N conn ROW exit E", where C is
+        "same" or "exits", HANDLER-RESULT is "ok" when the handler read
+        the whole request, then EOF, and shut down and closed without an
+        error, and ms is the time from accept() until the handler has
+        exited.  ROW: the accepted connection's stats row, taken in the
+        server before the fork.  E: the exiting client's status, or "-".
 """
 import argparse
 import hashlib
 import os
 import socket
+import subprocess
 import sys
 import time
 
@@ -41,15 +44,33 @@ def handler(conn, digest, result):
         f.write(msg.replace(" ", "_"))
 
 
-def one_round(args, size, result):
+CLIENT = """
+import socket, sys
+src = (sys.argv[3], 0) if sys.argv[3] else None
+with socket.create_connection((sys.argv[1], int(sys.argv[2])),
+                              source_address=src) as client:
+    client.sendall(sys.stdin.buffer.read())
+"""
+
+
+def one_round(args, size, client_exits, result):
     request = os.urandom(size)
     lsn = socket.socket()
     lsn.bind((args.addr, 0))
     lsn.listen(5)
     src = (args.bind, 0) if args.bind else None
-    with socket.create_connection(lsn.getsockname(),
-                                  source_address=src) as client:
-        client.sendall(request)
+    proc = None
+    if client_exits:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", CLIENT, lsn.getsockname()[0],
+             str(lsn.getsockname()[1]), args.bind or ""],
+            stdin=subprocess.PIPE)
+        proc.stdin.write(request)
+        proc.stdin.close()
+    else:
+        with socket.create_connection(lsn.getsockname(),
+                                      source_address=src) as client:
+            client.sendall(request)
     time.sleep(0.2)
     conn, _ = lsn.accept()
     seen = row(conn.fileno())
@@ -68,7 +89,8 @@ def one_round(args, size, result):
     with open(result) as f:
         outcome = f.read()
     os.unlink(result)
-    return outcome, ms, seen
+    status = "-" if proc is None else str(proc.wait(timeout=30))
+    return outcome, ms, seen, status
 
 
 def main():
@@ -80,9 +102,12 @@ def main():
     args = p.parse_args()
     for r in range(args.rounds):
         for size in (0, 65536):
-            outcome, ms, seen = one_round(args, size, args.result)
-            print("round %d size %d %s ms %.0f conn %s" %
-                  (r, size, outcome, ms, seen), flush=True)
+            for exits in (False, True):
+                outcome, ms, seen, status = one_round(args, size, exits,
+                                                      args.result)
+                print("round %d size %d client %s %s ms %.0f conn %s exit %s"
+                      % (r, size, "exits" if exits else "same", outcome, ms,
+                         seen, status), flush=True)
 
 
 if __name__ == "__main__":

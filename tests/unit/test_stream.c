@@ -155,6 +155,20 @@ static void credit_rest_is_every_released_byte_not_yet_credited(void **state)
 	assert_int_equal(stream_credit_rest(&s), 0);
 }
 
+static void credit_is_due_for_every_byte_once_read_to_the_fin(void **state)
+{
+	struct stream s = fresh();
+
+	assert_int_equal(stream_apply_imm(&s, 10), 0);
+	assert_int_equal(stream_apply_imm(&s, IMM_FIN), 0);
+	stream_consumed(&s, 9);
+	assert_int_equal(stream_credit_due(&s), 0);
+	stream_consumed(&s, 1);
+	assert_int_equal(stream_credit_due(&s), IMM_CREDIT | 10);
+	stream_credit_sent(&s);
+	assert_int_equal(stream_credit_due(&s), 0);
+}
+
 static void fin_gives_eof_after_the_data(void **state)
 {
 	struct stream s = fresh();
@@ -769,6 +783,8 @@ int main(void)
 			lowering_the_send_limit_below_the_unconsumed_stops_sends),
 		cmocka_unit_test(completion_beyond_what_was_sent_is_ignored),
 		cmocka_unit_test(credit_is_due_after_a_quarter_of_the_ring),
+		cmocka_unit_test(
+			credit_is_due_for_every_byte_once_read_to_the_fin),
 		cmocka_unit_test(
 			credit_rest_is_every_released_byte_not_yet_credited),
 		cmocka_unit_test(fin_gives_eof_after_the_data),
