@@ -539,6 +539,32 @@ static ssize_t kernel_send(int fd, const struct iovec *iov, int iovcnt,
 	return n < 0 ? -errno : n;
 }
 
+/*
+ * The bytes of iov after the first skip, on the kernel socket: the piece
+ * where skip falls, then the rest, each as the program's call would send it.
+ */
+static ssize_t kernel_send_from(int fd, const struct iovec *iov, int iovcnt,
+				size_t skip, int flags)
+{
+	struct iovec first;
+	ssize_t n, more;
+
+	while (iovcnt && skip >= iov->iov_len) {
+		skip -= iov->iov_len;
+		iov++;
+		iovcnt--;
+	}
+	if (!iovcnt)
+		return 0;
+	first.iov_base = (char *)iov->iov_base + skip;
+	first.iov_len = iov->iov_len - skip;
+	n = kernel_send(fd, &first, 1, flags);
+	if (n < (ssize_t)first.iov_len || iovcnt == 1)
+		return n;
+	more = kernel_send(fd, iov + 1, iovcnt - 1, flags);
+	return more < 0 ? n : n + more;
+}
+
 static ssize_t kernel_recv(int fd, const struct iovec *iov, int iovcnt,
 			   int flags)
 {
@@ -739,10 +765,37 @@ static int claim_if_inherited(struct conn *c, bool interruptible)
 	return 0;
 }
 
+/*
+ * A blocking send whose first sent bytes went over RDMA before it moved the
+ * connection (send_stall.h) sends the rest over TCP, and returns them all;
+ * an error after them returns what was sent, as the kernel's send does.
+ */
+static ssize_t send_rest_on_tcp(struct conn *c, int fd, const struct iovec *iov,
+				int iovcnt, size_t sent, int flags)
+{
+	ssize_t n;
+
+	for (;;) {
+		switch (path_of(c)) {
+		case CONN_MOVING:
+			if (wait_moved(c, fd, flags, SO_SNDTIMEO))
+				return sent;
+			continue;
+		case CONN_TCP:
+			if (kernel_ready(c, fd, flags))
+				return sent;
+			n = kernel_send_from(fd, iov, iovcnt, sent, flags);
+			return n > 0 ? sent + n : sent;
+		default:
+			return sent;
+		}
+	}
+}
+
 ssize_t conn_send(struct conn *c, int tcp_fd, const struct iovec *iov,
 		  int iovcnt, int flags, bool *kernel)
 {
-	bool caught_up = false;
+	bool caught_up = false, stalled;
 	ssize_t n;
 	int err;
 
@@ -765,7 +818,13 @@ ssize_t conn_send(struct conn *c, int tcp_fd, const struct iovec *iov,
 							 flags);
 			}
 			*kernel = false;
-			n = conn_rdma_send(c, tcp_fd, iov, iovcnt, flags);
+			n = conn_rdma_send(c, tcp_fd, iov, iovcnt, flags,
+					   &stalled);
+			if (n > 0 && stalled) {
+				*kernel = true;
+				return send_rest_on_tcp(c, tcp_fd, iov, iovcnt,
+							n, flags);
+			}
 			if (n == -EXDEV || qp_failed(c, n))
 				continue;
 			if (n > 0)

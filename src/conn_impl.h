@@ -84,9 +84,14 @@ struct conn {
 	int64_t silent_since_ms; /* since then, none; 0: not watched yet */
 };
 
-/* conn_rdma.c: calls carried over RDMA; -EXDEV once the transport froze. */
+/*
+ * conn_rdma.c: calls carried over RDMA; -EXDEV once the transport froze.
+ * *stalled: a blocking send started the move because the peer read nothing
+ * (send_stall.h); the bytes it returns are staged, the rest are the
+ * caller's to send over TCP.
+ */
 ssize_t conn_rdma_send(struct conn *c, int tcp_fd, const struct iovec *iov,
-		       int iovcnt, int flags);
+		       int iovcnt, int flags, bool *stalled);
 ssize_t conn_rdma_recv(struct conn *c, int tcp_fd, const struct iovec *iov,
 		       int iovcnt, int flags);
 /* Lets the FIN's write complete, at most 200 ms. */

@@ -221,11 +221,14 @@ static enum kernel_peek peek_kernel_locked(struct conn *c)
  * nothing of the peer's, may not have accepted the connection yet (a
  * socket-activated server still starting after the activator's exec
  * ended the queue pair): over TCP its client would wait for that
- * accept(), so the move waits as long as a move may.
+ * accept(), so the move waits as long as a move may.  So does a send that
+ * moved because the peer read nothing: a stopped peer (SIGSTOP, a
+ * debugger) would keep a TCP sender waiting too.
  */
 static int move_timeout(const struct conn *c)
 {
-	if (c->pos.consumed || c->pos.released)
+	if (c->cause != ROCESHIM_DOWNGRADE_SEND_STALL &&
+	    (c->pos.consumed || c->pos.released))
 		return c->timeout_ms;
 	return move_wait_longest_ms(c->timeout_ms);
 }

@@ -18,6 +18,7 @@
 #include "hostinfo.h"
 #include "log.h"
 #include "real.h"
+#include "send_stall.h"
 #include "sig_restart.h"
 #include "stats.h"
 
@@ -625,8 +626,37 @@ static int wait_turn(struct conn *c, struct blocking *b, struct turn_wait *tw,
 	return nanosleep(&send_turn_nap, NULL) ? -EINTR : 0;
 }
 
+/*
+ * A blocking send waits for credit: 0 once it may try again, as it also
+ * may once the wait has started the connection's move to TCP because the
+ * peer consumed nothing (send_stall.h; *stalled); otherwise as
+ * readiness_wait_writable().
+ */
+static int wait_writable_or_stalled(struct conn *c, struct blocking *b,
+				    struct send_stall *stall, size_t left,
+				    bool *stalled)
+{
+	uint64_t unconsumed;
+	uint64_t consumed = transport_peer_consumed(c->t, &unconsumed);
+	int64_t until =
+		send_stall_wait_until(stall, consumed, clock_ms(), b->deadline);
+	int n = readiness_wait_writable(c->r, until);
+
+	if (n != -EAGAIN || until == b->deadline)
+		return n;
+	consumed = transport_peer_consumed(c->t, &unconsumed);
+	if (send_stall_moves(stall, consumed, unconsumed, left, clock_ms())) {
+		log_info("rdma: connection (fd %d): the peer read nothing "
+			 "for %d ms; moving to TCP, whose buffers take more",
+			 b->fd, SEND_STALL_MS);
+		*stalled = true;
+		conn_move_start(c, ROCESHIM_DOWNGRADE_SEND_STALL);
+	}
+	return 0;
+}
+
 ssize_t conn_rdma_send(struct conn *c, int tcp_fd, const struct iovec *iov,
-		       int iovcnt, int flags)
+		       int iovcnt, int flags, bool *stalled)
 {
 	struct blocking b = { .fd = tcp_fd,
 			      .flags = flags,
@@ -638,9 +668,11 @@ ssize_t conn_rdma_send(struct conn *c, int tcp_fd, const struct iovec *iov,
 	ssize_t total = 0, n;
 	size_t len;
 	struct turn_wait tw = { .waiting = false };
+	struct send_stall stall = { .waiting = false };
 	bool small, took_turn = false;
 	int host, turn;
 
+	*stalled = false;
 	host = host_memory(iov, iovcnt);
 	if (host < iovcnt && !iov_bytes(iov, host))
 		return send_device(c, &b, iov[host].iov_base);
@@ -685,7 +717,8 @@ ssize_t conn_rdma_send(struct conn *c, int tcp_fd, const struct iovec *iov,
 		wait_clock_start(&w);
 		if (spin(c, &w, transport_writable))
 			continue;
-		n = readiness_wait_writable(c->r, b.deadline);
+		n = wait_writable_or_stalled(c, &b, &stall, len - total,
+					     stalled);
 		if (restarts(&b, n, total))
 			continue;
 		if (n)

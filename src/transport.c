@@ -1034,6 +1034,18 @@ size_t transport_available(struct transport *t)
 	return n;
 }
 
+uint64_t transport_peer_consumed(struct transport *t, uint64_t *unconsumed)
+{
+	uint64_t consumed;
+
+	pthread_mutex_lock(&t->lock);
+	progress_locked(t);
+	consumed = t->s.tx_released;
+	*unconsumed = t->s.tx_staged - consumed;
+	pthread_mutex_unlock(&t->lock);
+	return consumed;
+}
+
 bool transport_peer_took_all(struct transport *t)
 {
 	bool done;

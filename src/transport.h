@@ -289,6 +289,12 @@ unsigned int transport_posted_writes(struct transport *t,
  */
 bool transport_peer_took_all(struct transport *t);
 
+/*
+ * How many bytes of this end's stream the peer has consumed (a count that
+ * only grows), and in *unconsumed, how many sent it has not.
+ */
+uint64_t transport_peer_consumed(struct transport *t, uint64_t *unconsumed);
+
 /* Bytes that a read would return now. */
 size_t transport_available(struct transport *t);
 

@@ -94,6 +94,9 @@ enum roceshim_downgrade {
 						 kernel socket itself */
 	ROCESHIM_DOWNGRADE_EPOLL_DUP = 17,    /* a second fd of it joined
 						 an epoll set it was in */
+	ROCESHIM_DOWNGRADE_SEND_STALL = 18,   /* a blocking send waited
+						 while the peer read
+						 nothing */
 	ROCESHIM_DOWNGRADE_COUNT = 24	      /* array size, room to grow */
 };
 
@@ -304,6 +307,7 @@ static inline const char *roceshim_downgrade_name(unsigned int cause)
 		[ROCESHIM_DOWNGRADE_DISCONNECT] = "disconnect",
 		[ROCESHIM_DOWNGRADE_IO_URING] = "io_uring",
 		[ROCESHIM_DOWNGRADE_EPOLL_DUP] = "epoll_dup",
+		[ROCESHIM_DOWNGRADE_SEND_STALL] = "send_stall",
 	};
 
 	if (cause >= sizeof(names) / sizeof(names[0]) || !names[cause])

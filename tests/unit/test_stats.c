@@ -129,6 +129,9 @@ static void reason_names_are_stable(void **state)
 	assert_string_equal(
 		roceshim_downgrade_name(ROCESHIM_DOWNGRADE_EPOLL_DUP),
 		"epoll_dup");
+	assert_string_equal(
+		roceshim_downgrade_name(ROCESHIM_DOWNGRADE_SEND_STALL),
+		"send_stall");
 	assert_string_equal(roceshim_reason_name(ROCESHIM_REASON_COUNT),
 			    "unknown");
 	assert_string_equal(roceshim_reason_name(200), "unknown");
