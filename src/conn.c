@@ -519,6 +519,8 @@ void conn_fd_closing(struct conn *c, int fd, int other_fd, bool in_call)
 			keep_socket_locked(c, fd);
 			c->kfd_for_call = !needed && in_call;
 			c->kfd_for_peer = c->kfd_ours && !needed && lingers;
+			if (c->kfd_for_peer)
+				readiness_drop_socket(c->r, fd);
 		}
 		if (path_of(c) != CONN_TCP)
 			conn_watch_kernel_locked(c, EPOLLIN | EPOLLRDHUP);
@@ -537,32 +539,6 @@ static ssize_t kernel_send(int fd, const struct iovec *iov, int iovcnt,
 	ssize_t n = real.sendmsg(fd, &msg, flags | MSG_NOSIGNAL);
 
 	return n < 0 ? -errno : n;
-}
-
-/*
- * The bytes of iov after the first skip, on the kernel socket: the piece
- * where skip falls, then the rest, each as the program's call would send it.
- */
-static ssize_t kernel_send_from(int fd, const struct iovec *iov, int iovcnt,
-				size_t skip, int flags)
-{
-	struct iovec first;
-	ssize_t n, more;
-
-	while (iovcnt && skip >= iov->iov_len) {
-		skip -= iov->iov_len;
-		iov++;
-		iovcnt--;
-	}
-	if (!iovcnt)
-		return 0;
-	first.iov_base = (char *)iov->iov_base + skip;
-	first.iov_len = iov->iov_len - skip;
-	n = kernel_send(fd, &first, 1, flags);
-	if (n < (ssize_t)first.iov_len || iovcnt == 1)
-		return n;
-	more = kernel_send(fd, iov + 1, iovcnt - 1, flags);
-	return more < 0 ? n : n + more;
 }
 
 static ssize_t kernel_recv(int fd, const struct iovec *iov, int iovcnt,
@@ -765,37 +741,10 @@ static int claim_if_inherited(struct conn *c, bool interruptible)
 	return 0;
 }
 
-/*
- * A blocking send whose first sent bytes went over RDMA before it moved the
- * connection (send_stall.h) sends the rest over TCP, and returns them all;
- * an error after them returns what was sent, as the kernel's send does.
- */
-static ssize_t send_rest_on_tcp(struct conn *c, int fd, const struct iovec *iov,
-				int iovcnt, size_t sent, int flags)
-{
-	ssize_t n;
-
-	for (;;) {
-		switch (path_of(c)) {
-		case CONN_MOVING:
-			if (wait_moved(c, fd, flags, SO_SNDTIMEO))
-				return sent;
-			continue;
-		case CONN_TCP:
-			if (kernel_ready(c, fd, flags))
-				return sent;
-			n = kernel_send_from(fd, iov, iovcnt, sent, flags);
-			return n > 0 ? sent + n : sent;
-		default:
-			return sent;
-		}
-	}
-}
-
 ssize_t conn_send(struct conn *c, int tcp_fd, const struct iovec *iov,
 		  int iovcnt, int flags, bool *kernel)
 {
-	bool caught_up = false, stalled;
+	bool caught_up = false;
 	ssize_t n;
 	int err;
 
@@ -818,13 +767,7 @@ ssize_t conn_send(struct conn *c, int tcp_fd, const struct iovec *iov,
 							 flags);
 			}
 			*kernel = false;
-			n = conn_rdma_send(c, tcp_fd, iov, iovcnt, flags,
-					   &stalled);
-			if (n > 0 && stalled) {
-				*kernel = true;
-				return send_rest_on_tcp(c, tcp_fd, iov, iovcnt,
-							n, flags);
-			}
+			n = conn_rdma_send(c, tcp_fd, iov, iovcnt, flags);
 			if (n == -EXDEV || qp_failed(c, n))
 				continue;
 			if (n > 0)
@@ -1435,6 +1378,14 @@ void conn_discard(struct conn *c)
 	conn_destroy(c);
 }
 
+/* Under c->lock: the socket kept for the peer (kfd_for_peer) closes now. */
+static void let_peer_go_locked(struct conn *c)
+{
+	unwatch_kernel_locked(c);
+	unkeep_socket_locked(c);
+	c->kfd = -1;
+}
+
 uint16_t conn_release(struct conn *c, bool abortive)
 {
 	uint16_t handed_over = 0;
@@ -1451,11 +1402,8 @@ uint16_t conn_release(struct conn *c, bool abortive)
 	if (c->kfd_for_call && reset_if_unread(c, c->kfd))
 		abortive = true;
 	/* A reset goes at once, and ends everything for the peer. */
-	if (abortive && c->kfd_for_peer) {
-		unwatch_kernel_locked(c);
-		unkeep_socket_locked(c);
-		c->kfd = -1;
-	}
+	if (abortive && c->kfd_for_peer && path_of(c) == CONN_RDMA)
+		let_peer_go_locked(c);
 	/* A fork child may go on with it: over TCP, without this process. */
 	shared = c->kfd_ours && !c->kfd_for_call && !c->kfd_for_peer &&
 		 path_of(c) == CONN_RDMA;
@@ -1470,8 +1418,14 @@ uint16_t conn_release(struct conn *c, bool abortive)
 		conn_rdma_wait_writes(c);
 	}
 	cl = calloc(1, sizeof(*cl));
-	if (!cl)
+	if (!cl) {
+		/* Never reaped: at least the kernel's FIN goes. */
+		pthread_mutex_lock(&c->lock);
+		if (c->kfd_for_peer && path_of(c) == CONN_RDMA)
+			let_peer_go_locked(c);
+		pthread_mutex_unlock(&c->lock);
 		return handed_over;
+	}
 	cl->conn = c;
 	cl->deadline_ms = clock_ms() + LINGER_TIMEOUT_MS;
 	__atomic_add_fetch(&closing_count, 1, __ATOMIC_RELEASE);
@@ -1549,8 +1503,7 @@ static bool finished(struct closing *cl, int64_t now, bool *writing)
 			return true;
 		if (transport_writes_in_flight(c->t))
 			return transport_progress(c->t) != 0;
-		/* Its FIN is out: it waits on for a peer that may still move.
-		 */
+		/* FIN out: it may wait on for a peer that may move. */
 		pthread_mutex_lock(&c->lock);
 		done = !c->kfd_for_peer ||
 		       __atomic_load_n(&c->peer_closed, __ATOMIC_ACQUIRE) ||

@@ -86,12 +86,11 @@ struct conn {
 
 /*
  * conn_rdma.c: calls carried over RDMA; -EXDEV once the transport froze.
- * *stalled: a blocking send started the move because the peer read nothing
- * (send_stall.h); the bytes it returns are staged, the rest are the
- * caller's to send over TCP.
+ * A blocking send may start the move itself (send_stall.h): it returns
+ * what it sent before, and the caller sends the rest over TCP.
  */
 ssize_t conn_rdma_send(struct conn *c, int tcp_fd, const struct iovec *iov,
-		       int iovcnt, int flags, bool *stalled);
+		       int iovcnt, int flags);
 ssize_t conn_rdma_recv(struct conn *c, int tcp_fd, const struct iovec *iov,
 		       int iovcnt, int flags);
 /* Lets the FIN's write complete, at most 200 ms. */

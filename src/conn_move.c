@@ -189,7 +189,8 @@ static void peer_gone_locked(struct conn *c, bool reset)
 /*
  * A look at the kernel socket while the connection is on RDMA, where none
  * of the program's bytes flow: the peer's marker (KERNEL_BYTES), nothing
- * yet (KERNEL_QUIET), or its close or failure, handled here.
+ * yet (KERNEL_QUIET), or its close or failure, handled here (a reset may
+ * come after a caller's poll() saw none).
  */
 enum kernel_peek {
 	KERNEL_QUIET,

@@ -629,12 +629,11 @@ static int wait_turn(struct conn *c, struct blocking *b, struct turn_wait *tw,
 /*
  * A blocking send waits for credit: 0 once it may try again, as it also
  * may once the wait has started the connection's move to TCP because the
- * peer consumed nothing (send_stall.h; *stalled); otherwise as
+ * peer consumed nothing (send_stall.h); otherwise as
  * readiness_wait_writable().
  */
 static int wait_writable_or_stalled(struct conn *c, struct blocking *b,
-				    struct send_stall *stall, size_t left,
-				    bool *stalled)
+				    struct send_stall *stall, size_t left)
 {
 	uint64_t unconsumed;
 	uint64_t consumed = transport_peer_consumed(c->t, &unconsumed);
@@ -649,14 +648,13 @@ static int wait_writable_or_stalled(struct conn *c, struct blocking *b,
 		log_info("rdma: connection (fd %d): the peer read nothing "
 			 "for %d ms; moving to TCP, whose buffers take more",
 			 b->fd, SEND_STALL_MS);
-		*stalled = true;
 		conn_move_start(c, ROCESHIM_DOWNGRADE_SEND_STALL);
 	}
 	return 0;
 }
 
 ssize_t conn_rdma_send(struct conn *c, int tcp_fd, const struct iovec *iov,
-		       int iovcnt, int flags, bool *stalled)
+		       int iovcnt, int flags)
 {
 	struct blocking b = { .fd = tcp_fd,
 			      .flags = flags,
@@ -672,7 +670,6 @@ ssize_t conn_rdma_send(struct conn *c, int tcp_fd, const struct iovec *iov,
 	bool small, took_turn = false;
 	int host, turn;
 
-	*stalled = false;
 	host = host_memory(iov, iovcnt);
 	if (host < iovcnt && !iov_bytes(iov, host))
 		return send_device(c, &b, iov[host].iov_base);
@@ -717,8 +714,7 @@ ssize_t conn_rdma_send(struct conn *c, int tcp_fd, const struct iovec *iov,
 		wait_clock_start(&w);
 		if (spin(c, &w, transport_writable))
 			continue;
-		n = wait_writable_or_stalled(c, &b, &stall, len - total,
-					     stalled);
+		n = wait_writable_or_stalled(c, &b, &stall, len - total);
 		if (restarts(&b, n, total))
 			continue;
 		if (n)

@@ -176,6 +176,13 @@ void readiness_fd_gone(struct sock *sock, int fd, int other);
 void readiness_forget(struct readiness *r);
 
 /*
+ * The program closes fd, its last of the socket, and roceshim keeps a dup
+ * of it where TCP would not: the kernel entries that fd's registrations
+ * put in epoll sets go now, as the kernel's close would take them.
+ */
+void readiness_drop_socket(struct readiness *r, int fd);
+
+/*
  * A connect in the background (connector.h) ended: the epoll
  * registrations made meanwhile, which waited in the registry, become the
  * kernel socket's (r NULL) or the upgraded connection's.

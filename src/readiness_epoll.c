@@ -474,6 +474,19 @@ void readiness_forget(struct readiness *r)
 	remove_where(r, -1);
 }
 
+void readiness_drop_socket(struct readiness *r, int fd)
+{
+	struct epoll_reg *o = NULL;
+
+	if (!__atomic_load_n(&set.count, __ATOMIC_ACQUIRE))
+		return;
+	pthread_mutex_lock(&set.lock);
+	while ((o = epoll_registry_next_owned(&set.g, r, o)))
+		if (own_fd(o) == fd)
+			real.epoll_ctl(o->epfd, EPOLL_CTL_DEL, fd, NULL);
+	pthread_mutex_unlock(&set.lock);
+}
+
 void readiness_release(struct readiness *r)
 {
 	struct epoll_reg *o, *next;

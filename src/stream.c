@@ -209,7 +209,7 @@ uint32_t stream_credit_due(const struct stream *s)
 {
 	uint64_t delta = s->rx_head - s->rx_credited;
 
-	if (delta && s->rx_eof && !stream_available(s))
+	if (delta && s->rx_eof && !stream_available(s) && !s->tx_staged)
 		return IMM_CREDIT | (uint32_t)delta;
 	return delta >= s->rx_size / 4 ? IMM_CREDIT | (uint32_t)delta : 0;
 }

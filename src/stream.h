@@ -161,8 +161,9 @@ static inline uint64_t stream_available(const struct stream *s)
 void stream_consumed(struct stream *s, uint32_t n);
 /*
  * The credit immediate due now, or 0: a quarter of the ring released, or
- * every byte before the peer's FIN (a closed sender learns that its
- * bytes are taken, and may end).
+ * every byte before the peer's FIN when this end has sent nothing (a
+ * sender that closed before it received a byte waits to learn that its
+ * bytes are taken: conn.c).
  */
 uint32_t stream_credit_due(const struct stream *s);
 /* The credit immediate for every byte released and not yet credited, or 0. */

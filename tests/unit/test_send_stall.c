@@ -61,11 +61,35 @@ static void send_beyond_what_tcp_holds_stays(void **state)
 	struct send_stall s = { .waiting = false };
 
 	send_stall_wait_until(&s, 0, START, -1);
-	assert_true(send_stall_moves(&s, 0, SMALL, SEND_STALL_TCP_BYTES - SMALL,
-				     START + SEND_STALL_MS));
 	assert_false(send_stall_moves(&s, 0, SMALL,
 				      SEND_STALL_TCP_BYTES - SMALL + 1,
 				      START + SEND_STALL_MS));
+	assert_true(send_stall_moves(&s, 0, SMALL, SEND_STALL_TCP_BYTES - SMALL,
+				     START + SEND_STALL_MS));
+}
+
+static void stall_without_a_move_starts_again(void **state)
+{
+	struct send_stall s = { .waiting = false };
+
+	send_stall_wait_until(&s, 0, START, -1);
+	assert_false(send_stall_moves(&s, 0, SMALL, SEND_STALL_TCP_BYTES,
+				      START + SEND_STALL_MS));
+	assert_int_equal(
+		send_stall_wait_until(&s, 0, START + SEND_STALL_MS, -1),
+		START + 2 * SEND_STALL_MS);
+}
+
+static void stall_moves_once_per_call(void **state)
+{
+	struct send_stall s = { .waiting = false };
+
+	send_stall_wait_until(&s, 0, START, -1);
+	assert_true(
+		send_stall_moves(&s, 0, SMALL, SMALL, START + SEND_STALL_MS));
+	send_stall_wait_until(&s, 0, START + SEND_STALL_MS, -1);
+	assert_false(send_stall_moves(&s, 0, SMALL, SMALL,
+				      START + 2 * SEND_STALL_MS));
 }
 
 static void no_move_without_a_wait(void **state)
@@ -85,6 +109,8 @@ int main(void)
 			stall_moves_once_the_peer_consumed_nothing_for_long_enough),
 		cmocka_unit_test(consumption_starts_the_stall_again),
 		cmocka_unit_test(send_beyond_what_tcp_holds_stays),
+		cmocka_unit_test(stall_without_a_move_starts_again),
+		cmocka_unit_test(stall_moves_once_per_call),
 		cmocka_unit_test(no_move_without_a_wait),
 	};
 

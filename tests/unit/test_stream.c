@@ -169,6 +169,17 @@ static void credit_is_due_for_every_byte_once_read_to_the_fin(void **state)
 	assert_int_equal(stream_credit_due(&s), 0);
 }
 
+static void no_credit_at_the_fin_after_this_end_sent(void **state)
+{
+	struct stream s = fresh();
+
+	stream_staged(&s, 1);
+	assert_int_equal(stream_apply_imm(&s, 10), 0);
+	assert_int_equal(stream_apply_imm(&s, IMM_FIN), 0);
+	stream_consumed(&s, 10);
+	assert_int_equal(stream_credit_due(&s), 0);
+}
+
 static void fin_gives_eof_after_the_data(void **state)
 {
 	struct stream s = fresh();
@@ -785,6 +796,7 @@ int main(void)
 		cmocka_unit_test(credit_is_due_after_a_quarter_of_the_ring),
 		cmocka_unit_test(
 			credit_is_due_for_every_byte_once_read_to_the_fin),
+		cmocka_unit_test(no_credit_at_the_fin_after_this_end_sent),
 		cmocka_unit_test(
 			credit_rest_is_every_released_byte_not_yet_credited),
 		cmocka_unit_test(fin_gives_eof_after_the_data),
