@@ -485,13 +485,14 @@ static bool needs_socket_locked(struct conn *c, bool shared)
  * and the child's move to TCP needs this end, to send those bytes again
  * over TCP: over TCP the kernel delivers them after the close.  A peer
  * that has sent bytes already took part; waiting for every peer would
- * cost each close a round trip.
+ * cost each close a round trip.  Asked only where the socket is not
+ * needed otherwise, which on RDMA means no fork child shares it.
  */
-static bool lingers_for_peer_locked(struct conn *c, bool shared)
+static bool lingers_for_peer_locked(struct conn *c)
 {
 	struct transport_counters tc;
 
-	if (shared || path_of(c) != CONN_RDMA ||
+	if (path_of(c) != CONN_RDMA ||
 	    __atomic_load_n(&c->peer_closed, __ATOMIC_ACQUIRE) ||
 	    __atomic_load_n(&c->peer_reset, __ATOMIC_ACQUIRE))
 		return false;
@@ -514,7 +515,7 @@ void conn_fd_closing(struct conn *c, int fd, int other_fd, bool in_call)
 		c->kfd = other_fd;
 		needed = needs_socket_locked(c, shared);
 		if (other_fd < 0 && !needed && !reset)
-			lingers = lingers_for_peer_locked(c, shared);
+			lingers = lingers_for_peer_locked(c);
 		if (other_fd < 0 && (needed || in_call || lingers)) {
 			keep_socket_locked(c, fd);
 			c->kfd_for_call = !needed && in_call;
