@@ -18,6 +18,7 @@ import struct
 import sys
 
 from own_stats import row
+from send_stall import pair
 
 
 def main():
@@ -25,12 +26,7 @@ def main():
     p.add_argument("addr")
     p.add_argument("--bind", required=True)
     args = p.parse_args()
-    lsn = socket.socket()
-    lsn.bind((args.addr, 0))
-    lsn.listen(1)
-    client = socket.create_connection(lsn.getsockname(),
-                                      source_address=(args.bind, 0))
-    server, _ = lsn.accept()
+    client, server = pair(args)
     ep = select.epoll()
     ep.register(client.fileno(),
                 select.EPOLLIN | select.EPOLLOUT | select.EPOLLRDHUP)

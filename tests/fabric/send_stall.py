@@ -30,6 +30,7 @@ from own_stats import row
 
 
 def pair(args):
+    """A connection from args.bind to args.addr: (client, server) ends."""
     lsn = socket.socket()
     lsn.bind((args.addr, 0))
     lsn.listen(1)

@@ -10,7 +10,8 @@
 #   - two processes both send first, then read;
 #   - a reader stopped (SIGSTOP) for 3 s while the sender waits: the move
 #     waits for it, as a TCP sender would, and no byte is lost.
-# A reader that reads, however slowly, keeps the connection on RDMA.
+# A reader that reads 32 KiB every 100 ms, and so returns credit every
+# second, keeps the connection on RDMA.
 set -u
 PYTHON=${PYTHON:-/usr/bin/python3}
 script="$top_srcdir/tests/fabric/send_stall.py"
