@@ -485,8 +485,10 @@ static bool needs_socket_locked(struct conn *c, bool shared)
  * and the child's move to TCP needs this end, to send those bytes again
  * over TCP: over TCP the kernel delivers them after the close.  A peer
  * that has sent bytes already took part; waiting for every peer would
- * cost each close a round trip.  Asked only where the socket is not
- * needed otherwise, which on RDMA means no fork child shares it.
+ * cost each close a round trip.  Bytes still in the send queue need the
+ * socket too: if the peer does not take them by the linger's end, they
+ * move there (finished()).  Asked only where the socket is not needed
+ * otherwise, which on RDMA means no fork child shares it.
  */
 static bool lingers_for_peer_locked(struct conn *c)
 {
@@ -497,7 +499,8 @@ static bool lingers_for_peer_locked(struct conn *c)
 	    __atomic_load_n(&c->peer_reset, __ATOMIC_ACQUIRE))
 		return false;
 	transport_counters(c->t, &tc);
-	return !tc.rx_bytes && !transport_peer_took_all(c->t);
+	return (!tc.rx_bytes && !transport_peer_took_all(c->t)) ||
+	       transport_holds_unposted(c->t);
 }
 
 void conn_fd_closing(struct conn *c, int fd, int other_fd, bool in_call)
@@ -1124,8 +1127,12 @@ void conn_exit(struct conn *c, int fd)
 	reset_if_unread(c, fd);
 	pthread_mutex_unlock(&c->lock);
 	/* The peer reads EOF after the last byte, as when the kernel closes. */
-	if (!transport_available(c->t) && !transport_shutdown(c->t))
-		conn_rdma_wait_writes(c);
+	if (transport_available(c->t) || transport_shutdown(c->t))
+		return;
+	conn_rdma_wait_writes(c);
+	/* Bytes only this end holds: TCP's buffers deliver them after exit. */
+	if (transport_holds_unposted(c->t))
+		conn_leave(c, ROCESHIM_DOWNGRADE_EXIT);
 }
 
 int conn_kernel_ready(struct conn *c, int fd)
@@ -1477,6 +1484,27 @@ static bool closed_backlog_out_locked(struct closing *cl, int64_t now)
 }
 
 /*
+ * A closed connection's linger ended with bytes in its send queue (the
+ * peer reads slowly, or not at all): they move with the connection to
+ * its kernel socket, whose buffers deliver them after the close, as
+ * TCP's would.  true if the move began.
+ */
+static bool move_unposted(struct conn *c)
+{
+	bool moving = false;
+
+	if (!transport_holds_unposted(c->t))
+		return false;
+	pthread_mutex_lock(&c->lock);
+	if (c->kfd_for_peer) {
+		conn_move_begin_locked(c, ROCESHIM_DOWNGRADE_SEND_STALL);
+		moving = path_of(c) != CONN_RDMA;
+	}
+	pthread_mutex_unlock(&c->lock);
+	return moving;
+}
+
+/*
  * Whether a closed connection is done: its FIN out (and, where it kept
  * its socket for the peer, its bytes taken), or its move over and its
  * backlog written.  *writing: whether a backlog is left.
@@ -1499,10 +1527,14 @@ static bool finished(struct closing *cl, int64_t now, bool *writing)
 		pthread_mutex_unlock(&c->lock);
 		return done;
 	case CONN_RDMA:
-		if (now >= cl->deadline_ms ||
-		    __atomic_load_n(&c->qp_lost, __ATOMIC_ACQUIRE))
+		if (__atomic_load_n(&c->qp_lost, __ATOMIC_ACQUIRE))
 			return true;
-		if (transport_writes_in_flight(c->t))
+		if (now >= cl->deadline_ms) {
+			*writing = move_unposted(c);
+			return !*writing;
+		}
+		if (transport_writes_in_flight(c->t) ||
+		    transport_holds_unposted(c->t))
 			return transport_progress(c->t) != 0;
 		/* FIN out: it may wait on for a peer that may move. */
 		pthread_mutex_lock(&c->lock);

@@ -184,6 +184,8 @@ struct zerocopy {
 	size_t len;
 	uint64_t end;	  /* where its last posted write ends */
 	bool unavailable; /* registration failed: copy the rest */
+	/* Out of credit, with more left than the send queue takes. */
+	bool wants_credit;
 };
 
 struct direct_wait {
@@ -419,6 +421,7 @@ static ssize_t send_some(struct conn *c, struct zerocopy *z, struct blocking *b,
 	ssize_t n;
 	int i = 0, big;
 
+	z->wants_credit = false;
 	while (i < iovcnt && off >= iov[i].iov_len)
 		off -= iov[i++].iov_len;
 	if ((!c->zerocopy_min && !c->pinned_min) || i == iovcnt)
@@ -433,6 +436,13 @@ static ssize_t send_some(struct conn *c, struct zerocopy *z, struct blocking *b,
 		return transport_send(c->t, iov, big, skip, corked);
 	n = send_zerocopy(c, z, &info, (const uint8_t *)iov[i].iov_base + off,
 			  iov[i].iov_len - off);
+	/* Out of credit: TCP's send buffer would take the rest now. */
+	if (n == -EAGAIN) {
+		if (transport_queue_takes(c->t, iov_bytes(iov, iovcnt) - skip))
+			n = -ENOBUFS;
+		else
+			z->wants_credit = true;
+	}
 	if (n != -ENOBUFS) {
 		*corked = false;
 		return n;
@@ -626,20 +636,52 @@ static int wait_turn(struct conn *c, struct blocking *b, struct turn_wait *tw,
 	return nanosleep(&send_turn_nap, NULL) ? -EINTR : 0;
 }
 
+static bool direct_credit(void *t)
+{
+	return transport_direct_credit(t);
+}
+
 /*
- * A blocking send waits for credit: 0 once it may try again, as it also
+ * A send waits for room: in the send queue (readiness_wait_writable()),
+ * or, a zero-copy send with more left than the queue takes, for credit.
+ * Writability does not say when credit comes: such a send sleeps on the
+ * hub instead, a while at a time.  0 once it may try again, -EAGAIN at
+ * the deadline, -EINTR for a signal.
+ */
+static int wait_for_room(struct conn *c, const struct zerocopy *z,
+			 int64_t deadline)
+{
+	int left;
+
+	if (!z->wants_credit)
+		return readiness_wait_writable(c->r, deadline);
+	left = clock_ms_left(deadline);
+	if (!left)
+		return -EAGAIN;
+	if (left < 0 || left > ZEROCOPY_RECHECK_MS)
+		left = ZEROCOPY_RECHECK_MS;
+	errno = 0;
+	if (readiness_wait_hub(c->r, direct_credit, c->t, left))
+		return 0;
+	if (errno == EINTR)
+		return -EINTR;
+	return clock_ms_left(deadline) ? 0 : -EAGAIN;
+}
+
+/*
+ * A blocking send waits for room: 0 once it may try again, as it also
  * may once the wait has started the connection's move to TCP because the
- * peer consumed nothing (send_stall.h); otherwise as
- * readiness_wait_writable().
+ * peer consumed nothing (send_stall.h); otherwise as wait_for_room().
  */
 static int wait_writable_or_stalled(struct conn *c, struct blocking *b,
+				    const struct zerocopy *z,
 				    struct send_stall *stall, size_t left)
 {
 	uint64_t unconsumed;
 	uint64_t consumed = transport_peer_consumed(c->t, &unconsumed);
 	int64_t until =
 		send_stall_wait_until(stall, consumed, clock_ms(), b->deadline);
-	int n = readiness_wait_writable(c->r, until);
+	int n = wait_for_room(c, z, until);
 
 	if (n != -EAGAIN || until == b->deadline)
 		return n;
@@ -707,14 +749,16 @@ ssize_t conn_rdma_send(struct conn *c, int tcp_fd, const struct iovec *iov,
 				credit_deadline =
 					clock_ms() + PINNED_CREDIT_WAIT_MS;
 			if (!z.cache || clock_ms() >= credit_deadline ||
-			    readiness_wait_writable(c->r, credit_deadline))
+			    wait_for_room(c, &z, credit_deadline))
 				break;
 			continue;
 		}
 		wait_clock_start(&w);
-		if (spin(c, &w, transport_writable))
+		if (spin(c, &w,
+			 z.wants_credit ? transport_direct_credit
+					: transport_writable))
 			continue;
-		n = wait_writable_or_stalled(c, &b, &stall, len - total);
+		n = wait_writable_or_stalled(c, &b, &z, &stall, len - total);
 		if (restarts(&b, n, total))
 			continue;
 		if (n)

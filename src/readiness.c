@@ -113,6 +113,13 @@ static struct {
  */
 static bool out_fd_scarce FORK_DATA;
 
+/*
+ * When the progress thread next looks for connections whose send queue
+ * has opened (transport_queue_opens_in()), which no completion tells; 0:
+ * no look is due.  Atomic.
+ */
+static int64_t queue_look_ms FORK_DATA;
+
 /* Under holders.lock. */
 static void holder_unlink_locked(struct readiness *r)
 {
@@ -305,14 +312,115 @@ static bool give_back_locked(struct readiness *r, int64_t now)
 	return true;
 }
 
+static void eventfd_reset(int fd)
+{
+	uint64_t v;
+
+	(void)!real.read(fd, &v, sizeof(v));
+}
+
+/* Brings queue_look_ms forward to due; true if it did. */
+static bool queue_look_by(int64_t due)
+{
+	int64_t at = __atomic_load_n(&queue_look_ms, __ATOMIC_ACQUIRE);
+
+	do {
+		if (at && at <= due)
+			return false;
+	} while (!__atomic_compare_exchange_n(&queue_look_ms, &at, due, false,
+					      __ATOMIC_ACQ_REL,
+					      __ATOMIC_ACQUIRE));
+	return true;
+}
+
+/*
+ * A send found no room: if the connection's send queue opens later (the
+ * peer's reader stalls), whoever waits for room must learn it then.
+ */
+static void look_when_queue_opens(struct readiness *r)
+{
+	int ms = transport_queue_opens_in(r->t);
+
+	if (ms >= 0 && queue_look_by(clock_ms() + ms))
+		progress_wake();
+}
+
+/* Under r's sync_lock: out_fd follows the transport's writability. */
+static void sync_out_locked(struct readiness *r, bool writable)
+{
+	if (!writable && r->out_fd >= 0)
+		r->out_used_ms = clock_ms();
+	if (writable != r->out_ready && r->out_fd >= 0) {
+		eventfd_reset(r->out_fd);
+		if (!writable)
+			(void)!real.write(r->out_fd,
+					  &(uint64_t){ EVENTFD_FULL }, 8);
+	}
+	r->out_ready = writable;
+}
+
+/*
+ * The progress thread's look: every connection waited on for room whose
+ * send queue has opened becomes writable.  Returns the ms until the next
+ * opens, -1 for none.  A connection busy syncing is looked at again soon.
+ */
+static int open_queues(void)
+{
+	struct readiness *r;
+	int next = -1, ms;
+
+	pthread_mutex_lock(&holders.lock);
+	for (r = holders.head; r; r = r->holder_next) {
+		if (__atomic_load_n(&r->out_ready, __ATOMIC_RELAXED))
+			continue;
+		if (pthread_mutex_trylock(&r->sync_lock)) {
+			ms = PROGRESS_TICK_MS;
+		} else {
+			ms = -1;
+			if (!__atomic_load_n(&r->closing, __ATOMIC_ACQUIRE) &&
+			    !r->out_ready) {
+				ms = transport_queue_opens_in(r->t);
+				if (!ms)
+					sync_out_locked(
+						r, transport_writable(r->t));
+			}
+			pthread_mutex_unlock(&r->sync_lock);
+		}
+		if (ms > 0 && (next < 0 || ms < next))
+			next = ms;
+	}
+	pthread_mutex_unlock(&holders.lock);
+	return next;
+}
+
+/* The progress thread's part of the send queues' opening. */
+static void queue_look_tick(int64_t now)
+{
+	int64_t at = __atomic_load_n(&queue_look_ms, __ATOMIC_ACQUIRE);
+	int next;
+
+	if (!at)
+		return;
+	if (now >= at &&
+	    __atomic_compare_exchange_n(&queue_look_ms, &at, 0, false,
+					__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+		next = open_queues();
+		if (next >= 0)
+			queue_look_by(now + next);
+	}
+	at = __atomic_load_n(&queue_look_ms, __ATOMIC_ACQUIRE);
+	if (at)
+		progress_tick_later((int)(at > now ? at - now : 0));
+}
+
 bool readiness_idle_tick(void)
 {
 	static int64_t next_scan_ms;
-	int64_t now;
+	int64_t now = clock_ms();
 
+	queue_look_tick(now);
 	if (!readiness_out_fds_held())
 		return false;
-	now = clock_ms();
 	if (now >= next_scan_ms) {
 		readiness_epoll_give_back_out_fds(now);
 		next_scan_ms = now + OUT_FD_SCAN_MS;
@@ -345,13 +453,6 @@ int readiness_hub_fd(const struct readiness *r)
 struct transport *readiness_transport(const struct readiness *r)
 {
 	return r->t;
-}
-
-static void eventfd_reset(int fd)
-{
-	uint64_t v;
-
-	(void)!real.read(fd, &v, sizeof(v));
 }
 
 static void set_lag(struct readiness *r, bool on)
@@ -430,15 +531,7 @@ static bool sync_fds(struct readiness *r, bool told,
 	set_lag(r, lag);
 	r->in_ready = tr.readable && !lag;
 	r->arrivals = tr.arrivals;
-	if (!tr.writable && r->out_fd >= 0)
-		r->out_used_ms = clock_ms();
-	if (tr.writable != r->out_ready && r->out_fd >= 0) {
-		eventfd_reset(r->out_fd);
-		if (!tr.writable)
-			(void)!real.write(r->out_fd,
-					  &(uint64_t){ EVENTFD_FULL }, 8);
-	}
-	r->out_ready = tr.writable;
+	sync_out_locked(r, tr.writable);
 	pthread_mutex_unlock(&r->sync_lock);
 	/* Corked bytes go out with a completion that someone must reap. */
 	if (tr.corked)
@@ -695,6 +788,9 @@ void readiness_after_send(struct readiness *r, bool corked)
 		return;
 	}
 	readiness_sync(r);
+	if (__atomic_load_n(&r->out_ready, __ATOMIC_RELAXED))
+		return;
+	look_when_queue_opens(r);
 	/* Out of room: only out_fd can say when there is room again. */
 	if (readiness_out_fd(r) < 0) {
 		transport_readiness(r->t, &tr);
@@ -748,6 +844,7 @@ int readiness_wait_writable(struct readiness *r, int64_t deadline)
 	readiness_watch(r);
 	/* A stale eventfd would end the sleep at once. */
 	readiness_sync(r);
+	look_when_queue_opens(r);
 	timeout = clock_ms_left(deadline);
 	if (!timeout) {
 		ret = -EAGAIN;

@@ -103,7 +103,8 @@ int readiness_wait_writable(struct readiness *r, int64_t deadline);
 /*
  * Sleeps on the hub, at most timeout_ms, unless done(arg) says that what
  * the caller waits for is there (done() must arm the queue when it says
- * no, like transport_direct_done()).  true: done.
+ * no, like transport_direct_done()).  true: done; false with errno
+ * EINTR: a signal ended the sleep.
  */
 bool readiness_wait_hub(struct readiness *r, bool (*done)(void *arg), void *arg,
 			int timeout_ms);

@@ -119,6 +119,7 @@ int transport_create(struct rdma_cm_id *id, const struct transport_config *cfg,
 			       : TRANSPORT_RING_IDLE_BYTES;
 	t->ring_max = cfg->ring_max;
 	stream_init(&t->s, cfg->ring_bytes);
+	t->queue_max = TRANSPORT_SEND_BUFFER;
 	transport_set_write_max(t);
 	t->busy_mark_ms = clock_ms();
 	t->send_depth = cfg->send_depth;
@@ -155,6 +156,7 @@ int transport_connect(struct transport *t,
 	pthread_mutex_lock(&t->lock);
 	t->peer = *peer;
 	t->connected = true;
+	t->credit_ms = clock_ms();
 	pthread_mutex_unlock(&t->lock);
 	rings_list(t);
 	return 0;
@@ -231,8 +233,8 @@ int transport_post_imm_locked(struct transport *t, uint32_t imm)
  */
 static bool awaits_own_completions(const struct transport *t)
 {
-	return stream_unsent(&t->s) || t->fin_pending ||
-	       t->s.tx_completed < t->s.tx_released ||
+	return stream_unsent(&t->s) || send_queue_len(&t->queued) ||
+	       t->fin_pending || t->s.tx_completed < t->s.tx_released ||
 	       t->s.tx_completed < t->direct_end || stream_credit_due(&t->s) ||
 	       t->offer_unposted || t->grow_unposted || t->no_grow_unposted;
 }
@@ -257,18 +259,61 @@ static void arm_for_own_completions_locked(struct transport *t)
 		arm_locked(t, true);
 }
 
+/* Copies len bytes to the end of the staged bytes (they fit). */
+static void stage(struct transport *t, const uint8_t *buf, uint32_t len)
+{
+	uint64_t pos = t->s.tx_staged;
+	uint32_t first = ring_contiguous(pos, len, t->tx.size);
+
+	memcpy(t->tx.buf + ring_offset(pos, t->tx.size), buf, first);
+	if (first < len)
+		memcpy(t->tx.buf, buf + first, len - first);
+	stream_staged(&t->s, len);
+}
+
+/*
+ * Bytes past the credit go into the send queue once the peer's reader has
+ * released nothing for TRANSPORT_QUEUE_OPEN_MS, or behind bytes queued
+ * already.  A reader that keeps up returns credit sooner: its sender waits
+ * for that, and its bytes are copied once.
+ */
+static bool queue_open_locked(const struct transport *t, int64_t now)
+{
+	return send_queue_len(&t->queued) ||
+	       now - t->credit_ms >= TRANSPORT_QUEUE_OPEN_MS;
+}
+
+/* Stages what credit allows of the queued bytes, first in first. */
+static void stage_queued_locked(struct transport *t)
+{
+	const uint8_t *p;
+	uint32_t room, n;
+
+	while (send_queue_len(&t->queued) &&
+	       (room = stream_send_window(&t->s, SIZE_MAX))) {
+		n = (uint32_t)send_queue_piece(&t->queued, 0, &p);
+		if (n > room)
+			n = room;
+		stage(t, p, n);
+		send_queue_drop(&t->queued, n);
+	}
+}
+
 /*
  * Posts the staged bytes as the stream's policy says (stream.h), then the
- * FIN once nothing staged is left.  Corked bytes go out with the next
- * completion: every path that reaps one calls this.  The send queue
- * always keeps room for a credit write.
+ * FIN once nothing staged or queued is left.  Corked bytes go out with
+ * the next completion, and queued ones with the credit that lets them
+ * in: every path that reaps one calls this.  The send queue always keeps
+ * room for a credit write.
  */
 static void flush_locked(struct transport *t)
 {
 	uint32_t n;
 
-	if (!t->connected || t->error || t->frozen ||
-	    (!stream_unsent(&t->s) && !t->fin_pending))
+	if (!t->connected || t->error || t->frozen)
+		return;
+	stage_queued_locked(t);
+	if (!stream_unsent(&t->s) && !t->fin_pending)
 		return;
 	while (t->sq_outstanding + 2 <= t->send_depth &&
 	       (n = stream_next_write(&t->s, t->sq_outstanding,
@@ -283,7 +328,7 @@ static void flush_locked(struct transport *t)
 	if (rings_busy_traffic(t))
 		rings_traffic_locked(t);
 	if (t->fin_pending && !stream_unsent(&t->s) &&
-	    t->sq_outstanding < t->send_depth) {
+	    !send_queue_len(&t->queued) && t->sq_outstanding < t->send_depth) {
 		if (post_write(t, t->s.tx_tail, 0, IMM_FIN))
 			transport_fail_locked(t, -ECONNRESET);
 		t->fin_pending = false;
@@ -321,7 +366,7 @@ static void late_bytes_locked(struct transport *t, uint64_t tail)
 static void handle_completion_locked(struct transport *t,
 				     const struct ibv_wc *wc)
 {
-	uint64_t tail = t->s.rx_tail;
+	uint64_t tail = t->s.rx_tail, released = t->s.tx_released;
 	uint32_t imm;
 
 	if (wc->status != IBV_WC_SUCCESS) {
@@ -345,6 +390,8 @@ static void handle_completion_locked(struct transport *t,
 			transport_fail_locked(t, -ECONNRESET);
 		} else if (imm_is_control(imm)) {
 			rings_on_control_locked(t, imm_op(imm));
+		} else if (t->s.tx_released != released) {
+			t->credit_ms = clock_ms();
 		} else if (!(imm & (IMM_CREDIT | IMM_FIN))) {
 			t->counters.rx_msgs++;
 			if ((t->rx_shut && t->tx_shut) || t->late != LATE_NONE)
@@ -403,18 +450,6 @@ int transport_progress(struct transport *t)
 	return ret;
 }
 
-/* Copies len bytes to the end of the staged bytes (they fit). */
-static void stage(struct transport *t, const uint8_t *buf, uint32_t len)
-{
-	uint64_t pos = t->s.tx_staged;
-	uint32_t first = ring_contiguous(pos, len, t->tx.size);
-
-	memcpy(t->tx.buf + ring_offset(pos, t->tx.size), buf, first);
-	if (first < len)
-		memcpy(t->tx.buf, buf + first, len - first);
-	stream_staged(&t->s, len);
-}
-
 /*
  * 0 if this end may send; as on TCP, EPIPE once the peer has gone;
  * -EXDEV once the connection moves to TCP.
@@ -437,10 +472,50 @@ static int credit_stall_locked(struct transport *t)
 	return -EAGAIN;
 }
 
+/*
+ * Stages what credit allows of the bytes of iov after the first skip,
+ * once nothing queued is left before them, and queues what the send
+ * queue has room for of the rest; returns how many it took.
+ */
+static size_t stage_or_queue_locked(struct transport *t,
+				    const struct iovec *iov, int iovcnt,
+				    size_t skip)
+{
+	size_t staged = 0, queued;
+	uint32_t room, n;
+	int i = 0;
+
+	stage_queued_locked(t);
+	room = send_queue_len(&t->queued) ? 0
+					  : stream_send_window(&t->s, SIZE_MAX);
+	while (i < iovcnt && skip >= iov[i].iov_len)
+		skip -= iov[i++].iov_len;
+	for (; i < iovcnt && staged < room; i++, skip = 0) {
+		size_t len = iov[i].iov_len - skip;
+
+		n = len < room - staged ? (uint32_t)len
+					: room - (uint32_t)staged;
+		stage(t, (const uint8_t *)iov[i].iov_base + skip, n);
+		staged += n;
+		if (n < len) {
+			skip += n;
+			break;
+		}
+	}
+	if (i == iovcnt || !queue_open_locked(t, clock_ms()))
+		return staged;
+	queued = send_queue_push(&t->queued, iov + i, iovcnt - i, skip,
+				 t->queue_max);
+	/* Past the ring's credit: a bigger ring would help. */
+	if (queued)
+		rings_stalled_locked(t);
+	return staged + queued;
+}
+
 static ssize_t send_locked(struct transport *t, const struct iovec *iov,
 			   int iovcnt, size_t skip)
 {
-	uint32_t room, staged = 0, n;
+	size_t taken;
 	int i = 0, ret;
 
 	ret = send_refused_locked(t);
@@ -452,20 +527,13 @@ static ssize_t send_locked(struct transport *t, const struct iovec *iov,
 		i++;
 	if (i == iovcnt)
 		return 0;
-	room = stream_send_window(&t->s, SIZE_MAX);
-	if (!room)
+	taken = stage_or_queue_locked(t, iov + i, iovcnt - i, skip);
+	if (!taken)
 		return credit_stall_locked(t);
-	for (; i < iovcnt && staged < room; i++, skip = 0) {
-		size_t len = iov[i].iov_len - skip;
-
-		n = len < room - staged ? (uint32_t)len : room - staged;
-		stage(t, (const uint8_t *)iov[i].iov_base + skip, n);
-		staged += n;
-	}
-	t->counters.tx_bytes += staged;
+	t->counters.tx_bytes += taken;
 	flush_locked(t);
 	arm_for_own_completions_locked(t);
-	return t->error ? t->error : (ssize_t)staged;
+	return t->error ? t->error : (ssize_t)taken;
 }
 
 struct ibv_mr *transport_register(struct transport *t, const void *buf,
@@ -592,9 +660,9 @@ ssize_t transport_send_direct(struct transport *t, struct ibv_mr *mr,
 	ret = send_refused_locked(t);
 	if (ret)
 		goto out;
-	/* Bytes staged before must go out first, from the staging ring. */
+	/* Bytes staged or queued before must go out first. */
 	ret = -ENOBUFS;
-	if (stream_unsent(&t->s))
+	if (stream_unsent(&t->s) || send_queue_len(&t->queued))
 		goto out;
 	window = stream_send_window(&t->s, len);
 	if (!window) {
@@ -614,10 +682,11 @@ out:
 	return ret;
 }
 
-/* Staged bytes wait for a completion to go out. */
+/* Staged bytes wait for a completion to go out, or queued ones for credit. */
 static bool corked_locked(const struct transport *t)
 {
-	return stream_unsent(&t->s) && !t->error;
+	return (stream_unsent(&t->s) || send_queue_len(&t->queued)) &&
+	       !t->error;
 }
 
 /*
@@ -716,6 +785,7 @@ void transport_limit_send(struct transport *t, uint32_t bytes)
 {
 	pthread_mutex_lock(&t->lock);
 	stream_limit_send(&t->s, bytes);
+	t->queue_max = bytes;
 	pthread_mutex_unlock(&t->lock);
 }
 
@@ -751,12 +821,13 @@ int transport_shutdown(struct transport *t)
 /*
  * Under t->lock: the writes not completed yet, one more for what is
  * still to post (staged bytes, the FIN); none once frozen, since a move
- * posts nothing more.
+ * posts nothing more.  While bytes are queued, the rest waits for the
+ * peer's reader, not for writes (transport_holds_unposted()).
  */
 static unsigned int writes_left_locked(const struct transport *t)
 {
-	if (t->frozen)
-		return 0;
+	if (t->frozen || send_queue_len(&t->queued))
+		return t->frozen ? 0 : t->sq_outstanding;
 	return t->sq_outstanding +
 	       (stream_unsent(&t->s) || t->fin_pending ? 1 : 0);
 }
@@ -831,7 +902,7 @@ int transport_freeze(struct transport *t, struct wire_positions *pos,
 	}
 	pos->consumed = t->s.rx_head;
 	pos->released = t->s.tx_released;
-	pos->staged = t->s.tx_staged;
+	pos->staged = t->s.tx_staged + send_queue_len(&t->queued);
 	*tx_shut = t->tx_shut;
 	pthread_mutex_unlock(&t->lock);
 	return ret;
@@ -840,14 +911,24 @@ int transport_freeze(struct transport *t, struct wire_positions *pos,
 int transport_staged_iov(struct transport *t, uint64_t from, uint64_t to,
 			 struct iovec iov[2])
 {
+	const uint8_t *p;
 	uint32_t first;
 	int ret;
 
 	pthread_mutex_lock(&t->lock);
 	ret = -EINVAL;
-	if (!t->frozen || from > to || from < t->s.tx_released ||
-	    to > t->s.tx_staged)
+	if (!t->frozen || from >= to || from < t->s.tx_released ||
+	    to > t->s.tx_staged + send_queue_len(&t->queued))
 		goto out;
+	if (from >= t->s.tx_staged) {
+		first = send_queue_piece(&t->queued, from - t->s.tx_staged, &p);
+		iov[0].iov_base = (void *)p;
+		iov[0].iov_len = first < to - from ? first : to - from;
+		ret = 1;
+		goto out;
+	}
+	if (to > t->s.tx_staged)
+		to = t->s.tx_staged;
 	iov[0].iov_base = t->tx.buf + ring_offset(from, t->tx.size);
 	first = ring_contiguous(from, to - from, t->tx.size);
 	iov[0].iov_len = first;
@@ -981,6 +1062,19 @@ bool transport_direct_done(struct transport *t, uint64_t end)
 	return done;
 }
 
+bool transport_direct_credit(struct transport *t)
+{
+	bool ready;
+
+	pthread_mutex_lock(&t->lock);
+	arm_and_reap_locked(t);
+	ready = send_refused_locked(t) || t->peer_closed ||
+		(!stream_unsent(&t->s) && !send_queue_len(&t->queued) &&
+		 stream_send_window(&t->s, 1));
+	pthread_mutex_unlock(&t->lock);
+	return ready;
+}
+
 void transport_event_taken(struct transport *t)
 {
 	pthread_mutex_lock(&t->lock);
@@ -1009,6 +1103,46 @@ unsigned int transport_writes_in_flight(struct transport *t)
 	n = writes_left_locked(t);
 	pthread_mutex_unlock(&t->lock);
 	return n;
+}
+
+bool transport_queue_takes(struct transport *t, size_t len)
+{
+	bool room;
+
+	pthread_mutex_lock(&t->lock);
+	room = !send_refused_locked(t) && queue_open_locked(t, clock_ms()) &&
+	       send_queue_len(&t->queued) + len <= t->queue_max;
+	pthread_mutex_unlock(&t->lock);
+	return room;
+}
+
+int transport_queue_opens_in(struct transport *t)
+{
+	int64_t left;
+	int ms = -1;
+
+	pthread_mutex_lock(&t->lock);
+	progress_locked(t);
+	if (!t->error && !t->frozen && !t->tx_shut && !t->peer_gone &&
+	    !t->peer_closed && t->queue_max && !send_queue_len(&t->queued) &&
+	    !stream_send_window(&t->s, 1)) {
+		left = t->credit_ms + TRANSPORT_QUEUE_OPEN_MS - clock_ms();
+		ms = left < 0 ? 0 : (int)left;
+	}
+	pthread_mutex_unlock(&t->lock);
+	return ms;
+}
+
+bool transport_holds_unposted(struct transport *t)
+{
+	bool held;
+
+	pthread_mutex_lock(&t->lock);
+	progress_locked(t);
+	held = !t->error && !t->peer_gone &&
+	       (stream_unsent(&t->s) || send_queue_len(&t->queued));
+	pthread_mutex_unlock(&t->lock);
+	return held;
 }
 
 unsigned int transport_posted_writes(struct transport *t, uint64_t *completions)
@@ -1041,7 +1175,7 @@ uint64_t transport_peer_consumed(struct transport *t, uint64_t *unconsumed)
 	pthread_mutex_lock(&t->lock);
 	progress_locked(t);
 	consumed = t->s.tx_released;
-	*unconsumed = t->s.tx_staged - consumed;
+	*unconsumed = t->s.tx_staged + send_queue_len(&t->queued) - consumed;
 	pthread_mutex_unlock(&t->lock);
 	return consumed;
 }
@@ -1052,7 +1186,9 @@ bool transport_peer_took_all(struct transport *t)
 
 	pthread_mutex_lock(&t->lock);
 	progress_locked(t);
-	done = t->s.tx_released == t->s.tx_staged || t->peer_gone || t->error;
+	done = (t->s.tx_released == t->s.tx_staged &&
+		!send_queue_len(&t->queued)) ||
+	       t->peer_gone || t->error;
 	pthread_mutex_unlock(&t->lock);
 	return done;
 }
@@ -1081,10 +1217,21 @@ bool transport_readable(struct transport *t)
 	return ready;
 }
 
+/*
+ * As TCP's (sk_stream_is_writeable()): while what is queued takes at
+ * most two thirds of the send queue's room.
+ */
 static bool writable_locked(struct transport *t)
 {
-	return t->error || t->tx_shut || t->peer_gone || t->peer_closed ||
-	       t->frozen || stream_send_window(&t->s, 1);
+	if (t->error || t->tx_shut || t->peer_gone || t->peer_closed ||
+	    t->frozen)
+		return true;
+	if (!send_queue_len(&t->queued) && stream_send_window(&t->s, 1))
+		return true;
+	if (!t->queue_max || !queue_open_locked(t, clock_ms()))
+		return false;
+	return (uint64_t)send_queue_len(&t->queued) * 3 <=
+	       (uint64_t)t->queue_max * 2;
 }
 
 bool transport_writable(struct transport *t)
@@ -1138,6 +1285,7 @@ void transport_destroy(struct transport *t)
 	if (!t->error)
 		spare_keep(t);
 	rings_destroy(t);
+	send_queue_clear(&t->queued);
 	if (t->pd)
 		ibv.dealloc_pd(t->pd);
 	pthread_mutex_destroy(&t->lock);

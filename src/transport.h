@@ -9,7 +9,13 @@
  * several writes are already in flight: then the next completion posts
  * everything staged by then in one write (corking).  A zero-copy send
  * posts its pieces straight from the program's buffer instead (see
- * transport_send_direct()).  The receiver returns space as credits (a
+ * transport_send_direct()).  Bytes past the credit wait in a send queue
+ * in plain memory (send_queue.h), up to TRANSPORT_SEND_BUFFER or the
+ * program's SO_SNDBUF, as they would in TCP's send buffer, and are staged
+ * as credit returns; the queue opens once the peer has released nothing
+ * for TRANSPORT_QUEUE_OPEN_MS (a peer that keeps up returns credit
+ * sooner, and its sender waits for that without a second copy).  The
+ * receiver returns space as credits (a
  * zero-length RDMA WRITE WITH IMM), after a quarter of its ring has been
  * consumed.  A zero-length write with the FIN flag ends the stream (the
  * peer reads EOF after the data before it).
@@ -130,8 +136,16 @@ static inline size_t iov_bytes(const struct iovec *iov, int iovcnt)
 }
 
 /*
- * Stages what it can of the bytes of iov after the first skip of them.
- * *corked: whether staged bytes now wait for a completion to go out.
+ * What the send queue holds at most, unless the program set SO_SNDBUF:
+ * tcp_wmem's largest send buffer by default.
+ */
+#define TRANSPORT_SEND_BUFFER	(4u << 20)
+#define TRANSPORT_QUEUE_OPEN_MS 50
+
+/*
+ * Stages what it can of the bytes of iov after the first skip of them,
+ * and queues what the send queue has room for of the rest.  *corked:
+ * whether staged or queued bytes now wait for a completion or credit.
  */
 ssize_t transport_send(struct transport *t, const struct iovec *iov, int iovcnt,
 		       size_t skip, bool *corked);
@@ -163,10 +177,26 @@ struct ibv_mr *transport_register(struct transport *t, const void *buf,
 ssize_t transport_send_direct(struct transport *t, struct ibv_mr *mr,
 			      const void *buf, size_t len, uint64_t *end);
 bool transport_direct_done(struct transport *t, uint64_t end);
+/* Whether the send queue is open and has room for len bytes now. */
+bool transport_queue_takes(struct transport *t, size_t len);
+/*
+ * A connection out of credit, its send queue closed and empty: in how
+ * many ms the queue opens, and the connection becomes writable with no
+ * completion to tell (0: now); -1 for any other state.
+ */
+int transport_queue_opens_in(struct transport *t);
+/*
+ * Whether a zero-copy send may post now (credit, nothing staged or
+ * queued before it) or must look again (an error, a move); reaps and
+ * arms as transport_direct_done().  Writability says only that the send
+ * queue has room.
+ */
+bool transport_direct_credit(struct transport *t);
 void transport_deregister(struct ibv_mr *mr);
 /*
  * The program's send buffer size (SO_SNDBUF, as the kernel reports it):
- * bytes sent and not yet read by the peer stay within it (stream.h).
+ * bytes sent and not yet read by the peer stay within it in the ring
+ * (stream.h), and so do the bytes in the send queue.
  */
 void transport_limit_send(struct transport *t, uint32_t bytes);
 /* No more sending; the peer reads EOF once it has the data staged before. */
@@ -201,11 +231,12 @@ bool transport_late_bytes(struct transport *t);
  * consumed, staged or posted (sends and reads give -EXDEV, blocking calls
  * find it "ready" and must look at the connection), and the bytes of
  * this end's stream that the peer may not have consumed stay in the
- * staging ring, zero-copy ones included.  *pos says where both streams
- * stand, *tx_shut whether the program shut down its side; -EALREADY if it
- * was frozen before (pos is still filled).  transport_staged_iov() gives
- * the staging ring's bytes of positions [from, to), in at most two
- * pieces (returns how many; -EINVAL if they are not all held).
+ * staging ring, zero-copy ones included, or in the send queue.  *pos
+ * says where both streams stand, *tx_shut whether the program shut down
+ * its side; -EALREADY if it was frozen before (pos is still filled).
+ * transport_staged_iov() gives the first of the bytes of positions
+ * [from, to), staged or queued, in at most two pieces (returns how many;
+ * -EINVAL if none is asked for, or they are not all held).
  */
 struct wire_positions;
 int transport_freeze(struct transport *t, struct wire_positions *pos,
@@ -272,8 +303,17 @@ void transport_event_taken(struct transport *t);
  */
 void transport_set_owner(struct transport *t, void *owner);
 void *transport_owner(const struct transport *t);
-/* Writes not yet completed, posted or still to post (a FIN, say). */
+/*
+ * Writes not yet completed, posted or still to post (a FIN, say); while
+ * bytes wait in the send queue, only the posted ones: the rest waits for
+ * the peer's reader.
+ */
 unsigned int transport_writes_in_flight(struct transport *t);
+/*
+ * Bytes the program sent that are not yet posted to the peer: staged,
+ * or in the send queue waiting for credit.  Only this end has them.
+ */
+bool transport_holds_unposted(struct transport *t);
 
 /*
  * Writes posted to the queue pair and not yet completed, and how many
@@ -308,7 +348,10 @@ bool transport_read_to_fin(struct transport *t);
 
 /* Data, EOF or an error to report. */
 bool transport_readable(struct transport *t);
-/* Credit to send, or an error to report. */
+/*
+ * Credit, or room in the open send queue (as TCP's send buffer reports
+ * it: at most two thirds taken), or an error to report.
+ */
 bool transport_writable(struct transport *t);
 
 /* What readiness reporting needs, seen in one look. */

@@ -10,6 +10,7 @@
 #include <infiniband/verbs.h>
 #include <pthread.h>
 
+#include "send_queue.h"
 #include "stream.h"
 #include "transport.h"
 
@@ -69,6 +70,11 @@ struct transport {
 	bool connected;
 
 	struct stream s;
+	/* Sent past the staging ring's credit: stream positions from
+	 * s.tx_staged on, in order (transport_send()). */
+	struct send_queue queued;
+	uint32_t queue_max; /* bytes it may hold */
+	int64_t credit_ms;  /* when the peer last released bytes */
 	uint32_t sq_outstanding;
 	uint64_t send_completions;
 	uint64_t direct_end; /* where the last zero-copy write ends */

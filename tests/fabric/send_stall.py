@@ -1,18 +1,28 @@
 # SPDX-License-Identifier: MIT
-"""A blocking send of more than an RDMA ring holds, to a peer that reads
-nothing yet: kernel TCP's buffers take it, so the call returns and the
-program goes on to read.  Each case prints "CASE RESULT ms N rows A B",
-where RESULT is "ok" when every byte arrived in order, N the case's time
-and A, B the two ends' stats rows at the end.
+"""A send of more than an RDMA ring holds, to a peer that reads nothing
+yet: kernel TCP's buffers take it, so the call returns and the program
+goes on to read.  Each case prints "CASE RESULT ms N rows A B", where
+RESULT is "ok" when every byte arrived in order, N the case's time and
+A, B the two ends' stats rows at the end.
 
     send_stall.py ADDR --bind ADDR --size N CASE
       one-thread  one thread sends N bytes on one end, then reads them
                   on the other
+      timeout     as one-thread, on a socket with a timeout: CPython's
+                  sendall() then waits for POLLOUT between sends
       both-send   two processes each send N bytes, then read the other's
       slow-reader one thread sends N bytes while another reads 32 KiB
                   every 100 ms
+      big-send    one thread sends 6 N bytes, more than the send queue
+                  takes, while another reads 256 KiB every 50 ms; RESULT
+                  is "busy" if the process took more than half of the
+                  time in CPU (a sender that spins for credit)
       stopped     the reader's process is stopped for 3 s while the
                   writer waits, then reads
+      closed      another process sends N bytes and closes at once; this
+                  one reads them 3 s later, then EOF
+      exited      another process sends N bytes and exits without a
+                  close; this one reads them once it is gone, then EOF
     The other end's row is "-" where it is another process's.
 """
 import argparse
@@ -62,6 +72,14 @@ def one_thread(args, data):
     return digest == hashlib.sha256(data).hexdigest(), client, server
 
 
+def timeout(args, data):
+    client, server = pair(args)
+    client.settimeout(30)
+    client.sendall(data)
+    digest, _ = read_exactly(server, len(data))
+    return digest == hashlib.sha256(data).hexdigest(), client, server
+
+
 def slow_reader(args, data):
     client, server = pair(args)
     result = {}
@@ -72,6 +90,21 @@ def slow_reader(args, data):
     reader.join()
     return result["digest"] == hashlib.sha256(data).hexdigest(), client, \
         server
+
+
+def big_send(args, _):
+    data = random.Random(args.seed).randbytes(6 * args.size)
+    client, server = pair(args)
+    result = {}
+    reader = threading.Thread(target=lambda: result.update(
+        digest=read_exactly(server, len(data), 0.05, 262144)[0]))
+    start, cpu = time.monotonic(), time.process_time()
+    reader.start()
+    client.sendall(data)
+    reader.join()
+    busy = time.process_time() - cpu > (time.monotonic() - start) / 2
+    ok = result["digest"] == hashlib.sha256(data).hexdigest()
+    return (not busy and ok) or ("busy" if ok else False), client, server
 
 
 def peer(args, role):
@@ -104,18 +137,48 @@ def stopped(args, data):
     return proc.wait(timeout=60) == 0, sock, "-"
 
 
+def read_to_eof(sock, data):
+    digest, _ = read_exactly(sock, len(data))
+    return digest == hashlib.sha256(data).hexdigest() and sock.recv(1) == b""
+
+
+def closed(args, data):
+    proc, sock = peer(args, "closed")
+    time.sleep(3)
+    ok = read_to_eof(sock, data)
+    return proc.wait(timeout=60) == 0 and ok, sock, "-"
+
+
+def exited(args, data):
+    proc, sock = peer(args, "exited")
+    ok = proc.wait(timeout=60) == 0 and read_to_eof(sock, data)
+    return ok, sock, "-"
+
+
 def run_peer(args, data):
-    """The other end: exit status 0 when it read every byte in order."""
+    """The other end: exit status 0 when it read every byte in order, or
+    sent them all."""
     sock = socket.create_connection((args.addr, args.peer),
                                     source_address=(args.bind, 0))
+    if args.case == "closed":
+        sock.sendall(data)
+        sock.close()
+        time.sleep(4)
+        return 0
+    if args.case == "exited":
+        sock.sendall(data)
+        sock.detach()
+        return 0
     if args.case == "both-send":
         sock.sendall(data)
     digest, _ = read_exactly(sock, len(data))
     return 0 if digest == hashlib.sha256(data).hexdigest() else 1
 
 
-CASES = {"one-thread": one_thread, "both-send": both_send,
-         "slow-reader": slow_reader, "stopped": stopped}
+CASES = {"one-thread": one_thread, "timeout": timeout,
+         "both-send": both_send, "slow-reader": slow_reader,
+         "big-send": big_send,
+         "stopped": stopped, "closed": closed, "exited": exited}
 
 
 def main():
@@ -133,7 +196,7 @@ def main():
     start = time.monotonic()
     try:
         ok, client, other = CASES[args.case](args, data)
-        result = "ok" if ok else "wrong-bytes"
+        result = ok if isinstance(ok, str) else "ok" if ok else "wrong-bytes"
         crow = row(client.fileno())
         orow = other if isinstance(other, str) else row(other.fileno())
     except OSError as e:

@@ -46,6 +46,8 @@ struct transport {
 	unsigned int arms;	 /* transport_arm() and _arm_for_read() */
 	unsigned int taken;	 /* transport_event_taken() */
 	bool readable_after_arm; /* what transport_arm_for_read() finds */
+	int queue_opens_in;	 /* transport_queue_opens_in(), when closed */
+	bool queue_closed;	 /* else it says -1 */
 };
 
 /* The hub double: the transport its events are for, and its watch. */
@@ -57,6 +59,8 @@ static struct {
 } watch;
 
 int __wrap_transport_event_fd(const struct transport *t);
+int __wrap_transport_queue_opens_in(struct transport *t);
+bool __wrap_transport_writable(struct transport *t);
 struct ibv_comp_channel *__wrap_transport_channel(const struct transport *t);
 void __wrap_transport_readiness(struct transport *t,
 				struct transport_readiness *out);
@@ -84,6 +88,16 @@ void __wrap_transport_readiness(struct transport *t,
 				struct transport_readiness *out)
 {
 	*out = t->state;
+}
+
+int __wrap_transport_queue_opens_in(struct transport *t)
+{
+	return t->queue_closed ? t->queue_opens_in : -1;
+}
+
+bool __wrap_transport_writable(struct transport *t)
+{
+	return t->state.writable;
 }
 
 int __wrap_transport_arm(struct transport *t)
@@ -261,6 +275,38 @@ static void send_out_of_room_makes_out_fd_once_readiness_is_wanted(void **state)
 	readiness_want(f->r);
 	readiness_after_send(f->r, false);
 	assert_true(readiness_out_fd(f->r) >= 0);
+	assert_false(ready(readiness_out_fd(f->r)) & POLLOUT);
+}
+
+/* Out of credit, the queue opens 20 ms on; its room is there after. */
+static void send_out_of_room_with_a_queue_opening_later(struct fixture *f)
+{
+	f->t.state.writable = false;
+	f->t.queue_closed = true;
+	f->t.queue_opens_in = 20;
+	readiness_want(f->r);
+	readiness_after_send(f->r, false);
+	f->t.state.writable = true;
+	f->t.queue_opens_in = 0;
+}
+
+static void out_fd_becomes_writable_once_the_send_queue_opens(void **state)
+{
+	struct fixture *f = *state;
+
+	send_out_of_room_with_a_queue_opening_later(f);
+	assert_false(ready(readiness_out_fd(f->r)) & POLLOUT);
+	usleep(30000);
+	readiness_idle_tick();
+	assert_true(ready(readiness_out_fd(f->r)) & POLLOUT);
+}
+
+static void send_queue_opening_is_not_told_before_its_time(void **state)
+{
+	struct fixture *f = *state;
+
+	send_out_of_room_with_a_queue_opening_later(f);
+	readiness_idle_tick();
 	assert_false(ready(readiness_out_fd(f->r)) & POLLOUT);
 }
 
@@ -1173,6 +1219,8 @@ int main(void)
 		CASE(send_that_leaves_room_makes_no_out_fd),
 		CASE(send_out_of_room_makes_out_fd_once_readiness_is_wanted),
 		CASE(out_fd_made_late_says_what_the_last_sync_saw),
+		CASE(out_fd_becomes_writable_once_the_send_queue_opens),
+		CASE(send_queue_opening_is_not_told_before_its_time),
 		CASE(out_fd_made_after_release_is_writable),
 		CASE(out_fd_is_not_made_once_closed),
 		CASE(arrival_makes_in_fd_readable),
