@@ -500,7 +500,7 @@ static bool lingers_for_peer_locked(struct conn *c)
 		return false;
 	transport_counters(c->t, &tc);
 	return (!tc.rx_bytes && !transport_peer_took_all(c->t)) ||
-	       transport_holds_unposted(c->t);
+	       transport_queued(c->t);
 }
 
 void conn_fd_closing(struct conn *c, int fd, int other_fd, bool in_call)
@@ -1131,7 +1131,7 @@ void conn_exit(struct conn *c, int fd)
 		return;
 	conn_rdma_wait_writes(c);
 	/* Bytes only this end holds: TCP's buffers deliver them after exit. */
-	if (transport_holds_unposted(c->t))
+	if (transport_queued(c->t))
 		conn_leave(c, ROCESHIM_DOWNGRADE_EXIT);
 }
 
@@ -1270,9 +1270,17 @@ void conn_quick_exit(struct conn *c, int fd, int64_t hand_over_by)
 		move_own(c, ROCESHIM_DOWNGRADE_EXIT, true, hand_over_by);
 		return;
 	}
-	if (transport_finish_by(c->t, clock_ms() + QUICK_EXIT_MS) ==
-	    -ECONNRESET)
+	switch (transport_finish_by(c->t, clock_ms() + QUICK_EXIT_MS)) {
+	case -ECONNRESET:
 		conn_reset_on_close(fd);
+		break;
+	case -EINPROGRESS:
+		/* Bytes only this end holds: TCP's buffers deliver them. */
+		move_own(c, ROCESHIM_DOWNGRADE_EXIT, true, hand_over_by);
+		break;
+	default:
+		break;
+	}
 }
 
 /* ---- events ----------------------------------------------------------- */
@@ -1484,20 +1492,18 @@ static bool closed_backlog_out_locked(struct closing *cl, int64_t now)
 }
 
 /*
- * A closed connection's linger ended with bytes in its send queue (the
- * peer reads slowly, or not at all): they move with the connection to
- * its kernel socket, whose buffers deliver them after the close, as
- * TCP's would.  true if the move began.
+ * A closed connection's linger ended, or its queue pair failed, with
+ * bytes in its send queue (the peer reads slowly, or not at all): they
+ * move with the connection to its kernel socket, whose buffers deliver
+ * them after the close, as TCP's would.  true if the move began.
  */
-static bool move_unposted(struct conn *c)
+static bool move_queued(struct conn *c, enum roceshim_downgrade cause)
 {
 	bool moving = false;
 
-	if (!transport_holds_unposted(c->t))
-		return false;
 	pthread_mutex_lock(&c->lock);
 	if (c->kfd_for_peer) {
-		conn_move_begin_locked(c, ROCESHIM_DOWNGRADE_SEND_STALL);
+		conn_move_begin_locked(c, cause);
 		moving = path_of(c) != CONN_RDMA;
 	}
 	pthread_mutex_unlock(&c->lock);
@@ -1512,7 +1518,8 @@ static bool move_unposted(struct conn *c)
 static bool finished(struct closing *cl, int64_t now, bool *writing)
 {
 	struct conn *c = cl->conn;
-	bool done;
+	bool done, failed;
+	size_t queued;
 
 	*writing = false;
 	switch (path_of(c)) {
@@ -1527,15 +1534,21 @@ static bool finished(struct closing *cl, int64_t now, bool *writing)
 		pthread_mutex_unlock(&c->lock);
 		return done;
 	case CONN_RDMA:
-		if (__atomic_load_n(&c->qp_lost, __ATOMIC_ACQUIRE))
-			return true;
-		if (now >= cl->deadline_ms) {
-			*writing = move_unposted(c);
+		failed = transport_progress(c->t) ||
+			 __atomic_load_n(&c->qp_lost, __ATOMIC_ACQUIRE);
+		queued = transport_queued(c->t);
+		if (queued && (failed || now >= cl->deadline_ms)) {
+			*writing = move_queued(
+				c, failed ? ROCESHIM_DOWNGRADE_QP_ERROR
+					  : ROCESHIM_DOWNGRADE_SEND_STALL);
 			return !*writing;
 		}
-		if (transport_writes_in_flight(c->t) ||
-		    transport_holds_unposted(c->t))
-			return transport_progress(c->t) != 0;
+		if (failed || now >= cl->deadline_ms)
+			return true;
+		/* Until they move or go, an exit waits for them. */
+		*writing = queued != 0;
+		if (queued || transport_writes_in_flight(c->t))
+			return false;
 		/* FIN out: it may wait on for a peer that may move. */
 		pthread_mutex_lock(&c->lock);
 		done = !c->kfd_for_peer ||

@@ -198,9 +198,9 @@ bool conn_shared(const struct conn *c);
 bool conn_forked(void);
 /*
  * The process exits with it open on fd: a shared one moves to TCP, and
- * one that moved writes what moved with it (conn_hand_over()); any other
- * ends as the kernel's close of it would (FIN, or a reset with unread
- * bytes).
+ * one that moved writes what moved with it (conn_hand_over()); so does
+ * one with bytes in its send queue; any other ends as the kernel's close
+ * of it would (FIN, or a reset with unread bytes).
  */
 void conn_exit(struct conn *c, int fd);
 /*
@@ -210,8 +210,9 @@ void conn_exit(struct conn *c, int fd);
  * (a daemon's parent that _exit()s once it has forked) is given up at
  * hand_over_by (of clock_ms(), from conn_quick_exit_deadline(), one for
  * all of the process's connections): then the kernel's close is left to
- * end it, and a fork child that goes on with it finds it reset.  Any
- * other is left to the kernel's close.
+ * end it, and a fork child that goes on with it finds it reset.  So is
+ * one with bytes in its send queue.  Any other is left to the kernel's
+ * close.
  */
 int64_t conn_quick_exit_deadline(void);
 void conn_quick_exit(struct conn *c, int fd, int64_t hand_over_by);

@@ -233,6 +233,34 @@ int readiness_in_fd(const struct readiness *r)
  * out_fd; the idle tick takes it, then looks at those counts
  * (give_back_locked()).  One of the two sees the other.
  */
+/* Brings queue_look_ms forward to due; true if it did. */
+static bool queue_look_by(int64_t due)
+{
+	int64_t at = __atomic_load_n(&queue_look_ms, __ATOMIC_ACQUIRE);
+
+	do {
+		if (at && at <= due)
+			return false;
+	} while (!__atomic_compare_exchange_n(&queue_look_ms, &at, due, false,
+					      __ATOMIC_ACQ_REL,
+					      __ATOMIC_ACQUIRE));
+	return true;
+}
+
+/*
+ * out_fd says there is no room: if the connection's send queue opens
+ * later (the peer's reader stalls), whoever waits on it must learn it
+ * then.  Asked wherever out_fd is made or synced without room, so that
+ * a connection is listed in holders before its look comes.
+ */
+static void look_when_queue_opens(struct readiness *r)
+{
+	int ms = transport_queue_opens_in(r->t);
+
+	if (ms >= 0 && queue_look_by(clock_ms() + ms))
+		progress_wake();
+}
+
 int readiness_out_fd(const struct readiness *r)
 {
 	return __atomic_load_n(&r->out_fd, __ATOMIC_SEQ_CST);
@@ -273,6 +301,8 @@ int readiness_need_out_fd(struct readiness *r)
 	/* The tick that gives it back must come, though nothing else does. */
 	if (first)
 		progress_wake();
+	if (fd >= 0 && !__atomic_load_n(&r->out_ready, __ATOMIC_RELAXED))
+		look_when_queue_opens(r);
 	return fd;
 }
 
@@ -317,32 +347,6 @@ static void eventfd_reset(int fd)
 	uint64_t v;
 
 	(void)!real.read(fd, &v, sizeof(v));
-}
-
-/* Brings queue_look_ms forward to due; true if it did. */
-static bool queue_look_by(int64_t due)
-{
-	int64_t at = __atomic_load_n(&queue_look_ms, __ATOMIC_ACQUIRE);
-
-	do {
-		if (at && at <= due)
-			return false;
-	} while (!__atomic_compare_exchange_n(&queue_look_ms, &at, due, false,
-					      __ATOMIC_ACQ_REL,
-					      __ATOMIC_ACQUIRE));
-	return true;
-}
-
-/*
- * A send found no room: if the connection's send queue opens later (the
- * peer's reader stalls), whoever waits for room must learn it then.
- */
-static void look_when_queue_opens(struct readiness *r)
-{
-	int ms = transport_queue_opens_in(r->t);
-
-	if (ms >= 0 && queue_look_by(clock_ms() + ms))
-		progress_wake();
 }
 
 /* Under r's sync_lock: out_fd follows the transport's writability. */
@@ -533,6 +537,8 @@ static bool sync_fds(struct readiness *r, bool told,
 	r->arrivals = tr.arrivals;
 	sync_out_locked(r, tr.writable);
 	pthread_mutex_unlock(&r->sync_lock);
+	if (!tr.writable && readiness_out_fd(r) >= 0)
+		look_when_queue_opens(r);
 	/* Corked bytes go out with a completion that someone must reap. */
 	if (tr.corked)
 		readiness_watch(r);
@@ -788,9 +794,6 @@ void readiness_after_send(struct readiness *r, bool corked)
 		return;
 	}
 	readiness_sync(r);
-	if (__atomic_load_n(&r->out_ready, __ATOMIC_RELAXED))
-		return;
-	look_when_queue_opens(r);
 	/* Out of room: only out_fd can say when there is room again. */
 	if (readiness_out_fd(r) < 0) {
 		transport_readiness(r->t, &tr);
@@ -844,7 +847,6 @@ int readiness_wait_writable(struct readiness *r, int64_t deadline)
 	readiness_watch(r);
 	/* A stale eventfd would end the sleep at once. */
 	readiness_sync(r);
-	look_when_queue_opens(r);
 	timeout = clock_ms_left(deadline);
 	if (!timeout) {
 		ret = -EAGAIN;

@@ -156,7 +156,6 @@ int transport_connect(struct transport *t,
 	pthread_mutex_lock(&t->lock);
 	t->peer = *peer;
 	t->connected = true;
-	t->credit_ms = clock_ms();
 	pthread_mutex_unlock(&t->lock);
 	rings_list(t);
 	return 0;
@@ -229,7 +228,7 @@ int transport_post_imm_locked(struct transport *t, uint32_t imm)
  * Whether this end waits for its own writes to complete: corked bytes or a
  * FIN to post, staging room that the peer has already released, a
  * zero-copy send that returns only once its writes are done, or a credit
- * or control message that found the send queue full.
+ * or control message that found the queue pair's send queue full.
  */
 static bool awaits_own_completions(const struct transport *t)
 {
@@ -272,15 +271,31 @@ static void stage(struct transport *t, const uint8_t *buf, uint32_t len)
 }
 
 /*
- * Bytes past the credit go into the send queue once the peer's reader has
+ * Out of credit: since when this end has waited for the peer to release
+ * bytes.  The wait starts when a send or a look first finds no credit,
+ * not at the last credit: after an idle spell, a burst waits as long as
+ * any for its first credit.  The next credit ends it.
+ */
+static int64_t credit_wait_since_locked(struct transport *t, int64_t now)
+{
+	if (!t->credit_waiting) {
+		t->credit_waiting = true;
+		t->credit_wait_ms = now;
+	}
+	return t->credit_wait_ms;
+}
+
+/*
+ * Out of credit, bytes go into the send queue once the peer's reader has
  * released nothing for TRANSPORT_QUEUE_OPEN_MS, or behind bytes queued
  * already.  A reader that keeps up returns credit sooner: its sender waits
  * for that, and its bytes are copied once.
  */
-static bool queue_open_locked(const struct transport *t, int64_t now)
+static bool queue_open_locked(struct transport *t, int64_t now)
 {
 	return send_queue_len(&t->queued) ||
-	       now - t->credit_ms >= TRANSPORT_QUEUE_OPEN_MS;
+	       now - credit_wait_since_locked(t, now) >=
+		       TRANSPORT_QUEUE_OPEN_MS;
 }
 
 /* Stages what credit allows of the queued bytes, first in first. */
@@ -297,14 +312,16 @@ static void stage_queued_locked(struct transport *t)
 		stage(t, p, n);
 		send_queue_drop(&t->queued, n);
 	}
+	if (!send_queue_len(&t->queued))
+		t->queue_starved = false;
 }
 
 /*
  * Posts the staged bytes as the stream's policy says (stream.h), then the
  * FIN once nothing staged or queued is left.  Corked bytes go out with
  * the next completion, and queued ones with the credit that lets them
- * in: every path that reaps one calls this.  The send queue always keeps
- * room for a credit write.
+ * in: every path that reaps one calls this.  The queue pair's send queue
+ * always keeps room for a credit write.
  */
 static void flush_locked(struct transport *t)
 {
@@ -391,7 +408,7 @@ static void handle_completion_locked(struct transport *t,
 		} else if (imm_is_control(imm)) {
 			rings_on_control_locked(t, imm_op(imm));
 		} else if (t->s.tx_released != released) {
-			t->credit_ms = clock_ms();
+			t->credit_waiting = false;
 		} else if (!(imm & (IMM_CREDIT | IMM_FIN))) {
 			t->counters.rx_msgs++;
 			if ((t->rx_shut && t->tx_shut) || t->late != LATE_NONE)
@@ -481,7 +498,7 @@ static size_t stage_or_queue_locked(struct transport *t,
 				    const struct iovec *iov, int iovcnt,
 				    size_t skip)
 {
-	size_t staged = 0, queued;
+	size_t staged = 0, queued, left, space;
 	uint32_t room, n;
 	int i = 0;
 
@@ -504,8 +521,15 @@ static size_t stage_or_queue_locked(struct transport *t,
 	}
 	if (i == iovcnt || !queue_open_locked(t, clock_ms()))
 		return staged;
+	left = iov_bytes(iov + i, iovcnt - i) - skip;
+	space = t->queue_max > send_queue_len(&t->queued)
+			? t->queue_max - send_queue_len(&t->queued)
+			: 0;
 	queued = send_queue_push(&t->queued, iov + i, iovcnt - i, skip,
 				 t->queue_max);
+	/* Memory ran out: writability waits for the queue to drain. */
+	if (queued < left && queued < space)
+		t->queue_starved = true;
 	/* Past the ring's credit: a bigger ring would help. */
 	if (queued)
 		rings_stalled_locked(t);
@@ -822,14 +846,17 @@ int transport_shutdown(struct transport *t)
  * Under t->lock: the writes not completed yet, one more for what is
  * still to post (staged bytes, the FIN); none once frozen, since a move
  * posts nothing more.  While bytes are queued, the rest waits for the
- * peer's reader, not for writes (transport_holds_unposted()).
+ * peer's reader, not for writes (transport_queued()).
  */
 static unsigned int writes_left_locked(const struct transport *t)
 {
-	if (t->frozen || send_queue_len(&t->queued))
-		return t->frozen ? 0 : t->sq_outstanding;
-	return t->sq_outstanding +
-	       (stream_unsent(&t->s) || t->fin_pending ? 1 : 0);
+	if (t->frozen)
+		return 0;
+	if (send_queue_len(&t->queued))
+		return t->sq_outstanding;
+	if (stream_unsent(&t->s) || t->fin_pending)
+		return t->sq_outstanding + 1;
+	return t->sq_outstanding;
 }
 
 int transport_finish_by(struct transport *t, int64_t deadline_ms)
@@ -859,6 +886,8 @@ int transport_finish_by(struct transport *t, int64_t deadline_ms)
 		progress_locked(t);
 	}
 	ret = t->error;
+	if (!ret && send_queue_len(&t->queued))
+		ret = -EINPROGRESS;
 out:
 	pthread_mutex_unlock(&t->lock);
 	return ret;
@@ -1110,7 +1139,8 @@ bool transport_queue_takes(struct transport *t, size_t len)
 	bool room;
 
 	pthread_mutex_lock(&t->lock);
-	room = !send_refused_locked(t) && queue_open_locked(t, clock_ms()) &&
+	room = !send_refused_locked(t) && !t->queue_starved &&
+	       queue_open_locked(t, clock_ms()) &&
 	       send_queue_len(&t->queued) + len <= t->queue_max;
 	pthread_mutex_unlock(&t->lock);
 	return room;
@@ -1118,31 +1148,32 @@ bool transport_queue_takes(struct transport *t, size_t len)
 
 int transport_queue_opens_in(struct transport *t)
 {
-	int64_t left;
+	int64_t left, now;
 	int ms = -1;
 
 	pthread_mutex_lock(&t->lock);
 	progress_locked(t);
 	if (!t->error && !t->frozen && !t->tx_shut && !t->peer_gone &&
-	    !t->peer_closed && t->queue_max && !send_queue_len(&t->queued) &&
+	    !t->peer_closed && !send_queue_len(&t->queued) &&
 	    !stream_send_window(&t->s, 1)) {
-		left = t->credit_ms + TRANSPORT_QUEUE_OPEN_MS - clock_ms();
+		now = clock_ms();
+		left = credit_wait_since_locked(t, now) +
+		       TRANSPORT_QUEUE_OPEN_MS - now;
 		ms = left < 0 ? 0 : (int)left;
 	}
 	pthread_mutex_unlock(&t->lock);
 	return ms;
 }
 
-bool transport_holds_unposted(struct transport *t)
+size_t transport_queued(struct transport *t)
 {
-	bool held;
+	size_t n;
 
 	pthread_mutex_lock(&t->lock);
 	progress_locked(t);
-	held = !t->error && !t->peer_gone &&
-	       (stream_unsent(&t->s) || send_queue_len(&t->queued));
+	n = t->peer_gone ? 0 : send_queue_len(&t->queued);
 	pthread_mutex_unlock(&t->lock);
-	return held;
+	return n;
 }
 
 unsigned int transport_posted_writes(struct transport *t, uint64_t *completions)
@@ -1228,7 +1259,7 @@ static bool writable_locked(struct transport *t)
 		return true;
 	if (!send_queue_len(&t->queued) && stream_send_window(&t->s, 1))
 		return true;
-	if (!t->queue_max || !queue_open_locked(t, clock_ms()))
+	if (t->queue_starved || !queue_open_locked(t, clock_ms()))
 		return false;
 	return (uint64_t)send_queue_len(&t->queued) * 3 <=
 	       (uint64_t)t->queue_max * 2;

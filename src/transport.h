@@ -206,8 +206,9 @@ int transport_shutdown(struct transport *t);
  * wait until every write, the FIN last, has completed, by deadline_ms
  * (of clock_ms()); its lock is taken by the deadline too (lock_by.h).
  * 0: done; -ECONNRESET: the program left bytes unread, so nothing was
- * sent (a close resets such a connection); -ETIMEDOUT: the deadline
- * passed; or the transport's error.
+ * sent (a close resets such a connection); -EINPROGRESS: bytes wait in
+ * the send queue for a peer that has not read them, and the FIN behind
+ * them; -ETIMEDOUT: the deadline passed; or the transport's error.
  */
 int transport_finish_by(struct transport *t, int64_t deadline_ms);
 /*
@@ -310,10 +311,10 @@ void *transport_owner(const struct transport *t);
  */
 unsigned int transport_writes_in_flight(struct transport *t);
 /*
- * Bytes the program sent that are not yet posted to the peer: staged,
- * or in the send queue waiting for credit.  Only this end has them.
+ * Bytes in the send queue, waiting for credit: only this end has them
+ * (0 once the peer has gone).
  */
-bool transport_holds_unposted(struct transport *t);
+size_t transport_queued(struct transport *t);
 
 /*
  * Writes posted to the queue pair and not yet completed, and how many

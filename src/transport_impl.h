@@ -73,8 +73,10 @@ struct transport {
 	/* Sent past the staging ring's credit: stream positions from
 	 * s.tx_staged on, in order (transport_send()). */
 	struct send_queue queued;
-	uint32_t queue_max; /* bytes it may hold */
-	int64_t credit_ms;  /* when the peer last released bytes */
+	uint32_t queue_max;  /* bytes it may hold */
+	bool queue_starved;  /* a chunk could not be had: no room till empty */
+	bool credit_waiting; /* out of credit, no credit since */
+	int64_t credit_wait_ms; /* since when */
 	uint32_t sq_outstanding;
 	uint64_t send_completions;
 	uint64_t direct_end; /* where the last zero-copy write ends */

@@ -10,6 +10,9 @@ A, B the two ends' stats rows at the end.
                   on the other
       timeout     as one-thread, on a socket with a timeout: CPython's
                   sendall() then waits for POLLOUT between sends
+      nonblocking as one-thread, on a non-blocking socket never polled
+                  before: sends until EAGAIN, then polls for POLLOUT
+                  (RESULT "stuck" if a poll waits 10 s)
       both-send   two processes each send N bytes, then read the other's
       slow-reader one thread sends N bytes while another reads 32 KiB
                   every 100 ms
@@ -23,12 +26,17 @@ A, B the two ends' stats rows at the end.
                   one reads them 3 s later, then EOF
       exited      another process sends N bytes and exits without a
                   close; this one reads them once it is gone, then EOF
+      close-exit  another process sends N bytes, closes and exits at
+                  once; this one reads them once it is gone, then EOF
+      quick-exit  another process sends N bytes and ends in _exit();
+                  this one reads them once it is gone, then EOF
     The other end's row is "-" where it is another process's.
 """
 import argparse
 import hashlib
 import os
 import random
+import select
 import signal
 import socket
 import subprocess
@@ -76,6 +84,22 @@ def timeout(args, data):
     client, server = pair(args)
     client.settimeout(30)
     client.sendall(data)
+    digest, _ = read_exactly(server, len(data))
+    return digest == hashlib.sha256(data).hexdigest(), client, server
+
+
+def nonblocking(args, data):
+    client, server = pair(args)
+    client.setblocking(False)
+    poller = select.poll()
+    poller.register(client, select.POLLOUT)
+    sent = 0
+    while sent < len(data):
+        try:
+            sent += client.send(data[sent:sent + 262144])
+        except BlockingIOError:
+            if not poller.poll(10000):
+                return "stuck", client, server
     digest, _ = read_exactly(server, len(data))
     return digest == hashlib.sha256(data).hexdigest(), client, server
 
@@ -150,7 +174,7 @@ def closed(args, data):
 
 
 def exited(args, data):
-    proc, sock = peer(args, "exited")
+    proc, sock = peer(args, args.case)
     ok = proc.wait(timeout=60) == 0 and read_to_eof(sock, data)
     return ok, sock, "-"
 
@@ -169,6 +193,13 @@ def run_peer(args, data):
         sock.sendall(data)
         sock.detach()
         return 0
+    if args.case == "close-exit":
+        sock.sendall(data)
+        sock.close()
+        return 0
+    if args.case == "quick-exit":
+        sock.sendall(data)
+        os._exit(0)
     if args.case == "both-send":
         sock.sendall(data)
     digest, _ = read_exactly(sock, len(data))
@@ -176,6 +207,8 @@ def run_peer(args, data):
 
 
 CASES = {"one-thread": one_thread, "timeout": timeout,
+         "nonblocking": nonblocking, "close-exit": exited,
+         "quick-exit": exited,
          "both-send": both_send, "slow-reader": slow_reader,
          "big-send": big_send,
          "stopped": stopped, "closed": closed, "exited": exited}

@@ -5,16 +5,17 @@
 # peer that reads nothing yet (tests/fabric/send_stall.py), default
 # settings.  Kernel TCP's send buffer takes it, and so does roceshim's
 # send queue: the call returns, and the connection stays on RDMA:
-#   - one thread sends, then reads the other end: blocking, and with a
-#     timeout (CPython then waits for POLLOUT between its sends);
+#   - one thread sends, then reads the other end: blocking, with a
+#     timeout (CPython then waits for POLLOUT between its sends), and
+#     non-blocking, polling for POLLOUT only once a send says EAGAIN;
 #   - two processes both send first, then read;
 #   - a reader stopped (SIGSTOP) for 3 s;
 #   - a reader that reads 32 KiB every 100 ms.
 # A send of 12 MiB, more than the queue takes, to a reader that reads
 # 256 KiB every 50 ms waits for credit without spinning (big-send).
-# A sender that closes at once, or exits without a close, before the
-# peer reads: every byte still arrives, then EOF.  The peer reads after
-# the close's linger, so the bytes move with the connection to TCP.
+# A sender that closes, exits without a close, closes and exits at once,
+# or ends in _exit(), before the peer reads: every byte still arrives,
+# then EOF.  The bytes move with the connection to TCP.
 set -u
 PYTHON=${PYTHON:-/usr/bin/python3}
 script="$top_srcdir/tests/fabric/send_stall.py"
@@ -23,7 +24,8 @@ trap 'rm -rf "$tmp"' EXIT
 # shellcheck source=../lib.sh
 . "$top_srcdir/tests/lib.sh"
 
-cases="one-thread timeout both-send stopped slow-reader big-send closed exited"
+cases="one-thread timeout nonblocking both-send stopped slow-reader big-send
+	closed exited close-exit quick-exit"
 for case in $cases; do
 	timeout 120 "$ROCESHIM_RUN" "$PYTHON" "$script" \
 		"$ROCESHIM_FABRIC_ADDR_B" --bind "$ROCESHIM_FABRIC_ADDR_A" \
@@ -36,7 +38,7 @@ for case in $cases; do
 	check_eq "${case}_send_returns_and_every_byte_arrives" ok \
 		"$(field "$case" 2)"
 done
-for case in one-thread timeout slow-reader big-send; do
+for case in one-thread timeout nonblocking slow-reader big-send; do
 	check_eq "${case}_stays_on_rdma" "rdma none | rdma none" \
 		"$(awk -v c="$case" '$1 == c {print $6, $7, $8, $9, $10}' \
 			"$tmp/out")"
@@ -48,7 +50,7 @@ done
 check_eq one_thread_done_within_5_s 1 \
 	"$(awk '$1 == "one-thread" && $4 < 5000 {n++} END {print n + 0}' \
 		"$tmp/out")"
-for case in closed exited; do
+for case in closed exited close-exit quick-exit; do
 	check_eq "${case}_sender_bytes_moved_to_tcp" "tcp none moved:peer" \
 		"$(awk -v c="$case" '$1 == c {print $6, $7, $8}' "$tmp/out")"
 done
