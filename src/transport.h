@@ -137,9 +137,10 @@ static inline size_t iov_bytes(const struct iovec *iov, int iovcnt)
 
 /*
  * What the send queue holds at most, unless the program set SO_SNDBUF:
- * tcp_wmem's largest send buffer by default.
+ * about what a new kernel TCP connection's send buffer takes before its
+ * window has grown (tcp_wmem's largest, 4 MiB, comes only with traffic).
  */
-#define TRANSPORT_SEND_BUFFER	(4u << 20)
+#define TRANSPORT_SEND_BUFFER	(256u << 10)
 #define TRANSPORT_QUEUE_OPEN_MS 50
 
 /*
