@@ -125,6 +125,9 @@ static struct roceshim_stats_header *segment_map(size_t size)
 		err = errno;
 	else
 		err = posix_fallocate(fd, 0, size);
+	/* A signal (a stop and continue, say) interrupts tmpfs's allocation. */
+	while (err == EINTR)
+		err = posix_fallocate(fd, 0, size);
 	if (err) {
 		log_warn("stats: sizing %s: %s; stats are off", name,
 			 strerror(err));
