@@ -4,6 +4,7 @@
 #include <infiniband/verbs.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,7 +120,6 @@ int transport_create(struct rdma_cm_id *id, const struct transport_config *cfg,
 			       : TRANSPORT_RING_IDLE_BYTES;
 	t->ring_max = cfg->ring_max;
 	stream_init(&t->s, cfg->ring_bytes);
-	t->queue_max = TRANSPORT_SEND_BUFFER;
 	transport_set_write_max(t);
 	t->busy_mark_ms = clock_ms();
 	t->send_depth = cfg->send_depth;
@@ -298,6 +298,34 @@ static bool queue_open_locked(struct transport *t, int64_t now)
 		       TRANSPORT_QUEUE_OPEN_MS;
 }
 
+/* Bytes in the send queues of the whole process. */
+static _Atomic uint64_t queued_in_process;
+
+static void queue_took(uint64_t n)
+{
+	atomic_fetch_add_explicit(&queued_in_process, n, memory_order_relaxed);
+}
+
+static void queue_gave(uint64_t n)
+{
+	atomic_fetch_sub_explicit(&queued_in_process, n, memory_order_relaxed);
+}
+
+/* What the send queue may hold now (TRANSPORT_SEND_BUFFER). */
+static uint32_t queue_size_locked(const struct transport *t)
+{
+	uint64_t grown = t->s.tx_tail * 2;
+
+	if (t->queue_max)
+		return t->queue_max;
+	if (grown <= TRANSPORT_SEND_BUFFER ||
+	    atomic_load_explicit(&queued_in_process, memory_order_relaxed) >=
+		    TRANSPORT_QUEUED_MAX)
+		return TRANSPORT_SEND_BUFFER;
+	return grown < TRANSPORT_SEND_BUFFER_MAX ? (uint32_t)grown
+						 : TRANSPORT_SEND_BUFFER_MAX;
+}
+
 /* Stages what credit allows of the queued bytes, first in first. */
 static void stage_queued_locked(struct transport *t)
 {
@@ -311,6 +339,7 @@ static void stage_queued_locked(struct transport *t)
 			n = room;
 		stage(t, p, n);
 		send_queue_drop(&t->queued, n);
+		queue_gave(n);
 	}
 	if (!send_queue_len(&t->queued))
 		t->queue_starved = false;
@@ -499,7 +528,7 @@ static size_t stage_or_queue_locked(struct transport *t,
 				    size_t skip)
 {
 	size_t staged = 0, queued, left, space;
-	uint32_t room, n;
+	uint32_t room, n, size;
 	int i = 0;
 
 	stage_queued_locked(t);
@@ -522,11 +551,12 @@ static size_t stage_or_queue_locked(struct transport *t,
 	if (i == iovcnt || !queue_open_locked(t, clock_ms()))
 		return staged;
 	left = iov_bytes(iov + i, iovcnt - i) - skip;
-	space = t->queue_max > send_queue_len(&t->queued)
-			? t->queue_max - send_queue_len(&t->queued)
+	size = queue_size_locked(t);
+	space = size > send_queue_len(&t->queued)
+			? size - send_queue_len(&t->queued)
 			: 0;
-	queued = send_queue_push(&t->queued, iov + i, iovcnt - i, skip,
-				 t->queue_max);
+	queued = send_queue_push(&t->queued, iov + i, iovcnt - i, skip, size);
+	queue_took(queued);
 	/* Memory ran out: writability waits for the queue to drain. */
 	if (queued < left && queued < space)
 		t->queue_starved = true;
@@ -1141,7 +1171,7 @@ bool transport_queue_takes(struct transport *t, size_t len)
 	pthread_mutex_lock(&t->lock);
 	room = !send_refused_locked(t) && !t->queue_starved &&
 	       queue_open_locked(t, clock_ms()) &&
-	       send_queue_len(&t->queued) + len <= t->queue_max;
+	       send_queue_len(&t->queued) + len <= queue_size_locked(t);
 	pthread_mutex_unlock(&t->lock);
 	return room;
 }
@@ -1262,7 +1292,7 @@ static bool writable_locked(struct transport *t)
 	if (t->queue_starved || !queue_open_locked(t, clock_ms()))
 		return false;
 	return (uint64_t)send_queue_len(&t->queued) * 3 <=
-	       (uint64_t)t->queue_max * 2;
+	       (uint64_t)queue_size_locked(t) * 2;
 }
 
 bool transport_writable(struct transport *t)
@@ -1316,6 +1346,7 @@ void transport_destroy(struct transport *t)
 	if (!t->error)
 		spare_keep(t);
 	rings_destroy(t);
+	queue_gave(send_queue_len(&t->queued));
 	send_queue_clear(&t->queued);
 	if (t->pd)
 		ibv.dealloc_pd(t->pd);

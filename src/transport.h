@@ -10,9 +10,10 @@
  * everything staged by then in one write (corking).  A zero-copy send
  * posts its pieces straight from the program's buffer instead (see
  * transport_send_direct()).  Bytes past the credit wait in a send queue
- * in plain memory (send_queue.h), up to TRANSPORT_SEND_BUFFER or the
- * program's SO_SNDBUF, as they would in TCP's send buffer, and are staged
- * as credit returns; the queue opens once the peer has released nothing
+ * in plain memory (send_queue.h), up to a size that grows with the
+ * traffic (TRANSPORT_SEND_BUFFER below) or the program's SO_SNDBUF, as
+ * they would in TCP's send buffer, and are staged as credit returns;
+ * the queue opens once the peer has released nothing
  * for TRANSPORT_QUEUE_OPEN_MS (a peer that keeps up returns credit
  * sooner, and its sender waits for that without a second copy).  The
  * receiver returns space as credits (a
@@ -137,11 +138,18 @@ static inline size_t iov_bytes(const struct iovec *iov, int iovcnt)
 
 /*
  * What the send queue holds at most, unless the program set SO_SNDBUF:
- * about what a new kernel TCP connection's send buffer takes before its
- * window has grown (tcp_wmem's largest, 4 MiB, comes only with traffic).
+ * as TCP's send buffer grows with its window, twice what the connection
+ * has put in the peer's ring so far, from about what a new kernel TCP
+ * connection's buffer takes (TRANSPORT_SEND_BUFFER) to
+ * TRANSPORT_SEND_BUFFER_MAX.  The most stays below tcp_wmem's 4 MiB, so
+ * that a stalled blocking send may still move to TCP (send_stall.h).  A
+ * queue grows past the first size only while the process's queues hold
+ * less than TRANSPORT_QUEUED_MAX together.
  */
-#define TRANSPORT_SEND_BUFFER	(256u << 10)
-#define TRANSPORT_QUEUE_OPEN_MS 50
+#define TRANSPORT_SEND_BUFFER	  (256u << 10)
+#define TRANSPORT_SEND_BUFFER_MAX (2u << 20)
+#define TRANSPORT_QUEUED_MAX	  (64u << 20)
+#define TRANSPORT_QUEUE_OPEN_MS	  50
 
 /*
  * Stages what it can of the bytes of iov after the first skip of them,

@@ -14,6 +14,8 @@ A, B the two ends' stats rows at the end.
                   before: sends until EAGAIN, then polls for POLLOUT
                   (RESULT "stuck" if a poll waits 10 s)
       both-send   two processes each send N bytes, then read the other's
+      grown       as nonblocking, with 4 N bytes, on a connection that has
+                  carried 8 N bytes first: TCP's buffers have grown
       slow-reader one thread sends N bytes while another reads 32 KiB
                   every 100 ms
       big-send    one thread sends 6 N bytes, more than the send queue
@@ -88,8 +90,9 @@ def timeout(args, data):
     return digest == hashlib.sha256(data).hexdigest(), client, server
 
 
-def nonblocking(args, data):
-    client, server = pair(args)
+def nonblocking(args, data, client=None, server=None):
+    if not client:
+        client, server = pair(args)
     client.setblocking(False)
     poller = select.poll()
     poller.register(client, select.POLLOUT)
@@ -102,6 +105,17 @@ def nonblocking(args, data):
                 return "stuck", client, server
     digest, _ = read_exactly(server, len(data))
     return digest == hashlib.sha256(data).hexdigest(), client, server
+
+
+def grown(args, _):
+    rand = random.Random(args.seed)
+    warm, data = rand.randbytes(8 * args.size), rand.randbytes(4 * args.size)
+    client, server = pair(args)
+    reader = threading.Thread(target=read_exactly, args=(server, len(warm)))
+    reader.start()
+    client.sendall(warm)
+    reader.join()
+    return nonblocking(args, data, client, server)
 
 
 def slow_reader(args, data):
@@ -210,7 +224,7 @@ CASES = {"one-thread": one_thread, "timeout": timeout,
          "nonblocking": nonblocking, "close-exit": exited,
          "quick-exit": exited,
          "both-send": both_send, "slow-reader": slow_reader,
-         "big-send": big_send,
+         "big-send": big_send, "grown": grown,
          "stopped": stopped, "closed": closed, "exited": exited}
 
 

@@ -1,17 +1,20 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
 #
-# A send of 2 MiB, eight times what an RDMA ring holds at the most, to a
-# peer that reads nothing yet (tests/fabric/send_stall.py), default
-# settings.  Kernel TCP's send buffer takes it, and so does roceshim's
-# send queue: the call returns, and the connection stays on RDMA:
+# A send of 300 KiB, more than an RDMA ring holds at the most, to a peer
+# that reads nothing yet (tests/fabric/send_stall.py), default settings.
+# Kernel TCP's send buffer takes it, and so does roceshim's send queue:
+# the call returns, and the connection stays on RDMA:
 #   - one thread sends, then reads the other end: blocking, with a
 #     timeout (CPython then waits for POLLOUT between its sends), and
 #     non-blocking, polling for POLLOUT only once a send says EAGAIN;
+#   - the non-blocking one with 1.2 MiB on a connection that has carried
+#     2.4 MiB: TCP's buffer has grown with the window, and so has the
+#     queue (grown);
 #   - two processes both send first, then read;
 #   - a reader stopped (SIGSTOP) for 3 s;
 #   - a reader that reads 32 KiB every 100 ms.
-# A send of 12 MiB, more than the queue takes, to a reader that reads
+# A send of 1.8 MiB, more than the queue takes, to a reader that reads
 # 256 KiB every 50 ms waits for credit without spinning (big-send).
 # A sender that closes, exits without a close, closes and exits at once,
 # or ends in _exit(), before the peer reads: every byte still arrives,
@@ -24,8 +27,8 @@ trap 'rm -rf "$tmp"' EXIT
 # shellcheck source=../lib.sh
 . "$top_srcdir/tests/lib.sh"
 
-cases="one-thread timeout nonblocking both-send stopped slow-reader big-send
-	closed exited close-exit quick-exit"
+cases="one-thread timeout nonblocking grown both-send stopped slow-reader
+	big-send closed exited close-exit quick-exit"
 for case in $cases; do
 	timeout 120 "$ROCESHIM_RUN" "$PYTHON" "$script" \
 		"$ROCESHIM_FABRIC_ADDR_B" --bind "$ROCESHIM_FABRIC_ADDR_A" \
@@ -38,7 +41,7 @@ for case in $cases; do
 	check_eq "${case}_send_returns_and_every_byte_arrives" ok \
 		"$(field "$case" 2)"
 done
-for case in one-thread timeout nonblocking slow-reader big-send; do
+for case in one-thread timeout nonblocking grown slow-reader big-send; do
 	check_eq "${case}_stays_on_rdma" "rdma none | rdma none" \
 		"$(awk -v c="$case" '$1 == c {print $6, $7, $8, $9, $10}' \
 			"$tmp/out")"
