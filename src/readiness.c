@@ -253,10 +253,8 @@ static bool queue_look_by(int64_t due)
  * then.  Asked wherever out_fd is made or synced without room, so that
  * a connection is listed in holders before its look comes.
  */
-static void look_when_queue_opens(struct readiness *r)
+static void look_when_queue_opens(int ms)
 {
-	int ms = transport_queue_opens_in(r->t);
-
 	if (ms >= 0 && queue_look_by(clock_ms() + ms))
 		progress_wake();
 }
@@ -302,7 +300,7 @@ int readiness_need_out_fd(struct readiness *r)
 	if (first)
 		progress_wake();
 	if (fd >= 0 && !__atomic_load_n(&r->out_ready, __ATOMIC_RELAXED))
-		look_when_queue_opens(r);
+		look_when_queue_opens(transport_queue_opens_in(r->t));
 	return fd;
 }
 
@@ -538,7 +536,7 @@ static bool sync_fds(struct readiness *r, bool told,
 	sync_out_locked(r, tr.writable);
 	pthread_mutex_unlock(&r->sync_lock);
 	if (!tr.writable && readiness_out_fd(r) >= 0)
-		look_when_queue_opens(r);
+		look_when_queue_opens(tr.queue_opens_in);
 	/* Corked bytes go out with a completion that someone must reap. */
 	if (tr.corked)
 		readiness_watch(r);

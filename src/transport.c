@@ -1176,21 +1176,26 @@ bool transport_queue_takes(struct transport *t, size_t len)
 	return room;
 }
 
-int transport_queue_opens_in(struct transport *t)
+static int queue_opens_in_locked(struct transport *t)
 {
 	int64_t left, now;
-	int ms = -1;
+
+	if (t->error || t->frozen || t->tx_shut || t->peer_gone ||
+	    t->peer_closed || send_queue_len(&t->queued) ||
+	    stream_send_window(&t->s, 1))
+		return -1;
+	now = clock_ms();
+	left = credit_wait_since_locked(t, now) + TRANSPORT_QUEUE_OPEN_MS - now;
+	return left < 0 ? 0 : (int)left;
+}
+
+int transport_queue_opens_in(struct transport *t)
+{
+	int ms;
 
 	pthread_mutex_lock(&t->lock);
 	progress_locked(t);
-	if (!t->error && !t->frozen && !t->tx_shut && !t->peer_gone &&
-	    !t->peer_closed && !send_queue_len(&t->queued) &&
-	    !stream_send_window(&t->s, 1)) {
-		now = clock_ms();
-		left = credit_wait_since_locked(t, now) +
-		       TRANSPORT_QUEUE_OPEN_MS - now;
-		ms = left < 0 ? 0 : (int)left;
-	}
+	ms = queue_opens_in_locked(t);
 	pthread_mutex_unlock(&t->lock);
 	return ms;
 }
@@ -1315,6 +1320,7 @@ void transport_readiness(struct transport *t, struct transport_readiness *out)
 			 t->rx_shut) &&
 			!t->frozen;
 	out->writable = writable_locked(t) && !t->frozen;
+	out->queue_opens_in = out->writable ? -1 : queue_opens_in_locked(t);
 	out->eof = t->s.rx_eof || t->rx_shut;
 	out->fin = t->s.rx_eof;
 	out->failed = t->error != 0;

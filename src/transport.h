@@ -366,14 +366,15 @@ bool transport_writable(struct transport *t);
 
 /* What readiness reporting needs, seen in one look. */
 struct transport_readiness {
-	bool readable;	   /* data, EOF or an error to report */
-	bool writable;	   /* transport_writable() */
-	bool eof;	   /* the peer's FIN came, or this end shut reading */
-	bool fin;	   /* the peer's FIN came */
-	bool failed;	   /* the connection failed: nothing more comes */
-	bool shut;	   /* this end's program shut down its side */
-	uint64_t arrivals; /* grows with every arrival (data, FIN, failure) */
-	bool corked;	   /* staged bytes wait for a completion to go out */
+	bool readable;	    /* data, EOF or an error to report */
+	bool writable;	    /* transport_writable() */
+	bool eof;	    /* the peer's FIN came, or this end shut reading */
+	bool fin;	    /* the peer's FIN came */
+	bool failed;	    /* the connection failed: nothing more comes */
+	bool shut;	    /* this end's program shut down its side */
+	uint64_t arrivals;  /* grows with every arrival (data, FIN, failure) */
+	bool corked;	    /* staged bytes wait for a completion to go out */
+	int queue_opens_in; /* transport_queue_opens_in() */
 };
 void transport_readiness(struct transport *t, struct transport_readiness *out);
 void transport_counters(struct transport *t, struct transport_counters *out);

@@ -46,7 +46,7 @@ struct transport {
 	unsigned int arms;	 /* transport_arm() and _arm_for_read() */
 	unsigned int taken;	 /* transport_event_taken() */
 	bool readable_after_arm; /* what transport_arm_for_read() finds */
-	int queue_opens_in;	 /* transport_queue_opens_in(), when closed */
+	int queue_opens_in;	 /* when the send queue opens, if closed */
 	bool queue_closed;	 /* else it says -1 */
 };
 
@@ -88,6 +88,8 @@ void __wrap_transport_readiness(struct transport *t,
 				struct transport_readiness *out)
 {
 	*out = t->state;
+	out->queue_opens_in =
+		!t->state.writable && t->queue_closed ? t->queue_opens_in : -1;
 }
 
 int __wrap_transport_queue_opens_in(struct transport *t)
