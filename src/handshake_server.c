@@ -746,8 +746,9 @@ static struct pending **find(const struct roceshim_stats_endpoint *peer,
 }
 
 /*
- * Another process accepted fd's connection on the CM: it moves to TCP
- * before its first byte.
+ * Another process accepted fd's connection on the CM, or this one let it
+ * go before it was established here: it moves to TCP before its first
+ * byte.
  */
 static void move_unclaimed(const struct config *cfg, int fd,
 			   enum roceshim_downgrade cause,
@@ -763,7 +764,8 @@ static void move_unclaimed(const struct config *cfg, int fd,
 			 fd,
 			 cause == ROCESHIM_DOWNGRADE_EXEC
 				 ? "the process before an exec"
-				 : "a parent process",
+			 : cause == ROCESHIM_DOWNGRADE_FORK ? "a parent process"
+							    : "this process",
 			 strerror(-err));
 		conn_reset_kernel(fd);
 		return;
@@ -908,7 +910,7 @@ struct conn *handshake_take_pending(const struct config *cfg,
 	struct timespec deadline, late;
 	struct pending **pp, *p;
 	struct conn *c = NULL;
-	bool established = false, timed_out = false;
+	bool established = false, timed_out = false, answered = false;
 
 	*moved = ROCESHIM_DOWNGRADE_NONE;
 	if (exec_handover_claim(peer, local_port)) {
@@ -954,14 +956,25 @@ struct conn *handshake_take_pending(const struct config *cfg,
 		c = p->conn;
 		established = p->state == PENDING_ESTABLISHED &&
 			      share_pending_take(conn_slot(c));
+		answered = p->state == PENDING_ACCEPTED;
 		free(p);
 	}
 	pthread_mutex_unlock(&pend.lock);
 	if (c && !established) {
-		log_info("cm: RDMA handshake not completed by the client; "
-			 "connection stays on TCP");
 		conn_release(c, true);
 		c = NULL;
+		if (answered &&
+		    marker_comes(fd,
+				 handshake_conn_options(cfg).move_timeout_ms)) {
+			log_info("cm: the client's side of an RDMA handshake "
+				 "this end gave up on was up; the connection "
+				 "moves to TCP");
+			move_unclaimed(cfg, fd, ROCESHIM_DOWNGRADE_QP_ERROR,
+				       moved);
+		} else {
+			log_info("cm: RDMA handshake not completed by the "
+				 "client; connection stays on TCP");
+		}
 	}
 	return c;
 }
