@@ -3,10 +3,11 @@
  * How long a connection that moves to TCP waits for the peer's marker
  * (conn_move.c).
  *
- * The wait starts with the move timeout (ROCESHIM_MOVE_TIMEOUT_MS).  When
- * it runs out and this end's own marker is still queued on the kernel
- * connection (a link flap, a lossy path), the kernel is still trying, as
- * it would for any TCP byte: the wait starts again, and remembers the
+ * The wait starts with the move timeout (ROCESHIM_CONNECT_TIMEOUT_MS, at
+ * least 5 s: handshake_conn_options()).  When it runs out and this end's
+ * own marker is still queued on the kernel connection (a link flap, a
+ * lossy path), the kernel is still trying, as it would for any TCP byte:
+ * the wait starts again, and remembers the
  * largest retransmission timeout the stall reached.  Once the path carried
  * the marker, the peer's marker, stalled on the same path, gets another
  * timeout and twice that retransmission timeout.  Never beyond
