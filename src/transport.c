@@ -311,13 +311,16 @@ static void queue_gave(uint64_t n)
 	atomic_fetch_sub_explicit(&queued_in_process, n, memory_order_relaxed);
 }
 
-/* What the send queue may hold now (TRANSPORT_SEND_BUFFER). */
+/*
+ * What the send queue may hold now: the program's SO_SNDBUF, or what the
+ * traffic has grown it to (TRANSPORT_SEND_BUFFER).
+ */
 static uint32_t queue_size_locked(const struct transport *t)
 {
 	uint64_t grown = t->s.tx_tail * 2;
 
-	if (t->queue_max)
-		return t->queue_max;
+	if (t->s.tx_limit_asked)
+		return t->s.tx_limit_asked;
 	if (grown <= TRANSPORT_SEND_BUFFER ||
 	    atomic_load_explicit(&queued_in_process, memory_order_relaxed) >=
 		    TRANSPORT_QUEUED_MAX)
@@ -839,7 +842,6 @@ void transport_limit_send(struct transport *t, uint32_t bytes)
 {
 	pthread_mutex_lock(&t->lock);
 	stream_limit_send(&t->s, bytes);
-	t->queue_max = bytes;
 	pthread_mutex_unlock(&t->lock);
 }
 

@@ -73,7 +73,6 @@ struct transport {
 	/* Sent past the staging ring's credit: stream positions from
 	 * s.tx_staged on, in order (transport_send()). */
 	struct send_queue queued;
-	uint32_t queue_max;  /* the program's SO_SNDBUF; 0: grows */
 	bool queue_starved;  /* a chunk could not be had: no room till empty */
 	bool credit_waiting; /* out of credit, no credit since */
 	int64_t credit_wait_ms; /* since when */
