@@ -121,13 +121,14 @@ static struct roceshim_stats_header *segment_map(size_t size)
 	 * Readable by monitoring users whatever the umask; its pages had now,
 	 * since a store into one that a full tmpfs cannot give is SIGBUS.
 	 */
-	if (fchmod(fd, 0644) || ftruncate(fd, size))
+	if (fchmod(fd, 0644) || ftruncate(fd, size)) {
 		err = errno;
-	else
-		err = posix_fallocate(fd, 0, size);
-	/* A signal (a stop and continue, say) interrupts tmpfs's allocation. */
-	while (err == EINTR)
-		err = posix_fallocate(fd, 0, size);
+	} else {
+		/* A signal (a stop and continue, say) interrupts tmpfs's. */
+		do {
+			err = posix_fallocate(fd, 0, size);
+		} while (err == EINTR);
+	}
 	if (err) {
 		log_warn("stats: sizing %s: %s; stats are off", name,
 			 strerror(err));
