@@ -1173,7 +1173,9 @@ bool transport_queue_takes(struct transport *t, size_t len)
 	pthread_mutex_lock(&t->lock);
 	room = !send_refused_locked(t) && !t->queue_starved &&
 	       queue_open_locked(t, clock_ms()) &&
-	       send_queue_len(&t->queued) + len <= queue_size_locked(t);
+	       send_queue_len(&t->queued) + len <=
+		       (t->s.tx_limit_asked ? t->s.tx_limit_asked
+					    : TRANSPORT_SEND_BUFFER);
 	pthread_mutex_unlock(&t->lock);
 	return room;
 }

@@ -186,7 +186,11 @@ struct ibv_mr *transport_register(struct transport *t, const void *buf,
 ssize_t transport_send_direct(struct transport *t, struct ibv_mr *mr,
 			      const void *buf, size_t len, uint64_t *end);
 bool transport_direct_done(struct transport *t, uint64_t end);
-/* Whether the send queue is open and has room for len bytes now. */
+/*
+ * Whether the send queue is open and has room for len bytes now, within
+ * the size it has before the traffic grows it: a zero-copy send out of
+ * credit copies no more than that into it, and waits for credit instead.
+ */
 bool transport_queue_takes(struct transport *t, size_t len);
 /*
  * A connection out of credit, its send queue closed and empty: in how
