@@ -72,6 +72,7 @@ static __thread struct {
 struct closing {
 	struct conn *conn;
 	int64_t deadline_ms;
+	size_t queued_then;    /* its send queue at the last deadline */
 	uint64_t backlog_left; /* at the last change */
 	int64_t stalled_at_ms; /* reset if still backlog_left then */
 	struct closing *next;
@@ -83,6 +84,14 @@ static struct closing *closing_list FORK_DATA;
 static unsigned int closing_count FORK_DATA;
 /* Atomic: entries that had a backlog at the last tick. */
 static unsigned int closing_writing FORK_DATA;
+/* Atomic: conn_closing_drain() calls under way (an exit or exec waits). */
+static unsigned int closing_hurried FORK_DATA;
+/*
+ * Atomic: an _exit() ended the lingers of closed connections with queued
+ * bytes; the reap ticks run so far.
+ */
+static bool closing_cut FORK_DATA;
+static unsigned int closing_ticks FORK_DATA;
 
 /*
  * The connections whose kernel socket only roceshim's own dup holds: the
@@ -1444,6 +1453,7 @@ uint16_t conn_release(struct conn *c, bool abortive)
 	}
 	cl->conn = c;
 	cl->deadline_ms = clock_ms() + LINGER_TIMEOUT_MS;
+	cl->queued_then = transport_queued(c->t);
 	__atomic_add_fetch(&closing_count, 1, __ATOMIC_RELEASE);
 	pthread_mutex_lock(&closing_lock);
 	cl->next = closing_list;
@@ -1459,8 +1469,29 @@ void conn_closing_drain(void)
 	static const struct timespec pause = { .tv_nsec = 1000000 };
 	int64_t deadline = clock_ms() + LINGER_TIMEOUT_MS;
 
+	__atomic_add_fetch(&closing_hurried, 1, __ATOMIC_RELEASE);
 	while (__atomic_load_n(&closing_count, __ATOMIC_ACQUIRE) &&
 	       (clock_ms() < deadline ||
+		__atomic_load_n(&closing_writing, __ATOMIC_ACQUIRE))) {
+		progress_wake();
+		nanosleep(&pause, NULL);
+	}
+	__atomic_sub_fetch(&closing_hurried, 1, __ATOMIC_RELEASE);
+}
+
+void conn_closing_quick_exit(int64_t by)
+{
+	static const struct timespec pause = { .tv_nsec = 1000000 };
+	unsigned int ticks;
+
+	if (!__atomic_load_n(&closing_count, __ATOMIC_ACQUIRE))
+		return;
+	__atomic_add_fetch(&closing_hurried, 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&closing_cut, true, __ATOMIC_RELEASE);
+	ticks = __atomic_load_n(&closing_ticks, __ATOMIC_ACQUIRE);
+	/* A tick that saw the cut says what is still being written. */
+	while (clock_ms() < by &&
+	       (__atomic_load_n(&closing_ticks, __ATOMIC_ACQUIRE) - ticks < 2 ||
 		__atomic_load_n(&closing_writing, __ATOMIC_ACQUIRE))) {
 		progress_wake();
 		nanosleep(&pause, NULL);
@@ -1511,6 +1542,23 @@ static bool move_queued(struct conn *c, enum roceshim_downgrade cause)
 }
 
 /*
+ * At a closed connection's deadline, with queued bytes: they stay on RDMA
+ * while the peer has taken some since the last deadline, and the linger
+ * starts again, as TCP's buffers deliver after a close for as long as the
+ * peer reads.  Not while an exit or exec waits for the closed connections:
+ * their bytes move to the kernel socket, whose buffers outlive the process.
+ */
+static void linger_while_draining(struct closing *cl, size_t queued,
+				  int64_t now)
+{
+	if (queued >= cl->queued_then ||
+	    __atomic_load_n(&closing_hurried, __ATOMIC_ACQUIRE))
+		return;
+	cl->queued_then = queued;
+	cl->deadline_ms = now + LINGER_TIMEOUT_MS;
+}
+
+/*
  * Whether a closed connection is done: its FIN out (and, where it kept
  * its socket for the peer, its bytes taken), or its move over and its
  * backlog written.  *writing: whether a backlog is left.
@@ -1537,7 +1585,11 @@ static bool finished(struct closing *cl, int64_t now, bool *writing)
 		failed = transport_progress(c->t) ||
 			 __atomic_load_n(&c->qp_lost, __ATOMIC_ACQUIRE);
 		queued = transport_queued(c->t);
-		if (queued && (failed || now >= cl->deadline_ms)) {
+		if (queued && !failed && now >= cl->deadline_ms)
+			linger_while_draining(cl, queued, now);
+		if (queued &&
+		    (failed || now >= cl->deadline_ms ||
+		     __atomic_load_n(&closing_cut, __ATOMIC_ACQUIRE))) {
 			*writing = move_queued(
 				c, failed ? ROCESHIM_DOWNGRADE_QP_ERROR
 					  : ROCESHIM_DOWNGRADE_SEND_STALL);
@@ -1588,6 +1640,7 @@ bool conn_reap_tick(void)
 		keep = cl;
 	}
 	__atomic_store_n(&closing_writing, writing_count, __ATOMIC_RELEASE);
+	__atomic_add_fetch(&closing_ticks, 1, __ATOMIC_RELEASE);
 	if (!keep)
 		return conn_move_tick();
 	pthread_mutex_lock(&closing_lock);

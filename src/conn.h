@@ -216,6 +216,13 @@ void conn_exit(struct conn *c, int fd);
  */
 int64_t conn_quick_exit_deadline(void);
 void conn_quick_exit(struct conn *c, int fd, int64_t hand_over_by);
+/*
+ * Then the closed connections: those with bytes in their send queue move
+ * them to their kernel sockets now, whose buffers deliver them after the
+ * process, as TCP's would.  Waits until they are written there, or by
+ * (of clock_ms()), without a lock.
+ */
+void conn_closing_quick_exit(int64_t by);
 
 /* Its slot in memory shared with fork children (share.h). */
 struct share_slot *conn_slot(struct conn *c);

@@ -1203,6 +1203,7 @@ void track_quick_exit(void)
 		return;
 	hand_over_by = conn_quick_exit_deadline();
 	fd_table_for_each(quick_end, &hand_over_by);
+	conn_closing_quick_exit(hand_over_by);
 }
 
 /*

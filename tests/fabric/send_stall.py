@@ -26,12 +26,17 @@ A, B the two ends' stats rows at the end.
                   writer waits, then reads
       closed      another process sends N bytes and closes at once; this
                   one reads them 3 s later, then EOF
+      closed-slow-reader
+                  another process sends N bytes, closes at once and
+                  lives on; this one reads 8 KiB every 100 ms, then EOF
       exited      another process sends N bytes and exits without a
                   close; this one reads them once it is gone, then EOF
       close-exit  another process sends N bytes, closes and exits at
                   once; this one reads them once it is gone, then EOF
       quick-exit  another process sends N bytes and ends in _exit();
                   this one reads them once it is gone, then EOF
+      close-quick-exit
+                  as quick-exit, with a close() before the _exit()
     The other end's row is "-" where it is another process's.
 """
 import argparse
@@ -187,6 +192,13 @@ def closed(args, data):
     return proc.wait(timeout=60) == 0 and ok, sock, "-"
 
 
+def closed_slow_reader(args, data):
+    proc, sock = peer(args, "closed-slow-reader")
+    digest, _ = read_exactly(sock, len(data), 0.1, 8192)
+    ok = digest == hashlib.sha256(data).hexdigest() and sock.recv(1) == b""
+    return proc.wait(timeout=60) == 0 and ok, sock, "-"
+
+
 def exited(args, data):
     proc, sock = peer(args, args.case)
     ok = proc.wait(timeout=60) == 0 and read_to_eof(sock, data)
@@ -198,10 +210,10 @@ def run_peer(args, data):
     sent them all."""
     sock = socket.create_connection((args.addr, args.peer),
                                     source_address=(args.bind, 0))
-    if args.case == "closed":
+    if args.case in ("closed", "closed-slow-reader"):
         sock.sendall(data)
         sock.close()
-        time.sleep(4)
+        time.sleep(4 if args.case == "closed" else 2 + len(data) / 81920)
         return 0
     if args.case == "exited":
         sock.sendall(data)
@@ -211,8 +223,10 @@ def run_peer(args, data):
         sock.sendall(data)
         sock.close()
         return 0
-    if args.case == "quick-exit":
+    if args.case in ("quick-exit", "close-quick-exit"):
         sock.sendall(data)
+        if args.case == "close-quick-exit":
+            sock.close()
         os._exit(0)
     if args.case == "both-send":
         sock.sendall(data)
@@ -222,10 +236,11 @@ def run_peer(args, data):
 
 CASES = {"one-thread": one_thread, "timeout": timeout,
          "nonblocking": nonblocking, "close-exit": exited,
-         "quick-exit": exited,
+         "quick-exit": exited, "close-quick-exit": exited,
          "both-send": both_send, "slow-reader": slow_reader,
          "big-send": big_send, "grown": grown,
-         "stopped": stopped, "closed": closed, "exited": exited}
+         "stopped": stopped, "closed": closed,
+         "closed-slow-reader": closed_slow_reader, "exited": exited}
 
 
 def main():

@@ -17,8 +17,11 @@
 # A send of 1.8 MiB, more than the queue takes, to a reader that reads
 # 256 KiB every 50 ms waits for credit without spinning (big-send).
 # A sender that closes, exits without a close, closes and exits at once,
-# or ends in _exit(), before the peer reads: every byte still arrives,
-# then EOF.  The bytes move with the connection to TCP.
+# or ends in _exit(), with a close() first or without, before the peer
+# reads: every byte still arrives, then EOF.  The bytes move with the
+# connection to TCP.  A sender that closes and lives on while the peer
+# reads slowly, for longer than the close's 2 s linger: they stay on RDMA
+# (closed-slow-reader).
 set -u
 PYTHON=${PYTHON:-/usr/bin/python3}
 script="$top_srcdir/tests/fabric/send_stall.py"
@@ -28,7 +31,8 @@ trap 'rm -rf "$tmp"' EXIT
 . "$top_srcdir/tests/lib.sh"
 
 cases="one-thread timeout nonblocking grown both-send stopped slow-reader
-	big-send closed exited close-exit quick-exit"
+	big-send closed closed-slow-reader exited close-exit quick-exit
+	close-quick-exit"
 for case in $cases; do
 	timeout 120 "$ROCESHIM_RUN" "$PYTHON" "$script" \
 		"$ROCESHIM_FABRIC_ADDR_B" --bind "$ROCESHIM_FABRIC_ADDR_A" \
@@ -46,14 +50,14 @@ for case in one-thread timeout nonblocking grown slow-reader big-send; do
 		"$(awk -v c="$case" '$1 == c {print $6, $7, $8, $9, $10}' \
 			"$tmp/out")"
 done
-for case in both-send stopped; do
+for case in both-send stopped closed-slow-reader; do
 	check_eq "${case}_stays_on_rdma" "rdma none" \
 		"$(awk -v c="$case" '$1 == c {print $6, $7}' "$tmp/out")"
 done
 check_eq one_thread_done_within_5_s 1 \
 	"$(awk '$1 == "one-thread" && $4 < 5000 {n++} END {print n + 0}' \
 		"$tmp/out")"
-for case in closed exited close-exit quick-exit; do
+for case in closed exited close-exit quick-exit close-quick-exit; do
 	check_eq "${case}_sender_bytes_moved_to_tcp" "tcp none moved:peer" \
 		"$(awk -v c="$case" '$1 == c {print $6, $7, $8}' "$tmp/out")"
 done
