@@ -1701,4 +1701,6 @@ void FORK_CODE conn_fork_child(bool fds_shared)
 	pthread_mutex_init(&closing_lock, NULL);
 	closing_list = NULL;
 	__atomic_store_n(&closing_count, 0, __ATOMIC_RELEASE);
+	__atomic_store_n(&closing_hurried, 0, __ATOMIC_RELEASE);
+	__atomic_store_n(&closing_cut, false, __ATOMIC_RELEASE);
 }

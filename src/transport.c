@@ -13,6 +13,7 @@
 
 #include "clock.h"
 #include "cq_hub.h"
+#include "fork_page.h"
 #include "lock_by.h"
 #include "log.h"
 #include "rdma_stack.h"
@@ -299,7 +300,7 @@ static bool queue_open_locked(struct transport *t, int64_t now)
 }
 
 /* Bytes in the send queues of the whole process. */
-static _Atomic uint64_t queued_in_process;
+static _Atomic uint64_t queued_in_process FORK_DATA;
 
 static void queue_took(uint64_t n)
 {
@@ -309,6 +310,11 @@ static void queue_took(uint64_t n)
 static void queue_gave(uint64_t n)
 {
 	atomic_fetch_sub_explicit(&queued_in_process, n, memory_order_relaxed);
+}
+
+void FORK_CODE queue_fork_child(void)
+{
+	atomic_store_explicit(&queued_in_process, 0, memory_order_relaxed);
 }
 
 /*

@@ -187,6 +187,8 @@ bool spare_keep(struct transport *t);
 int spare_tick(int64_t now);
 bool spare_drop_all(void);
 void spare_fork_child(void);
+/* In a fork child: the parent's send queues are none of its own. */
+void queue_fork_child(void);
 
 /* Whether resizing has anything waiting (cheap: on every read). */
 static inline bool rings_pending(const struct transport *t)

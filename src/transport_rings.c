@@ -637,6 +637,7 @@ void FORK_CODE transport_fork_child(void)
 	if (rdma_stack_begun())
 		listed.forked = true;
 	spare_fork_child();
+	queue_fork_child();
 	cq_hub_fork_child();
 }
 
