@@ -28,6 +28,11 @@
 /* How long a closed connection's FIN may take before it is torn down. */
 #define LINGER_TIMEOUT_MS 2000
 /*
+ * How long, at most, a closed connection's send queue drains over RDMA to
+ * a peer that keeps taking some of it; then its kernel socket takes over.
+ */
+#define LINGER_DRAINING_MAX_MS 60000
+/*
  * How long _exit() waits for a connection's last writes, as a close()
  * does (conn_rdma_wait_writes()).
  */
@@ -71,6 +76,7 @@ static __thread struct {
  */
 struct closing {
 	struct conn *conn;
+	int64_t closed_ms;
 	int64_t deadline_ms;
 	size_t queued_then;    /* its send queue at the last deadline */
 	uint64_t backlog_left; /* at the last change */
@@ -1202,18 +1208,20 @@ static void wait_moved_out_locked(struct conn *c, bool backlog_too,
  * This process's own connection moves, and the call waits for it (see
  * wait_moved_out_locked()), at most until deadline (of clock_ms(); -1:
  * none).  With a deadline, the lock too is given up then: _exit() may
- * run in a signal handler that interrupted its holder.
+ * run in a signal handler that interrupted its holder.  Whether it is on
+ * TCP at the end, with its backlog in the socket if backlog_too.
  */
-static void move_own(struct conn *c, enum roceshim_downgrade cause,
+static bool move_own(struct conn *c, enum roceshim_downgrade cause,
 		     bool backlog_too, int64_t deadline)
 {
 	struct timespec until = { 0 };
+	bool out;
 
 	if (deadline < 0) {
 		pthread_mutex_lock(&c->lock);
 	} else {
 		if (!lock_by(&c->lock, deadline))
-			return;
+			return false;
 		clock_timespec_in(CLOCK_MONOTONIC, clock_ms_left(deadline),
 				  &until);
 	}
@@ -1226,7 +1234,10 @@ static void move_own(struct conn *c, enum roceshim_downgrade cause,
 			break;
 	}
 	wait_moved_out_locked(c, backlog_too, deadline);
+	out = path_of(c) == CONN_TCP &&
+	      (!backlog_too || conn_move_flush_locked(c));
 	pthread_mutex_unlock(&c->lock);
+	return out;
 }
 
 /* staying: see claim_inherited(). */
@@ -1284,8 +1295,13 @@ void conn_quick_exit(struct conn *c, int fd, int64_t hand_over_by)
 		conn_reset_on_close(fd);
 		break;
 	case -EINPROGRESS:
-		/* Bytes only this end holds: TCP's buffers deliver them. */
-		move_own(c, ROCESHIM_DOWNGRADE_EXIT, true, hand_over_by);
+		/*
+		 * Bytes only this end holds: TCP's buffers deliver them.  If
+		 * they are not all there in time, the end is a reset, not a
+		 * FIN after part of them.
+		 */
+		if (!move_own(c, ROCESHIM_DOWNGRADE_EXIT, true, hand_over_by))
+			conn_reset_on_close(fd);
 		break;
 	default:
 		break;
@@ -1452,8 +1468,10 @@ uint16_t conn_release(struct conn *c, bool abortive)
 		return handed_over;
 	}
 	cl->conn = c;
-	cl->deadline_ms = clock_ms() + LINGER_TIMEOUT_MS;
-	cl->queued_then = transport_queued(c->t);
+	cl->closed_ms = clock_ms();
+	cl->deadline_ms = cl->closed_ms + LINGER_TIMEOUT_MS;
+	if (path_of(c) == CONN_RDMA)
+		cl->queued_then = transport_queued(c->t);
 	__atomic_add_fetch(&closing_count, 1, __ATOMIC_RELEASE);
 	pthread_mutex_lock(&closing_lock);
 	cl->next = closing_list;
@@ -1484,7 +1502,9 @@ void conn_closing_quick_exit(int64_t by)
 	static const struct timespec pause = { .tv_nsec = 1000000 };
 	unsigned int ticks;
 
-	if (!__atomic_load_n(&closing_count, __ATOMIC_ACQUIRE))
+	/* Moves begun with no time left would only end in resets. */
+	if (!__atomic_load_n(&closing_count, __ATOMIC_ACQUIRE) ||
+	    clock_ms() >= by)
 		return;
 	__atomic_add_fetch(&closing_hurried, 1, __ATOMIC_RELEASE);
 	__atomic_store_n(&closing_cut, true, __ATOMIC_RELEASE);
@@ -1526,16 +1546,27 @@ static bool closed_backlog_out_locked(struct closing *cl, int64_t now)
  * A closed connection's linger ended, or its queue pair failed, with
  * bytes in its send queue (the peer reads slowly, or not at all): they
  * move with the connection to its kernel socket, whose buffers deliver
- * them after the close, as TCP's would.  true if the move began.
+ * them after the close, as TCP's would.  Until they are all in it, the
+ * socket lingers 0: a process that ends first resets the connection
+ * rather than end it with a FIN after part of them.  true if the move
+ * began.
  */
 static bool move_queued(struct conn *c, enum roceshim_downgrade cause)
 {
 	bool moving = false;
 
+	static const struct linger delivering = { .l_onoff = 0 };
+
 	pthread_mutex_lock(&c->lock);
 	if (c->kfd_for_peer) {
+		/* Before the marker goes: the process may end right after. */
+		conn_reset_on_close(c->kfd);
 		conn_move_begin_locked(c, cause);
 		moving = path_of(c) != CONN_RDMA;
+		c->reset_until_flushed = moving;
+		if (!moving)
+			real.setsockopt(c->kfd, SOL_SOCKET, SO_LINGER,
+					&delivering, sizeof(delivering));
 	}
 	pthread_mutex_unlock(&c->lock);
 	return moving;
@@ -1552,10 +1583,14 @@ static void linger_while_draining(struct closing *cl, size_t queued,
 				  int64_t now)
 {
 	if (queued >= cl->queued_then ||
+	    now - cl->closed_ms >= LINGER_DRAINING_MAX_MS ||
 	    __atomic_load_n(&closing_hurried, __ATOMIC_ACQUIRE))
 		return;
 	cl->queued_then = queued;
 	cl->deadline_ms = now + LINGER_TIMEOUT_MS;
+	log_debug("rdma: closed connection (fd %d): its peer still reads, "
+		  "%zu bytes queued; it lingers on",
+		  cl->conn->kfd, queued);
 }
 
 /*
@@ -1566,7 +1601,7 @@ static void linger_while_draining(struct closing *cl, size_t queued,
 static bool finished(struct closing *cl, int64_t now, bool *writing)
 {
 	struct conn *c = cl->conn;
-	bool done, failed;
+	bool done, failed, cut;
 	size_t queued;
 
 	*writing = false;
@@ -1585,11 +1620,10 @@ static bool finished(struct closing *cl, int64_t now, bool *writing)
 		failed = transport_progress(c->t) ||
 			 __atomic_load_n(&c->qp_lost, __ATOMIC_ACQUIRE);
 		queued = transport_queued(c->t);
+		cut = __atomic_load_n(&closing_cut, __ATOMIC_ACQUIRE);
 		if (queued && !failed && now >= cl->deadline_ms)
 			linger_while_draining(cl, queued, now);
-		if (queued &&
-		    (failed || now >= cl->deadline_ms ||
-		     __atomic_load_n(&closing_cut, __ATOMIC_ACQUIRE))) {
+		if (queued && (failed || now >= cl->deadline_ms || cut)) {
 			*writing = move_queued(
 				c, failed ? ROCESHIM_DOWNGRADE_QP_ERROR
 					  : ROCESHIM_DOWNGRADE_SEND_STALL);
@@ -1599,8 +1633,11 @@ static bool finished(struct closing *cl, int64_t now, bool *writing)
 			return true;
 		/* Until they move or go, an exit waits for them. */
 		*writing = queued != 0;
-		if (queued || transport_writes_in_flight(c->t))
+		if (queued || transport_writes_in_flight(c->t)) {
+			/* An _exit() waits for its last writes too. */
+			*writing = *writing || cut;
 			return false;
+		}
 		/* FIN out: it may wait on for a peer that may move. */
 		pthread_mutex_lock(&c->lock);
 		done = !c->kfd_for_peer ||

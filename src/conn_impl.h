@@ -69,6 +69,11 @@ struct conn {
 	struct progress_watcher kwatch;
 	bool released;	  /* the program closed its last fd */
 	bool shut_kernel; /* a shutdown(SHUT_WR) waits for the kernel socket */
+	/*
+	 * kfd lingers 0 until the move's backlog is all in it: a process
+	 * that ends first resets rather than end with part of the stream.
+	 */
+	bool reset_until_flushed;
 	enum roceshim_downgrade cause;
 	struct wire_positions pos; /* where the streams stood at the freeze */
 	uint8_t marker[WIRE_MARKER_LEN]; /* the peer's, as it comes in */

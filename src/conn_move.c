@@ -357,6 +357,7 @@ static void publish_tcp_locked(struct conn *c)
 
 bool conn_move_flush_locked(struct conn *c)
 {
+	static const struct linger delivering = { .l_onoff = 0 };
 	struct msghdr msg = { .msg_iovlen = 0 };
 	struct iovec iov[2];
 	ssize_t n;
@@ -385,6 +386,11 @@ bool conn_move_flush_locked(struct conn *c)
 			__atomic_store_n(&c->taken_error, errno,
 					 __ATOMIC_RELEASE);
 		c->backlog_from = c->backlog_to;
+	}
+	if (c->reset_until_flushed && path_of(c) == CONN_TCP && c->kfd >= 0) {
+		real.setsockopt(c->kfd, SOL_SOCKET, SO_LINGER, &delivering,
+				sizeof(delivering));
+		c->reset_until_flushed = false;
 	}
 	if (c->shut_kernel && c->kfd >= 0)
 		real.shutdown(c->kfd, SHUT_WR);

@@ -438,7 +438,8 @@ static ssize_t send_some(struct conn *c, struct zerocopy *z, struct blocking *b,
 			  iov[i].iov_len - off);
 	/* Out of credit: TCP's send buffer would take the rest now. */
 	if (n == -EAGAIN) {
-		if (transport_queue_takes(c->t, iov_bytes(iov, iovcnt) - skip))
+		if (transport_queue_takes(c->t, iov_bytes(iov, iovcnt) - skip,
+					  must_not_block(b)))
 			n = -ENOBUFS;
 		else
 			z->wants_credit = true;

@@ -1172,16 +1172,18 @@ unsigned int transport_writes_in_flight(struct transport *t)
 	return n;
 }
 
-bool transport_queue_takes(struct transport *t, size_t len)
+bool transport_queue_takes(struct transport *t, size_t len, bool grown)
 {
+	uint32_t size;
 	bool room;
 
 	pthread_mutex_lock(&t->lock);
+	size = queue_size_locked(t);
+	if (!grown && !t->s.tx_limit_asked)
+		size = TRANSPORT_SEND_BUFFER;
 	room = !send_refused_locked(t) && !t->queue_starved &&
 	       queue_open_locked(t, clock_ms()) &&
-	       send_queue_len(&t->queued) + len <=
-		       (t->s.tx_limit_asked ? t->s.tx_limit_asked
-					    : TRANSPORT_SEND_BUFFER);
+	       send_queue_len(&t->queued) + len <= size;
 	pthread_mutex_unlock(&t->lock);
 	return room;
 }

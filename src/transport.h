@@ -187,11 +187,13 @@ ssize_t transport_send_direct(struct transport *t, struct ibv_mr *mr,
 			      const void *buf, size_t len, uint64_t *end);
 bool transport_direct_done(struct transport *t, uint64_t end);
 /*
- * Whether the send queue is open and has room for len bytes now, within
- * the size it has before the traffic grows it: a zero-copy send out of
- * credit copies no more than that into it, and waits for credit instead.
+ * Whether the send queue is open and has room for len bytes now: within
+ * the size the traffic has grown it to if grown, else within the size it
+ * has before.  A blocking zero-copy send out of credit copies no more
+ * than that into it, and waits for credit instead; one that must not
+ * block may take what writability promised.
  */
-bool transport_queue_takes(struct transport *t, size_t len);
+bool transport_queue_takes(struct transport *t, size_t len, bool grown);
 /*
  * A connection out of credit, its send queue closed and empty: in how
  * many ms the queue opens, and the connection becomes writable with no

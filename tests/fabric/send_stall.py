@@ -27,8 +27,8 @@ A, B the two ends' stats rows at the end.
       closed      another process sends N bytes and closes at once; this
                   one reads them 3 s later, then EOF
       closed-slow-reader
-                  another process sends N bytes, closes at once and
-                  lives on; this one reads 8 KiB every 100 ms, then EOF
+                  another process sends 2 N bytes, closes at once and
+                  lives on; this one reads 12 KiB every 100 ms, then EOF
       exited      another process sends N bytes and exits without a
                   close; this one reads them once it is gone, then EOF
       close-exit  another process sends N bytes, closes and exits at
@@ -37,6 +37,14 @@ A, B the two ends' stats rows at the end.
                   this one reads them once it is gone, then EOF
       close-quick-exit
                   as quick-exit, with a close() before the _exit()
+      stopped-quick-exit
+                  a process sends N/2 bytes, more than a new ring takes,
+                  to a third one, stopped, then closes and ends in
+                  _exit(); the third, continued 1.5 s later, reads those
+                  that arrived and then ECONNRESET, as its stopped
+                  roceshim could not answer the move: RESULT "reset"
+                  ("all": the connection was not on RDMA; "short": a FIN
+                  after part of the stream)
     The other end's row is "-" where it is another process's.
 """
 import argparse
@@ -194,7 +202,8 @@ def closed(args, data):
 
 def closed_slow_reader(args, data):
     proc, sock = peer(args, "closed-slow-reader")
-    digest, _ = read_exactly(sock, len(data), 0.1, 8192)
+    data = data + data
+    digest, _ = read_exactly(sock, len(data), 0.1, 12288)
     ok = digest == hashlib.sha256(data).hexdigest() and sock.recv(1) == b""
     return proc.wait(timeout=60) == 0 and ok, sock, "-"
 
@@ -205,15 +214,86 @@ def exited(args, data):
     return ok, sock, "-"
 
 
+def stopped_quick_exit(args, data):
+    def spawn(role, port=None, **kw):
+        return subprocess.Popen(
+            [sys.executable, __file__, args.addr, "--bind", args.bind,
+             "--size", str(args.size), "--seed", args.seed.hex(),
+             "--peer", str(port or 1), role], text=True, **kw)
+
+    def line(proc):
+        ready, _, _ = select.select([proc.stdout], [], [], 60)
+        return proc.stdout.readline().strip() if ready else "timeout"
+
+    reader = spawn("stopped-reader", stdout=subprocess.PIPE)
+    writer = None
+    try:
+        port = line(reader)
+        if not port.isdigit():
+            return "reader:" + port, "-", "-"
+        writer = spawn("stopped-writer", port, stdin=subprocess.PIPE)
+        if line(reader) != "accepted":
+            return "not-accepted", "-", "-"
+        reader.send_signal(signal.SIGSTOP)
+        writer.stdin.write("go\n")
+        writer.stdin.flush()
+        writer.wait(timeout=60)
+        time.sleep(1.5)
+        reader.send_signal(signal.SIGCONT)
+        return line(reader) or "none", "-", "-"
+    finally:
+        for proc in (reader, writer):
+            if proc:
+                proc.send_signal(signal.SIGCONT)
+                proc.kill()
+                proc.wait()
+
+
+def stopped_reader(args, data):
+    """Prints its port, "accepted", then how the stream of N/2 bytes
+    ended: all, reset, short or wrong."""
+    lsn = socket.socket()
+    lsn.bind((args.addr, 0))
+    lsn.listen(1)
+    print(lsn.getsockname()[1], flush=True)
+    sock, _ = lsn.accept()
+    print("accepted", flush=True)
+    data = data[:len(data) // 2]
+    try:
+        digest, got = read_exactly(sock, len(data))
+        end = sock.recv(1)
+    except ConnectionResetError:
+        print("reset", flush=True)
+        return 0
+    if got < len(data) or end:
+        print("short" if got < len(data) else "wrong", flush=True)
+    else:
+        print("all" if digest == hashlib.sha256(data).hexdigest()
+              else "wrong", flush=True)
+    return 0
+
+
 def run_peer(args, data):
     """The other end: exit status 0 when it read every byte in order, or
     sent them all."""
+    if args.case == "stopped-reader":
+        return stopped_reader(args, data)
     sock = socket.create_connection((args.addr, args.peer),
                                     source_address=(args.bind, 0))
-    if args.case in ("closed", "closed-slow-reader"):
+    if args.case == "stopped-writer":
+        sys.stdin.readline()
+        sock.sendall(data[:len(data) // 2])
+        sock.close()
+        os._exit(0)
+    if args.case == "closed":
         sock.sendall(data)
         sock.close()
-        time.sleep(4 if args.case == "closed" else 2 + len(data) / 81920)
+        time.sleep(4)
+        return 0
+    if args.case == "closed-slow-reader":
+        sock.sendall(data + data)
+        sock.close()
+        time.sleep(2 + 2 * len(data) / 122880)
         return 0
     if args.case == "exited":
         sock.sendall(data)
@@ -240,7 +320,9 @@ CASES = {"one-thread": one_thread, "timeout": timeout,
          "both-send": both_send, "slow-reader": slow_reader,
          "big-send": big_send, "grown": grown,
          "stopped": stopped, "closed": closed,
-         "closed-slow-reader": closed_slow_reader, "exited": exited}
+         "closed-slow-reader": closed_slow_reader, "exited": exited,
+         "stopped-quick-exit": stopped_quick_exit,
+         "stopped-reader": None, "stopped-writer": None}
 
 
 def main():
@@ -259,7 +341,7 @@ def main():
     try:
         ok, client, other = CASES[args.case](args, data)
         result = ok if isinstance(ok, str) else "ok" if ok else "wrong-bytes"
-        crow = row(client.fileno())
+        crow = client if isinstance(client, str) else row(client.fileno())
         orow = other if isinstance(other, str) else row(other.fileno())
     except OSError as e:
         result = "error:" + (os.strerror(e.errno) if e.errno else repr(e))

@@ -21,7 +21,10 @@
 # reads: every byte still arrives, then EOF.  The bytes move with the
 # connection to TCP.  A sender that closes and lives on while the peer
 # reads slowly, for longer than the close's 2 s linger: they stay on RDMA
-# (closed-slow-reader).
+# (closed-slow-reader).  One that closes and ends in _exit() while its
+# peer is stopped, so that the move cannot finish: the peer reads every
+# byte that arrived, then ECONNRESET, never a short stream and EOF
+# (stopped-quick-exit; over kernel TCP it would read them all).
 set -u
 PYTHON=${PYTHON:-/usr/bin/python3}
 script="$top_srcdir/tests/fabric/send_stall.py"
@@ -32,9 +35,13 @@ trap 'rm -rf "$tmp"' EXIT
 
 cases="one-thread timeout nonblocking grown both-send stopped slow-reader
 	big-send closed closed-slow-reader exited close-exit quick-exit
-	close-quick-exit"
+	close-quick-exit stopped-quick-exit"
 for case in $cases; do
-	timeout 120 "$ROCESHIM_RUN" "$PYTHON" "$script" \
+	# The debug log of the case that counts its lingers, not the others'.
+	log=
+	[ "$case" = closed-slow-reader ] &&
+		log="ROCESHIM_LOG_LEVEL=debug ROCESHIM_LOG_FILE=$tmp/$case.%p.log"
+	env $log timeout 120 "$ROCESHIM_RUN" "$PYTHON" "$script" \
 		"$ROCESHIM_FABRIC_ADDR_B" --bind "$ROCESHIM_FABRIC_ADDR_A" \
 		--size $((300 << 10)) "$case" >>"$tmp/out" 2>&1 ||
 		echo "$case rc $?" >>"$tmp/out"
@@ -42,9 +49,12 @@ done
 sed 's/^/    /' "$tmp/out"
 field() { awk -v c="$1" -v f="$2" '$1 == c {print $f}' "$tmp/out"; }
 for case in $cases; do
+	[ "$case" = stopped-quick-exit ] && continue
 	check_eq "${case}_send_returns_and_every_byte_arrives" ok \
 		"$(field "$case" 2)"
 done
+check_eq stopped_quick_exit_resets_never_ends_short reset \
+	"$(field stopped-quick-exit 2)"
 for case in one-thread timeout nonblocking grown slow-reader big-send; do
 	check_eq "${case}_stays_on_rdma" "rdma none | rdma none" \
 		"$(awk -v c="$case" '$1 == c {print $6, $7, $8, $9, $10}' \
@@ -54,6 +64,9 @@ for case in both-send stopped closed-slow-reader; do
 	check_eq "${case}_stays_on_rdma" "rdma none" \
 		"$(awk -v c="$case" '$1 == c {print $6, $7}' "$tmp/out")"
 done
+lingered=$(cat "$tmp"/closed-slow-reader.*.log | grep -c 'it lingers on')
+echo "# closed-slow-reader: the linger started again $lingered times"
+check closed_slow_reader_lingers_while_the_peer_reads [ "$lingered" -ge 1 ]
 check_eq one_thread_done_within_5_s 1 \
 	"$(awk '$1 == "one-thread" && $4 < 5000 {n++} END {print n + 0}' \
 		"$tmp/out")"
