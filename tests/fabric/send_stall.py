@@ -27,8 +27,9 @@ A, B the two ends' stats rows at the end.
       closed      another process sends N bytes and closes at once; this
                   one reads them 3 s later, then EOF
       closed-slow-reader
-                  another process sends 2 N bytes, closes at once and
-                  lives on; this one reads 12 KiB every 100 ms, then EOF
+                  another process sends 2 N bytes in 64 KiB pieces,
+                  closes at once and lives on; this one reads 8 KiB
+                  every 100 ms, then EOF
       exited      another process sends N bytes and exits without a
                   close; this one reads them once it is gone, then EOF
       close-exit  another process sends N bytes, closes and exits at
@@ -203,7 +204,7 @@ def closed(args, data):
 def closed_slow_reader(args, data):
     proc, sock = peer(args, "closed-slow-reader")
     data = data + data
-    digest, _ = read_exactly(sock, len(data), 0.1, 12288)
+    digest, _ = read_exactly(sock, len(data), 0.1, 8192)
     ok = digest == hashlib.sha256(data).hexdigest() and sock.recv(1) == b""
     return proc.wait(timeout=60) == 0 and ok, sock, "-"
 
@@ -291,9 +292,13 @@ def run_peer(args, data):
         time.sleep(4)
         return 0
     if args.case == "closed-slow-reader":
-        sock.sendall(data + data)
+        # As an HTTP server writes a file: pieces too small to go
+        # zero-copy, so that the queue holds what the ring does not.
+        data = data + data
+        for i in range(0, len(data), 65536):
+            sock.sendall(data[i:i + 65536])
         sock.close()
-        time.sleep(2 + 2 * len(data) / 122880)
+        time.sleep(2 + len(data) / 81920)
         return 0
     if args.case == "exited":
         sock.sendall(data)

@@ -65,7 +65,8 @@ for case in both-send stopped closed-slow-reader; do
 		"$(awk -v c="$case" '$1 == c {print $6, $7}' "$tmp/out")"
 done
 lingered=$(cat "$tmp"/closed-slow-reader.*.log | grep -c 'it lingers on')
-echo "# closed-slow-reader: the linger started again $lingered times"
+echo "# closed-slow-reader: the linger started again $lingered times" \
+	"($(cat "$tmp"/closed-slow-reader.*.log | wc -l) log lines)"
 check closed_slow_reader_lingers_while_the_peer_reads [ "$lingered" -ge 1 ]
 check_eq one_thread_done_within_5_s 1 \
 	"$(awk '$1 == "one-thread" && $4 < 5000 {n++} END {print n + 0}' \
