@@ -450,6 +450,13 @@ void conn_reset_on_close(int fd)
 	real.setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
 }
 
+void conn_deliver_on_close(int fd)
+{
+	struct linger lg = { .l_onoff = 0 };
+
+	real.setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+}
+
 void conn_reset_kernel(int fd)
 {
 	struct sockaddr unspec = { .sa_family = AF_UNSPEC };
@@ -1555,8 +1562,6 @@ static bool move_queued(struct conn *c, enum roceshim_downgrade cause)
 {
 	bool moving = false;
 
-	static const struct linger delivering = { .l_onoff = 0 };
-
 	pthread_mutex_lock(&c->lock);
 	if (c->kfd_for_peer) {
 		/* Before the marker goes: the process may end right after. */
@@ -1565,8 +1570,7 @@ static bool move_queued(struct conn *c, enum roceshim_downgrade cause)
 		moving = path_of(c) != CONN_RDMA;
 		c->reset_until_flushed = moving;
 		if (!moving)
-			real.setsockopt(c->kfd, SOL_SOCKET, SO_LINGER,
-					&delivering, sizeof(delivering));
+			conn_deliver_on_close(c->kfd);
 	}
 	pthread_mutex_unlock(&c->lock);
 	return moving;

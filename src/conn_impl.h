@@ -102,6 +102,8 @@ ssize_t conn_rdma_recv(struct conn *c, int tcp_fd, const struct iovec *iov,
 void conn_rdma_wait_writes(struct conn *c);
 /* The kernel socket fd lingers 0: its close sends a reset, as TCP's does. */
 void conn_reset_on_close(int fd);
+/* The kernel socket fd lingers as by default: its close sends a FIN. */
+void conn_deliver_on_close(int fd);
 /*
  * The connection failed (CONN_FAILED): the program's next call, or
  * SO_ERROR, reports ECONNRESET once, unless an error is already recorded.

@@ -357,7 +357,6 @@ static void publish_tcp_locked(struct conn *c)
 
 bool conn_move_flush_locked(struct conn *c)
 {
-	static const struct linger delivering = { .l_onoff = 0 };
 	struct msghdr msg = { .msg_iovlen = 0 };
 	struct iovec iov[2];
 	ssize_t n;
@@ -388,8 +387,7 @@ bool conn_move_flush_locked(struct conn *c)
 		c->backlog_from = c->backlog_to;
 	}
 	if (c->reset_until_flushed && path_of(c) == CONN_TCP && c->kfd >= 0) {
-		real.setsockopt(c->kfd, SOL_SOCKET, SO_LINGER, &delivering,
-				sizeof(delivering));
+		conn_deliver_on_close(c->kfd);
 		c->reset_until_flushed = false;
 	}
 	if (c->shut_kernel && c->kfd >= 0)
