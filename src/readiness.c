@@ -575,7 +575,7 @@ bool readiness_spin_begin(struct wait_spin *w, unsigned int cap_us,
 	w->spinning = w->blocked = false;
 	if (!timeout_ms || !may || !spin_time_wait(&wait_spin))
 		return false;
-	w->start_us = clock_us();
+	w->start_us = w->seen_us = clock_us();
 	budget = spin_budget_us(&wait_spin);
 	if (timeout_ms > 0 && budget > (uint64_t)timeout_ms * 1000)
 		budget = (uint64_t)timeout_ms * 1000;
@@ -596,11 +596,15 @@ void readiness_spin_stop(struct wait_spin *w)
 
 void readiness_spin_end(struct wait_spin *w, int ret)
 {
+	bool polled_to_end = w->spinning;
+
 	readiness_spin_stop(w);
 	if (w->blocked)
 		wait_time_unblock(&w->old);
 	if (w->start_us && ret >= 0)
-		spin_wait_ended(&wait_spin, clock_us() - w->start_us);
+		spin_wait_ended(&wait_spin,
+				(polled_to_end ? w->seen_us : clock_us()) -
+					w->start_us);
 }
 
 bool readiness_has_news(struct readiness *r, uint32_t want)

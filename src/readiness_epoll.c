@@ -1452,7 +1452,7 @@ static int ask_set(int epfd, struct epoll_event *events, int maxevents,
 }
 
 /*
- * Polls until end_us: the events the set then reports
+ * Polls until w->end_us: the events the set then reports
  * (folded), 0 if none came, or -1 with errno (EINTR: a signal that
  * sigmask lets through).  The set is asked in the first round, which
  * also checks the program's arguments as the kernel does; an event found
@@ -1461,7 +1461,7 @@ static int ask_set(int epfd, struct epoll_event *events, int maxevents,
  */
 static int spin_wait(int epfd, struct epoll_event *events, int maxevents,
 		     const sigset_t *sigmask, enum readiness_wait_kind kind,
-		     uint64_t end_us)
+		     struct wait_spin *w)
 {
 	struct epoll_event found_ev;
 	unsigned int round;
@@ -1484,7 +1484,9 @@ static int spin_wait(int epfd, struct epoll_event *events, int maxevents,
 			if (wait_time_signal_pending(sigmask))
 				return 0;
 		}
-		if (clock_us() >= end_us)
+		if (round % READINESS_SPIN_ROUNDS ==
+			    READINESS_SPIN_ROUNDS - 1 &&
+		    (w->seen_us = clock_us()) >= w->end_us)
 			return 0;
 	}
 }
@@ -1509,15 +1511,16 @@ static int wait_spinning(const struct config *cfg, int epfd,
 			sigmask = &w.old;
 		if (kind == READINESS_EPOLL_WAIT)
 			kind = READINESS_EPOLL_PWAIT;
-		n = spin_wait(epfd, events, maxevents, sigmask, kind, w.end_us);
-		readiness_spin_stop(&w);
+		n = spin_wait(epfd, events, maxevents, sigmask, kind, &w);
+		if (!n)
+			readiness_spin_stop(&w);
 	}
 	if (!n) {
 		if (ts)
 			left = *ts;
 		if (!w.blocked ||
 		    wait_time_take_spent(&timeout_ms, ts ? &left : NULL,
-					 clock_us() - w.start_us))
+					 w.seen_us - w.start_us))
 			n = wait_folded(epfd, events, maxevents, timeout_ms,
 					ts ? &left : NULL, sigmask, kind);
 	}

@@ -133,6 +133,7 @@ struct sock *readiness_upgraded_sock(int fd);
 struct wait_spin {
 	uint64_t start_us; /* 0: the wait is not timed */
 	uint64_t end_us;   /* when the polling ends */
+	uint64_t seen_us;  /* the clock when the polling last read it */
 	bool spinning;	   /* polling: a spin slot is held */
 	bool blocked;	   /* the asynchronous signals are blocked; old */
 	sigset_t old;	   /* the thread's mask before */
@@ -149,7 +150,9 @@ bool readiness_spin_begin(struct wait_spin *w, unsigned int cap_us,
 void readiness_spin_stop(struct wait_spin *w);
 /*
  * The wait is over with ret (< 0: an error): the signals come back, and a
- * timed wait's length sizes the thread's next ones.
+ * timed wait's length sizes the thread's next ones.  One that ends while
+ * it still polls is timed by seen_us: the polling reads the clock only
+ * every READINESS_SPIN_ROUNDS rounds, as it is a system call in a guest.
  */
 void readiness_spin_end(struct wait_spin *w, int ret);
 /* Rounds of polling between two looks at the kernel's own entries. */

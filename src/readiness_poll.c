@@ -212,11 +212,11 @@ static int wait_entries(struct pollfd *tmp, nfds_t n, nfds_t nfds,
 /*
  * Before the wait sleeps, the completion queues of the upgraded entries
  * are polled, as epoll_wait() does (readiness_epoll.c): READINESS_SPIN_ROUNDS
- * rounds, or until end_us, or until one raised what its entry asks for,
- * which makes its eventfd ready.  true: one did.
+ * rounds, or until one raised what its entry asks for, which makes its
+ * eventfd ready.  true: one did; false: none did, and w->seen_us is now.
  */
 static bool spin_rounds(struct readiness **began, const struct pollfd *fds,
-			nfds_t nfds, uint64_t end_us)
+			nfds_t nfds, struct wait_spin *w)
 {
 	unsigned int round;
 	uint32_t want;
@@ -232,9 +232,8 @@ static bool spin_rounds(struct readiness **began, const struct pollfd *fds,
 			    readiness_poll_raised(began[i], false, NULL) & want)
 				return true;
 		}
-		if (clock_us() >= end_us)
-			return false;
 	}
+	w->seen_us = clock_us();
 	return false;
 }
 
@@ -347,15 +346,15 @@ static int poll_substituted(struct pollfd *fds, nfds_t nfds,
 			goto out;
 		}
 		if (w.spinning && !ready) {
-			if (spin_rounds(began, fds, nfds, w.end_us) ||
-			    clock_us() < w.end_us)
+			if (spin_rounds(began, fds, nfds, &w) ||
+			    w.seen_us < w.end_us)
 				continue;
 			readiness_spin_stop(&w);
 			if (tmo)
 				left = *tmo;
 			if (!wait_time_take_spent(&timeout_ms,
 						  tmo ? &left : NULL,
-						  clock_us() - w.start_us))
+						  w.seen_us - w.start_us))
 				break;
 			if (tmo)
 				tmo = &left;
