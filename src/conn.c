@@ -4,6 +4,7 @@
  * the routing of each call to RDMA or to that socket, and its close.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -765,6 +766,98 @@ static int claim_if_inherited(struct conn *c, bool interruptible)
 		if (interruptible && !sig_restart_allowed())
 			return err;
 	return 0;
+}
+
+/*
+ * c->call_opts[]: what a blocking call asks of the kernel socket, as the
+ * kernel last answered.  The high half of each word counts the program's
+ * changes, so that an answer the kernel gave before a change is not
+ * recorded after it; the low half is OPT_UNKNOWN, or the value plus
+ * OPT_BIAS.
+ */
+#define OPT_UNKNOWN    0
+#define OPT_BIAS       2 /* a timeout of -1 (none) is 1 */
+#define OPT_VALUE_MASK UINT64_C(0xffffffff)
+#define OPT_CHANGE     (UINT64_C(1) << 32)
+
+/* true, and *value, if the kernel's answer is known. */
+static bool opt_known(struct conn *c, enum conn_call_opt opt, uint64_t *seen,
+		      int64_t *value)
+{
+	*seen = __atomic_load_n(&c->call_opts[opt], __ATOMIC_ACQUIRE);
+	if ((*seen & OPT_VALUE_MASK) == OPT_UNKNOWN)
+		return false;
+	*value = (int64_t)(*seen & OPT_VALUE_MASK) - OPT_BIAS;
+	return true;
+}
+
+/* The kernel answered value, since seen; kept unless too large to hold. */
+static void opt_learned(struct conn *c, enum conn_call_opt opt, uint64_t seen,
+			int64_t value)
+{
+	if (value + OPT_BIAS > (int64_t)OPT_VALUE_MASK)
+		return;
+	__atomic_compare_exchange_n(&c->call_opts[opt], &seen,
+				    seen | (uint64_t)(value + OPT_BIAS), false,
+				    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+}
+
+/*
+ * Only an answer the kernel gave is kept: fd may have stopped naming the
+ * socket (another thread closed it), and a guess would outlive the call.
+ */
+bool conn_call_nonblocking(struct conn *c, int fd, int msg_flags)
+{
+	uint64_t seen;
+	int64_t on;
+	int fl, err;
+
+	if (msg_flags & MSG_DONTWAIT)
+		return true;
+	if (opt_known(c, CONN_OPT_NONBLOCK, &seen, &on))
+		return on;
+	err = errno;
+	fl = real.fcntl(fd, F_GETFL);
+	errno = err;
+	if (fl < 0)
+		return false;
+	on = (fl & O_NONBLOCK) != 0;
+	opt_learned(c, CONN_OPT_NONBLOCK, seen, on);
+	return on;
+}
+
+int64_t conn_call_timeout_ms(struct conn *c, int fd, int name)
+{
+	enum conn_call_opt opt =
+		name == SO_SNDTIMEO ? CONN_OPT_SNDTIMEO : CONN_OPT_RCVTIMEO;
+	uint64_t seen;
+	int64_t ms;
+	bool asked;
+
+	if (opt_known(c, opt, &seen, &ms))
+		return ms;
+	ms = real_socket_timeout(fd, name, &asked);
+	if (asked)
+		opt_learned(c, opt, seen, ms);
+	return ms;
+}
+
+void conn_call_opt_changing(struct conn *c)
+{
+	if (!conn_alive(c))
+		while (claim_inherited(c, false))
+			;
+}
+
+void conn_call_opt_set(struct conn *c, enum conn_call_opt opt)
+{
+	uint64_t seen = __atomic_load_n(&c->call_opts[opt], __ATOMIC_ACQUIRE);
+
+	while (!__atomic_compare_exchange_n(
+		&c->call_opts[opt], &seen,
+		(seen & ~OPT_VALUE_MASK) + OPT_CHANGE, false, __ATOMIC_ACQ_REL,
+		__ATOMIC_ACQUIRE))
+		;
 }
 
 ssize_t conn_send(struct conn *c, int tcp_fd, const struct iovec *iov,

@@ -91,6 +91,28 @@ ssize_t conn_send(struct conn *c, int tcp_fd, const struct iovec *iov,
 		  int iovcnt, int flags, bool *kernel);
 ssize_t conn_recv(struct conn *c, int tcp_fd, const struct iovec *iov,
 		  int iovcnt, int flags, bool *kernel);
+/*
+ * What a blocking call asks of the kernel socket fd, asked only until it
+ * is known: whether the call must not block (MSG_DONTWAIT in msg_flags,
+ * or O_NONBLOCK on the open file), and its timeout (SO_RCVTIMEO or
+ * SO_SNDTIMEO, ms; -1 for none).  The program changes one through one of
+ * its fds (F_SETFL, FIONBIO, setsockopt): conn_call_opt_changing()
+ * before the kernel takes the change, conn_call_opt_set() after, and it
+ * is asked again.  A fork child that inherited the connection has it
+ * moved to TCP before its change: the owner could not see the change,
+ * made to the open file or socket they share.
+ */
+enum conn_call_opt {
+	CONN_OPT_NONBLOCK,
+	CONN_OPT_RCVTIMEO,
+	CONN_OPT_SNDTIMEO,
+	CONN_OPT_COUNT
+};
+bool conn_call_nonblocking(struct conn *c, int fd, int msg_flags);
+int64_t conn_call_timeout_ms(struct conn *c, int fd, int name);
+void conn_call_opt_changing(struct conn *c);
+void conn_call_opt_set(struct conn *c, enum conn_call_opt opt);
+
 /* shutdown(), how as there; 0 or a negative errno. */
 int conn_shutdown(struct conn *c, int fd, int how);
 /* FIONREAD. */

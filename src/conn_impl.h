@@ -56,6 +56,11 @@ struct conn {
 	bool rx_shut;	  /* SHUT_RD on RDMA: the socket is shut on TCP */
 	bool qp_lost;	  /* atomic: the CM says the queue pair is gone */
 	bool late_watch;  /* atomic: shut both ways on RDMA, no bytes since */
+	/* Atomic: what blocking calls ask of the kernel socket (conn.c). */
+	uint64_t call_opts[CONN_OPT_COUNT];
+	/* Atomic: the transport's arrivals when a call last asked the kernel
+	 * socket whether the peer reset (conn_rdma.c). */
+	uint64_t peer_checked_at;
 
 	/* Under lock: */
 	pthread_mutex_t lock;

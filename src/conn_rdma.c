@@ -116,11 +116,29 @@ static void check_peer(struct conn *c, int tcp_fd)
 }
 
 /*
+ * check_peer() for a read that found nothing, unless something arrived
+ * since a call last asked: the peer lived then, and a reset that comes
+ * later is seen by the progress thread, which watches the kernel socket
+ * (conn_move.c), and by the queue pair's disconnect; either wakes a
+ * wait.  A program that reads until EAGAIN after each message (an event
+ * loop) so asks the kernel once per quiet spell, not once per message.
+ */
+static void check_peer_unless_heard(struct conn *c, int tcp_fd)
+{
+	uint64_t now = transport_arrivals(c->t);
+
+	if (__atomic_exchange_n(&c->peer_checked_at, now, __ATOMIC_RELAXED) ==
+	    now)
+		check_peer(c, tcp_fd);
+}
+
+/*
  * Whether a call may block, and until when: O_NONBLOCK, MSG_DONTWAIT and
  * SO_RCVTIMEO/SO_SNDTIMEO.  Asked of the kernel socket only once the call
  * would block, so that a call that can proceed makes no extra syscall.
  */
 struct blocking {
+	struct conn *c;
 	int fd;
 	int flags;
 	int timeout_opt; /* SO_RCVTIMEO or SO_SNDTIMEO */
@@ -147,9 +165,9 @@ static bool must_not_block(struct blocking *b)
 	if (b->known)
 		return b->nonblock;
 	b->known = true;
-	b->nonblock = real_call_nonblocking(b->fd, b->flags);
+	b->nonblock = conn_call_nonblocking(b->c, b->fd, b->flags);
 	if (!b->nonblock) {
-		int64_t ms = real_socket_timeout_ms(b->fd, b->timeout_opt);
+		int64_t ms = conn_call_timeout_ms(b->c, b->fd, b->timeout_opt);
 
 		b->deadline = ms < 0 ? -1 : clock_ms() + ms;
 	}
@@ -699,9 +717,9 @@ static int wait_writable_or_stalled(struct conn *c, struct blocking *b,
 ssize_t conn_rdma_send(struct conn *c, int tcp_fd, const struct iovec *iov,
 		       int iovcnt, int flags)
 {
-	struct blocking b = { .fd = tcp_fd,
-			      .flags = flags,
-			      .timeout_opt = SO_SNDTIMEO };
+	struct blocking b = {
+		.c = c, .fd = tcp_fd, .flags = flags, .timeout_opt = SO_SNDTIMEO
+	};
 	struct wait_clock w = { .policy = &c->tx_spin };
 	struct zerocopy z = { .mr = NULL };
 	bool corked = false;
@@ -815,9 +833,9 @@ static int wait_more_peeked(struct blocking *b)
 ssize_t conn_rdma_recv(struct conn *c, int tcp_fd, const struct iovec *iov,
 		       int iovcnt, int flags)
 {
-	struct blocking b = { .fd = tcp_fd,
-			      .flags = flags,
-			      .timeout_opt = SO_RCVTIMEO };
+	struct blocking b = {
+		.c = c, .fd = tcp_fd, .flags = flags, .timeout_opt = SO_RCVTIMEO
+	};
 	bool peek = flags & MSG_PEEK;
 	bool waitall = flags & MSG_WAITALL;
 	/* TCP takes the bytes without a copy: the buffers may be NULL. */
@@ -843,7 +861,7 @@ ssize_t conn_rdma_recv(struct conn *c, int tcp_fd, const struct iovec *iov,
 		n = recv_into(c, i >= host, base, want, peek, total);
 		if (n == -EAGAIN && (!total || waitall) && must_not_block(&b)) {
 			/* Before giving up: is the peer gone? */
-			check_peer(c, tcp_fd);
+			check_peer_unless_heard(c, tcp_fd);
 			n = recv_into(c, i >= host, base, want, peek, total);
 		}
 		if (n > 0) {

@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/syscall.h>
 
 #include "conn.h"
 #include "connector.h"
@@ -43,6 +44,42 @@ static int after_async_on(int fd, int ret)
 	return ret;
 }
 
+/*
+ * The program changes what a connection's blocking calls ask of the
+ * kernel (conn.h): the file's status flags (F_SETFL, FIONBIO) or a socket
+ * timeout.  call_opt_changing() before the kernel call, and the
+ * connection it returns (with *sock referenced), or NULL; then
+ * call_opt_changed() with the call's result.
+ */
+static struct conn *call_opt_changing(int fd, struct sock **sock)
+{
+	struct conn *c;
+	int entry = errno;
+
+	*sock = shim_lookup(fd);
+	if (!*sock)
+		return NULL;
+	c = __atomic_load_n(&(*sock)->conn, __ATOMIC_ACQUIRE);
+	if (!c) {
+		sock_put(*sock);
+		return NULL;
+	}
+	conn_call_opt_changing(c);
+	errno = entry;
+	return c;
+}
+
+static int call_opt_changed(struct conn *c, struct sock *sock,
+			    enum conn_call_opt opt, int ret)
+{
+	if (!c)
+		return ret;
+	if (ret >= 0)
+		conn_call_opt_set(c, opt);
+	sock_put(sock);
+	return ret;
+}
+
 static bool sets_async(int cmd, void *arg)
 {
 	return cmd == F_SETFL && ((uintptr_t)arg & O_ASYNC);
@@ -54,6 +91,8 @@ static bool sets_async(int cmd, void *arg)
  */
 SHIM_EXPORT int fcntl(int fd, int cmd, ...)
 {
+	struct sock *sock = NULL;
+	struct conn *c = NULL;
 	va_list ap;
 	void *arg;
 	int ret;
@@ -62,7 +101,10 @@ SHIM_EXPORT int fcntl(int fd, int cmd, ...)
 	arg = va_arg(ap, void *);
 	va_end(ap);
 	shim_ensure_init();
+	if (cmd == F_SETFL)
+		c = call_opt_changing(fd, &sock);
 	ret = real.fcntl(fd, cmd, arg);
+	ret = call_opt_changed(c, sock, CONN_OPT_NONBLOCK, ret);
 	if (sets_async(cmd, arg))
 		ret = after_async_on(fd, ret);
 	return track_fcntl_result(fd, cmd, ret);
@@ -70,6 +112,8 @@ SHIM_EXPORT int fcntl(int fd, int cmd, ...)
 
 SHIM_EXPORT int fcntl64(int fd, int cmd, ...)
 {
+	struct sock *sock = NULL;
+	struct conn *c = NULL;
 	va_list ap;
 	void *arg;
 	int ret;
@@ -78,16 +122,34 @@ SHIM_EXPORT int fcntl64(int fd, int cmd, ...)
 	arg = va_arg(ap, void *);
 	va_end(ap);
 	shim_ensure_init();
+	if (cmd == F_SETFL)
+		c = call_opt_changing(fd, &sock);
 	ret = real.fcntl64(fd, cmd, arg);
+	ret = call_opt_changed(c, sock, CONN_OPT_NONBLOCK, ret);
 	if (sets_async(cmd, arg))
 		ret = after_async_on(fd, ret);
 	return track_fcntl_result(fd, cmd, ret);
 }
 
+long shim_fcntl_syscall(const long *arg)
+{
+	int fd = (int)arg[0], cmd = (int)arg[1];
+	struct sock *sock = NULL;
+	struct conn *c = NULL;
+	long ret;
+
+	if (cmd == F_SETFL)
+		c = call_opt_changing(fd, &sock);
+	ret = real.syscall(SYS_fcntl, arg[0], arg[1], arg[2]);
+	ret = call_opt_changed(c, sock, CONN_OPT_NONBLOCK, (int)ret);
+	return track_fcntl_result(fd, cmd, (int)ret);
+}
+
 SHIM_EXPORT int ioctl(int fd, unsigned long request, ...)
 {
 	int ret, entry = errno;
-	struct sock *sock;
+	struct sock *sock = NULL;
+	struct conn *c = NULL;
 	va_list ap;
 	void *arg;
 
@@ -106,11 +168,38 @@ SHIM_EXPORT int ioctl(int fd, unsigned long request, ...)
 		if (sock)
 			sock_put(sock);
 	}
+	if (request == FIONBIO)
+		c = call_opt_changing(fd, &sock);
 	ret = real.ioctl(fd, request, arg);
+	ret = call_opt_changed(c, sock, CONN_OPT_NONBLOCK, ret);
 	/* The kernel read the int: the pointer is valid. */
 	if (request == FIOASYNC && !ret && *(int *)arg)
 		after_async_on(fd, ret);
 	return ret;
+}
+
+/* SO_RCVTIMEO or SO_SNDTIMEO, either layout of the timeval: which, or -1. */
+static int sets_timeout(int level, int name)
+{
+	if (level != SOL_SOCKET)
+		return -1;
+	switch (name) {
+#ifdef SO_RCVTIMEO_NEW
+	case SO_RCVTIMEO_OLD:
+	case SO_RCVTIMEO_NEW:
+		return CONN_OPT_RCVTIMEO;
+	case SO_SNDTIMEO_OLD:
+	case SO_SNDTIMEO_NEW:
+		return CONN_OPT_SNDTIMEO;
+#else
+	case SO_RCVTIMEO:
+		return CONN_OPT_RCVTIMEO;
+	case SO_SNDTIMEO:
+		return CONN_OPT_SNDTIMEO;
+#endif
+	default:
+		return -1;
+	}
 }
 
 static bool sets_sndbuf(int level, int name)
@@ -161,8 +250,9 @@ static int before_upper_layer(int level, int name, int fd)
 SHIM_EXPORT int setsockopt(int fd, int level, int name, const void *val,
 			   socklen_t len)
 {
+	int saved = errno, err, ret, on, opt;
+	struct conn *c;
 	struct sock *sock;
-	int saved = errno, err, ret, on;
 
 	shim_ensure_init();
 	err = before_upper_layer(level, name, fd);
@@ -171,6 +261,11 @@ SHIM_EXPORT int setsockopt(int fd, int level, int name, const void *val,
 		return -1;
 	}
 	errno = saved;
+	opt = sets_timeout(level, name);
+	if (opt >= 0 && (c = call_opt_changing(fd, &sock)))
+		return call_opt_changed(
+			c, sock, opt,
+			real.setsockopt(fd, level, name, val, len));
 	ret = real.setsockopt(fd, level, name, val, len);
 	if (ret || !option_tracked(level, name))
 		return ret;

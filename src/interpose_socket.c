@@ -396,9 +396,7 @@ bool shim_fd_syscall(long number, const long *arg, long *ret)
 			(int)real.syscall(number, arg[0], arg[1], arg[2]));
 		return true;
 	case SYS_fcntl:
-		*ret = track_fcntl_result(
-			(int)arg[0], (int)arg[1],
-			(int)real.syscall(SYS_fcntl, arg[0], arg[1], arg[2]));
+		*ret = shim_fcntl_syscall(arg);
 		return true;
 	default:
 		return false;

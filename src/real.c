@@ -142,14 +142,23 @@ bool real_call_nonblocking(int fd, int msg_flags)
  */
 #define TIMEOUT_SEC_NONE (INT64_C(1) << 32)
 
-int64_t real_socket_timeout_ms(int fd, int name)
+int64_t real_socket_timeout(int fd, int name, bool *asked)
 {
 	struct timeval tv = { 0 };
 	socklen_t len = sizeof(tv);
 	int err = errno;
-	bool set = !real.getsockopt(fd, SOL_SOCKET, name, &tv, &len) &&
-		   (tv.tv_sec || tv.tv_usec) && tv.tv_sec < TIMEOUT_SEC_NONE;
+	bool set;
 
+	*asked = !real.getsockopt(fd, SOL_SOCKET, name, &tv, &len);
+	set = *asked && (tv.tv_sec || tv.tv_usec) &&
+	      tv.tv_sec < TIMEOUT_SEC_NONE;
 	errno = err;
 	return set ? tv.tv_sec * 1000ll + (tv.tv_usec + 999) / 1000 : -1;
+}
+
+int64_t real_socket_timeout_ms(int fd, int name)
+{
+	bool asked;
+
+	return real_socket_timeout(fd, name, &asked);
 }

@@ -139,8 +139,10 @@ bool real_call_nonblocking(int fd, int msg_flags);
 /*
  * The socket's SO_RCVTIMEO or SO_SNDTIMEO (name) in milliseconds, rounded
  * up; -1 for none (or one longer than a century).  errno is left as it
- * was.
+ * was.  real_socket_timeout(): *asked says whether the kernel answered
+ * (else -1 is a guess).
  */
 int64_t real_socket_timeout_ms(int fd, int name);
+int64_t real_socket_timeout(int fd, int name, bool *asked);
 
 #endif /* ROCESHIM_REAL_H */

@@ -75,10 +75,12 @@ static inline void shim_ensure_init(void)
 /*
  * interpose_socket.c: a system call made through syscall() that changes
  * what an fd number names (close, close_range, dup, dup2, dup3, fcntl's
- * F_DUPFD) is tracked as the libc call is, and made: *ret gets its
- * result, as syscall() returns it.  false for every other call.
+ * F_DUPFD), or fcntl's F_SETFL, is tracked as the libc call is, and made: *ret
+ * gets its result, as syscall() returns it.  false for every other call.
  */
 bool shim_fd_syscall(long number, const long *arg, long *ret);
+/* interpose_ctl.c: fcntl made through syscall(), tracked as fcntl() is. */
+long shim_fcntl_syscall(const long *arg);
 
 /*
  * interpose_cred.c: a system call made through syscall() that makes new

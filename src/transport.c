@@ -1323,6 +1323,11 @@ bool transport_writable(struct transport *t)
 	return ready;
 }
 
+static uint64_t arrivals_locked(const struct transport *t)
+{
+	return t->s.rx_tail + t->s.rx_eof + (t->error != 0);
+}
+
 void transport_readiness(struct transport *t, struct transport_readiness *out)
 {
 	pthread_mutex_lock(&t->lock);
@@ -1337,9 +1342,19 @@ void transport_readiness(struct transport *t, struct transport_readiness *out)
 	out->fin = t->s.rx_eof;
 	out->failed = t->error != 0;
 	out->shut = t->tx_shut;
-	out->arrivals = t->s.rx_tail + t->s.rx_eof + (t->error != 0);
+	out->arrivals = arrivals_locked(t);
 	out->corked = corked_locked(t);
 	pthread_mutex_unlock(&t->lock);
+}
+
+uint64_t transport_arrivals(struct transport *t)
+{
+	uint64_t n;
+
+	pthread_mutex_lock(&t->lock);
+	n = arrivals_locked(t);
+	pthread_mutex_unlock(&t->lock);
+	return n;
 }
 
 void transport_counters(struct transport *t, struct transport_counters *out)

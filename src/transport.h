@@ -351,6 +351,11 @@ bool transport_peer_took_all(struct transport *t);
  */
 uint64_t transport_peer_consumed(struct transport *t, uint64_t *unconsumed);
 
+/*
+ * Grows with every arrival (data, the peer's FIN, a failure), as
+ * transport_readiness()'s arrivals; the completion queue is not polled.
+ */
+uint64_t transport_arrivals(struct transport *t);
 /* Bytes that a read would return now. */
 size_t transport_available(struct transport *t);
 

@@ -3945,6 +3945,30 @@ out:
 	close_fd(&s);
 }
 
+/* A new SO_RCVTIMEO holds from the next recv on. */
+static void rcvtimeo_changed_between_reads_holds_for_the_next(struct tctx *t)
+{
+	struct timeval tv = { 0, 100000 };
+	int c = -1, s = -1;
+	int64_t t0, dt;
+	char buf[8];
+
+	TRY(make_pair(t, &c, &s, 0));
+	ASSERT_OK(setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)));
+	ASSERT_ERR(recv(s, buf, sizeof(buf), 0), EAGAIN);
+	tv.tv_usec = 500000;
+	ASSERT_OK(setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)));
+	t0 = now_ms();
+	ASSERT_ERR(recv(s, buf, sizeof(buf), 0), EAGAIN);
+	dt = now_ms() - t0;
+	ASSERT(dt >= 400, "recv returned after %lld ms, not 500",
+	       (long long)dt);
+	TRY(roundtrip(t, c, s));
+out:
+	close_fd(&c);
+	close_fd(&s);
+}
+
 /* Writes to non-blocking @fd until EAGAIN; the peer is not reading. */
 static int fill_socket(struct tctx *t, int fd)
 {
@@ -4005,6 +4029,52 @@ out:
 	close_fd(&s);
 }
 
+/*
+ * Sends on a full socket until one copies nothing: EAGAIN, and how long
+ * that last send waited (in *dt).
+ */
+static int send_until_timeout(struct tctx *t, int c, int64_t *dt)
+{
+	static char buf[65536];
+	int64_t t0, end = now_ms() + io_ms();
+	ssize_t r = 0;
+	int i;
+
+	for (i = 0; i < 20 && now_ms() < end; i++) {
+		t0 = now_ms();
+		r = send(c, buf, sizeof(buf), MSG_NOSIGNAL);
+		*dt = now_ms() - t0;
+		if (r <= 0)
+			break;
+	}
+	ASSERT(r < 0 && errno == EAGAIN, "send on a full socket: %zd (%s)", r,
+	       r < 0 ? errname(errno) : "kept making progress");
+	return 0;
+out:
+	return -1;
+}
+
+/* A new SO_SNDTIMEO holds from the next send on. */
+static void sndtimeo_changed_between_sends_holds_for_the_next(struct tctx *t)
+{
+	struct timeval tv = { 0, 100000 };
+	int c = -1, s = -1;
+	int64_t dt = 0;
+
+	TRY(make_pair(t, &c, &s, PAIR_SMALL_BUFFERS));
+	TRY(fill_socket(t, c));
+	ASSERT_OK(setsockopt(c, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)));
+	TRY(send_until_timeout(t, c, &dt));
+	tv.tv_usec = 600000;
+	ASSERT_OK(setsockopt(c, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)));
+	TRY(send_until_timeout(t, c, &dt));
+	ASSERT(dt >= 450, "send returned after %lld ms, not 600",
+	       (long long)dt);
+out:
+	close_fd(&c);
+	close_fd(&s);
+}
+
 /* ------------------------------------------------------------------ */
 /* Tests: ioctl, fcntl and socket options                              */
 /* ------------------------------------------------------------------ */
@@ -4026,6 +4096,38 @@ static void fionread_reports_queued_bytes(struct tctx *t)
 	TRY(recv_exact(t, s, buf, 234));
 	ASSERT_OK(ioctl(s, FIONREAD, &n));
 	ASSERT(n == 1000, "FIONREAD after reading 234: %d", n);
+out:
+	close_fd(&c);
+	close_fd(&s);
+}
+
+/*
+ * A blocking read that timed out, then FIONBIO on, then off: the reads
+ * after each follow the flag the kernel holds, at once and after the
+ * timeout.
+ */
+static void
+fionbio_turns_a_blocking_socket_non_blocking_and_back(struct tctx *t)
+{
+	struct timeval tv = { .tv_usec = 200000 };
+	int c = -1, s = -1, on = 1, off = 0;
+	int64_t start;
+	char buf[4];
+
+	TRY(make_pair(t, &c, &s, 0));
+	ASSERT_OK(setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)));
+	ASSERT_ERR(recv(s, buf, sizeof(buf), 0), EAGAIN);
+	ASSERT_OK(ioctl(s, FIONBIO, &on));
+	start = now_ms();
+	ASSERT_ERR(recv(s, buf, sizeof(buf), 0), EAGAIN);
+	ASSERT(now_ms() - start < 150, "non-blocking recv waited %lld ms",
+	       (long long)(now_ms() - start));
+	ASSERT_OK(ioctl(s, FIONBIO, &off));
+	start = now_ms();
+	ASSERT_ERR(recv(s, buf, sizeof(buf), 0), EAGAIN);
+	ASSERT(now_ms() - start >= 150, "blocking recv returned after %lld ms",
+	       (long long)(now_ms() - start));
+	TRY(roundtrip(t, c, s));
 out:
 	close_fd(&c);
 	close_fd(&s);
@@ -5777,6 +5879,43 @@ out:
 }
 
 /*
+ * O_NONBLOCK belongs to the open file, which a fork child shares: set
+ * there, it holds for the parent's next read, which returns EAGAIN at
+ * once instead of waiting out its timeout.
+ */
+static void fork_child_sets_o_nonblock_for_the_parent(struct tctx *t)
+{
+	struct timeval tv = { .tv_usec = 100000 };
+	int c = -1, s = -1, status;
+	int64_t start;
+	char buf[4];
+	pid_t pid;
+
+	TRY(make_pair(t, &c, &s, PAIR_BIND_CLIENT));
+	TRY(roundtrip(t, c, s));
+	ASSERT_OK(setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)));
+	ASSERT_ERR(recv(s, buf, sizeof(buf), 0), EAGAIN);
+	tv = (struct timeval){ .tv_sec = 2 };
+	ASSERT_OK(setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)));
+	pid = fork_child();
+	ASSERT_OK(pid);
+	if (pid == 0)
+		_exit(set_nonblock(s, true) ? 1 : 0);
+	TRY(wait_child(t, pid, &status));
+	ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	       "child failed (status %#x)", status);
+	start = now_ms();
+	ASSERT_ERR(recv(s, buf, sizeof(buf), 0), EAGAIN);
+	ASSERT(now_ms() - start < 1000, "recv waited %lld ms for the timeout",
+	       (long long)(now_ms() - start));
+	ASSERT_OK(set_nonblock(s, false));
+	TRY(roundtrip(t, c, s));
+out:
+	close_fd(&c);
+	close_fd(&s);
+}
+
+/*
  * An epoll set made before a fork, waited on by the child: the parent's
  * connection in it reports the bytes its peer sends, and the child reads
  * them, as with the kernel's socket.
@@ -7287,10 +7426,13 @@ static const struct test tests[] = {
 	TEST(blocking_read_wakes_with_eof_when_peer_closes),
 	TEST(blocking_read_wakes_with_reset_when_peer_aborts),
 	TEST(rcvtimeo_makes_recv_time_out),
+	TEST(rcvtimeo_changed_between_reads_holds_for_the_next),
 	TEST(sndtimeo_makes_send_time_out_on_full_socket),
+	TEST(sndtimeo_changed_between_sends_holds_for_the_next),
 	/* ioctl, fcntl and options */
 	TEST(fionread_reports_queued_bytes),
 	TEST(fcntl_toggles_nonblock),
+	TEST(fionbio_turns_a_blocking_socket_non_blocking_and_back),
 	TEST(tcp_nodelay_set_get),
 	TEST(so_reuseaddr_set_get),
 	TEST(so_keepalive_set_get),
@@ -7347,6 +7489,7 @@ static const struct test tests[] = {
 	/* processes */
 	TEST(fork_child_writes_inherited_socket),
 	TEST(fork_child_waits_in_inherited_epoll_set),
+	TEST(fork_child_sets_o_nonblock_for_the_parent),
 	SLOW_TEST(blocking_send_completes_while_fork_child_uses_socket, 15),
 	SLOW_TEST(waitall_recv_completes_while_fork_child_uses_socket, 15),
 	TEST(fork_child_opens_own_connection),
