@@ -1400,9 +1400,9 @@ static int wait_folded(int epfd, struct epoll_event *events, int maxevents,
  * program waits for, 0 if none did, -1 if the set holds none.  A
  * level-triggered registration is reported in *ev, as a drain of the hub
  * would (report_in_set()); otherwise ev->events is 0, and the
- * eventfds, now set, report it.
+ * eventfds, now set, report it.  *polled counts the connections polled.
  */
-static int spin_round(int epfd, struct epoll_event *ev)
+static int spin_round(int epfd, struct epoll_event *ev, unsigned int *polled)
 {
 	struct transport_readiness t;
 	struct epoll_reg *o = NULL;
@@ -1418,6 +1418,7 @@ static int spin_round(int epfd, struct epoll_event *ev)
 		    !readiness_alive(o->r) || readiness_released(o->r))
 			continue;
 		found = 0;
+		(*polled)++;
 		if (!readiness_has_news(o->r, want))
 			continue;
 		level = !(o->events & (EPOLLET | EPOLLONESHOT));
@@ -1463,12 +1464,12 @@ static int spin_wait(int epfd, struct epoll_event *events, int maxevents,
 		     const sigset_t *sigmask, enum readiness_wait_kind kind,
 		     struct wait_spin *w)
 {
+	unsigned int round, polled = 0;
 	struct epoll_event found_ev;
-	unsigned int round;
 	int found, first, n;
 
 	for (round = 0;; round++) {
-		found = spin_round(epfd, &found_ev);
+		found = spin_round(epfd, &found_ev, &polled);
 		if (found < 0)
 			return 0;
 		/* Nothing goes into events before the kernel has checked it. */
@@ -1484,9 +1485,12 @@ static int spin_wait(int epfd, struct epoll_event *events, int maxevents,
 			if (wait_time_signal_pending(sigmask))
 				return 0;
 		}
-		if (round % READINESS_SPIN_ROUNDS ==
-			    READINESS_SPIN_ROUNDS - 1 &&
-		    (w->seen_us = clock_us()) >= w->end_us)
+		if (polled < READINESS_SPIN_POLLS_PER_CLOCK &&
+		    round % READINESS_SPIN_ROUNDS != READINESS_SPIN_ROUNDS - 1)
+			continue;
+		polled = 0;
+		w->seen_us = clock_us();
+		if (w->seen_us >= w->end_us)
 			return 0;
 	}
 }

@@ -152,10 +152,17 @@ void readiness_spin_stop(struct wait_spin *w);
  * The wait is over with ret (< 0: an error): the signals come back, and a
  * timed wait's length sizes the thread's next ones.  One that ends while
  * it still polls is timed by seen_us: the polling reads the clock only
- * every READINESS_SPIN_ROUNDS rounds, as it is a system call in a guest.
+ * now and then (READINESS_SPIN_POLLS_PER_CLOCK), as it is a system call
+ * in a guest.
  */
 void readiness_spin_end(struct wait_spin *w, int ret);
 /* Rounds of polling between two looks at the kernel's own entries. */
 #define READINESS_SPIN_ROUNDS 4
+/*
+ * A polling wait reads the clock once per READINESS_SPIN_ROUNDS rounds,
+ * or sooner once it has polled this many connections since: a set of
+ * many would otherwise overrun its budget by rounds of all of them.
+ */
+#define READINESS_SPIN_POLLS_PER_CLOCK 8
 
 #endif /* ROCESHIM_READINESS_IMPL_H */

@@ -213,12 +213,14 @@ static int wait_entries(struct pollfd *tmp, nfds_t n, nfds_t nfds,
  * Before the wait sleeps, the completion queues of the upgraded entries
  * are polled, as epoll_wait() does (readiness_epoll.c): READINESS_SPIN_ROUNDS
  * rounds, or until one raised what its entry asks for, which makes its
- * eventfd ready.  true: one did; false: none did, and w->seen_us is now.
+ * eventfd ready, or until w->end_us.  true: one did; false: none did, and
+ * w->seen_us is now.
  */
 static bool spin_rounds(struct readiness **began, const struct pollfd *fds,
 			nfds_t nfds, struct wait_spin *w)
 {
-	unsigned int round;
+	unsigned int round, polled = 0;
+	bool fresh = false; /* w->seen_us was read after the last poll */
 	uint32_t want;
 	nfds_t i;
 
@@ -231,9 +233,18 @@ static bool spin_rounds(struct readiness **began, const struct pollfd *fds,
 			if (want &&
 			    readiness_poll_raised(began[i], false, NULL) & want)
 				return true;
+			fresh = false;
+			if (++polled < READINESS_SPIN_POLLS_PER_CLOCK)
+				continue;
+			polled = 0;
+			fresh = true;
+			w->seen_us = clock_us();
+			if (w->seen_us >= w->end_us)
+				return false;
 		}
 	}
-	w->seen_us = clock_us();
+	if (!fresh)
+		w->seen_us = clock_us();
 	return false;
 }
 
