@@ -3657,6 +3657,51 @@ static int abortive_close(int fd)
 	return close(fd);
 }
 
+/*
+ * A reader that drains until EAGAIN and then waits, edge-triggered, as
+ * an event loop does: the peer's bytes, then its reset, however the two
+ * fall between the reads and the waits.
+ */
+static void edge_triggered_reader_gets_bytes_then_reset(struct tctx *t)
+{
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLET };
+	int c = -1, s = -1, ep = -1, err = 0;
+	int64_t end;
+	char buf[64];
+	size_t got = 0;
+	ssize_t r;
+
+	TRY(make_pair(t, &c, &s, PAIR_BIND_CLIENT));
+	TRY(roundtrip(t, c, s));
+	ASSERT_OK(set_nonblock(c, true));
+	ASSERT_OK(ep = epoll_create1(0));
+	ASSERT_OK(epoll_ctl(ep, EPOLL_CTL_ADD, c, &ev));
+	TRY(send_all(t, s, "abc", 3));
+	ASSERT_OK(abortive_close(s));
+	s = -1;
+	end = now_ms() + io_ms();
+	while (!err && now_ms() < end) {
+		r = recv(c, buf + got, sizeof(buf) - got, 0);
+		if (r > 0) {
+			got += r;
+			continue;
+		}
+		ASSERT(r < 0, "recv: EOF instead of a reset");
+		if (errno != EAGAIN) {
+			err = errno;
+			break;
+		}
+		epoll_wait(ep, &ev, 1, (int)(end - now_ms()));
+	}
+	ASSERT(got == 3 && !memcmp(buf, "abc", 3), "got %zu bytes", got);
+	ASSERT(err == ECONNRESET, "want ECONNRESET, got %s",
+	       err ? errname(err) : "nothing in time");
+out:
+	close_fd(&ep);
+	close_fd(&c);
+	close_fd(&s);
+}
+
 static void linger_zero_close_resets_peer(struct tctx *t)
 {
 	struct linger lg;
@@ -7417,6 +7462,7 @@ static const struct test tests[] = {
 	TEST(raw_close_syscall_ends_the_connection),
 	TEST(raw_close_syscall_frees_the_number),
 	TEST(linger_zero_close_resets_peer),
+	TEST(edge_triggered_reader_gets_bytes_then_reset),
 	TEST(reset_is_reported_once_then_reads_end),
 	TEST(reset_read_leaves_the_read_side_shut),
 	TEST(poll_without_events_reports_hangup_once_both_sides_shut),
