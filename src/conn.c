@@ -4,7 +4,6 @@
  * the routing of each call to RDMA or to that socket, and its close.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -808,21 +807,19 @@ static void opt_learned(struct conn *c, enum conn_call_opt opt, uint64_t seen,
  */
 bool conn_call_nonblocking(struct conn *c, int fd, int msg_flags)
 {
+	int err = errno;
 	uint64_t seen;
+	bool asked;
 	int64_t on;
-	int fl, err;
 
 	if (msg_flags & MSG_DONTWAIT)
 		return true;
 	if (opt_known(c, CONN_OPT_NONBLOCK, &seen, &on))
 		return on;
-	err = errno;
-	fl = real.fcntl(fd, F_GETFL);
+	on = real_file_nonblocking(fd, &asked);
 	errno = err;
-	if (fl < 0)
-		return false;
-	on = (fl & O_NONBLOCK) != 0;
-	opt_learned(c, CONN_OPT_NONBLOCK, seen, on);
+	if (asked)
+		opt_learned(c, CONN_OPT_NONBLOCK, seen, on);
 	return on;
 }
 

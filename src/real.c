@@ -125,14 +125,21 @@ void real_init(void)
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
+bool real_file_nonblocking(int fd, bool *asked)
+{
+	int fl = real.fcntl(fd, F_GETFL);
+
+	*asked = fl >= 0;
+	return fl >= 0 && (fl & O_NONBLOCK);
+}
+
 bool real_call_nonblocking(int fd, int msg_flags)
 {
-	int fl;
+	bool asked;
 
 	if (msg_flags & MSG_DONTWAIT)
 		return true;
-	fl = real.fcntl(fd, F_GETFL);
-	return fl >= 0 && (fl & O_NONBLOCK);
+	return real_file_nonblocking(fd, &asked);
 }
 
 /*

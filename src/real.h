@@ -135,6 +135,8 @@ void real_init(void);
  * blocking: the call itself then fails as the kernel fails it.
  */
 bool real_call_nonblocking(int fd, int msg_flags);
+/* The file's O_NONBLOCK; *asked says whether the kernel answered. */
+bool real_file_nonblocking(int fd, bool *asked);
 
 /*
  * The socket's SO_RCVTIMEO or SO_SNDTIMEO (name) in milliseconds, rounded
