@@ -34,12 +34,11 @@
 static unsigned int generation FORK_DATA;
 
 /*
- * An arrival that the program's epoll_wait() reports itself
+ * An arrival that the program's epoll_wait() or poll() reports itself
  * (readiness_serve() told) need not set in_fd, and the read that takes it
- * then need not reset it: two system calls per message on the path Gloo
- * takes.  in_fd lags the data meanwhile, which nothing notices as long as
- * nothing else watches in_fd; whatever starts to is brought up to date
- * (settled) first:
+ * then need not reset it: two system calls per message.  in_fd lags the data
+ * meanwhile, which nothing notices as long as nothing else watches in_fd;
+ * whatever starts to is brought up to date (settled) first:
  *   - an epoll_wait() that starts settles every lagging connection
  *     (readiness_epoll_wait_begin(), readiness_epoll_settle_all());
  *   - a poll() or select() counts itself on the connection, then syncs it
@@ -50,10 +49,11 @@ static unsigned int generation FORK_DATA;
  *   - a registration in another set syncs the connection once it is
  *     recorded.
  * So a connection lags only while none of those is already asleep: no
- * other thread in an epoll_wait(), nobody polling it, no read waiting on
- * it.  Each side publishes before it looks (sequentially consistent
- * atomics for the epoll_wait() count, the sync lock for pollers), so one
- * of the two sees the other.
+ * other thread in an epoll_wait(), nobody else polling it (and, for a
+ * poll() that tells, no epoll_wait() at all), no read waiting on it.  Each side
+ * publishes before it looks (sequentially consistent atomics for the
+ * epoll_wait() count, the sync lock for pollers), so one of the two sees the
+ * other.
  */
 /* Threads in the program's epoll_wait(), and connections whose in_fd lags. */
 static unsigned int epoll_waiters FORK_DATA;
@@ -463,12 +463,18 @@ static void set_lag(struct readiness *r, bool on)
 		__atomic_add_fetch(&lagging, on ? 1 : -1, __ATOMIC_SEQ_CST);
 }
 
-/* Under sync_lock: whether in_fd may lag now (see lagging). */
-static bool lag_unwatched(struct readiness *r)
+/*
+ * Under sync_lock: whether in_fd may lag now (see lagging), told by told,
+ * which is itself one of the epoll_wait() or poll() calls counted.
+ */
+static bool lag_unwatched(struct readiness *r, enum readiness_told told)
 {
+	unsigned int epolls = told == READINESS_TOLD_EPOLL;
+	unsigned int polls = told == READINESS_TOLD_POLL;
+
 	set_lag(r, true);
-	if (__atomic_load_n(&epoll_waiters, __ATOMIC_SEQ_CST) <= 1 &&
-	    !__atomic_load_n(&r->pollers, __ATOMIC_SEQ_CST) &&
+	if (__atomic_load_n(&epoll_waiters, __ATOMIC_SEQ_CST) <= epolls &&
+	    __atomic_load_n(&r->pollers, __ATOMIC_SEQ_CST) <= polls &&
 	    !__atomic_load_n(&r->waiters, __ATOMIC_SEQ_CST))
 		return true;
 	set_lag(r, false);
@@ -501,7 +507,7 @@ static uint32_t news(const struct readiness *r,
  * nothing was synced (closed, or dead in a fork child), and out and
  * raised are untouched.
  */
-static bool sync_fds(struct readiness *r, bool told,
+static bool sync_fds(struct readiness *r, enum readiness_told told,
 		     struct transport_readiness *out, uint32_t *raised)
 {
 	struct transport_readiness tr = { .corked = false };
@@ -522,7 +528,8 @@ static bool sync_fds(struct readiness *r, bool told,
 	}
 	transport_readiness(r->t, &tr);
 	edges = news(r, &tr);
-	lag = tr.readable && !r->in_ready && told && lag_unwatched(r);
+	lag = tr.readable && !r->in_ready && told != READINESS_TOLD_NOBODY &&
+	      lag_unwatched(r, told);
 	/* Every arrival is a new edge for EPOLLET, even on a readable fd. */
 	if (edges & EPOLLIN) {
 		if (!lag)
@@ -549,13 +556,13 @@ static bool sync_fds(struct readiness *r, bool told,
 
 void readiness_sync(struct readiness *r)
 {
-	sync_fds(r, false, NULL, NULL);
+	sync_fds(r, READINESS_TOLD_NOBODY, NULL, NULL);
 }
 
 void readiness_settle(struct readiness *r)
 {
 	if (__atomic_load_n(&r->in_lag, __ATOMIC_SEQ_CST))
-		sync_fds(r, false, NULL, NULL);
+		sync_fds(r, READINESS_TOLD_NOBODY, NULL, NULL);
 }
 
 /* Sized on a thread's first wait: the configuration is read by then. */
@@ -617,7 +624,7 @@ bool readiness_has_news(struct readiness *r, uint32_t want)
 	return news(r, &tr) & want;
 }
 
-uint32_t readiness_poll_raised(struct readiness *r, bool told,
+uint32_t readiness_poll_raised(struct readiness *r, enum readiness_told told,
 			       struct transport_readiness *out)
 {
 	uint32_t raised = 0;
@@ -713,7 +720,7 @@ void readiness_watch(struct readiness *r)
 	readiness_sync(r);
 }
 
-void readiness_serve(struct readiness *r, bool told,
+void readiness_serve(struct readiness *r, enum readiness_told told,
 		     struct transport_readiness *out)
 {
 	transport_arm(r->t);
@@ -730,7 +737,7 @@ void readiness_serve(struct readiness *r, bool told,
 static void serve_quietly(struct readiness *r)
 {
 	if (kept(r) || __atomic_load_n(&r->waiters, __ATOMIC_SEQ_CST))
-		readiness_serve(r, false, NULL);
+		readiness_serve(r, READINESS_TOLD_NOBODY, NULL);
 }
 
 struct drain {

@@ -632,7 +632,8 @@ static bool report_in_set(struct readiness *r, void *arg)
 	told = in_set == 1 && !(only->events & (EPOLLET | EPOLLONESHOT)) &&
 	       (only->events & ASKS_IN) && sole_locked(only) &&
 	       slot_for(h, only->data);
-	readiness_serve(r, told, &t);
+	readiness_serve(r, told ? READINESS_TOLD_EPOLL : READINESS_TOLD_NOBODY,
+			&t);
 	while ((o = epoll_registry_next_owned(&set.g, r, o))) {
 		uint32_t bits = as_asked(events_of(&t), o->events);
 
@@ -1406,6 +1407,7 @@ static int spin_round(int epfd, struct epoll_event *ev, unsigned int *polled)
 {
 	struct transport_readiness t;
 	struct epoll_reg *o = NULL;
+	enum readiness_told told;
 	int found = -1;
 	bool level;
 
@@ -1422,10 +1424,10 @@ static int spin_round(int epfd, struct epoll_event *ev, unsigned int *polled)
 		if (!readiness_has_news(o->r, want))
 			continue;
 		level = !(o->events & (EPOLLET | EPOLLONESHOT));
-		if (!(readiness_poll_raised(
-			      o->r, level && (want & EPOLLIN) && sole_locked(o),
-			      &t) &
-		      want))
+		told = level && (want & EPOLLIN) && sole_locked(o)
+			       ? READINESS_TOLD_EPOLL
+			       : READINESS_TOLD_NOBODY;
+		if (!(readiness_poll_raised(o->r, told, &t) & want))
 			continue;
 		found = 1;
 		ev->data.u64 = o->data;

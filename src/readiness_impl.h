@@ -64,20 +64,27 @@ struct transport *readiness_transport(const struct readiness *r);
  * The hub (cq_hub.h) had an event for r, taken: arm again, reap, sync the
  * eventfds.  out (if not NULL): the readiness the eventfds were synced
  * from, or on a closed connection the transport's now.
- * told: the caller, an epoll_wait() with the connection's only
- * registration, reports its readiness to the program itself.  Then an
- * arrival may leave in_fd unset, lagging the data, if nothing else watches
- * in_fd: no other thread is in an epoll_wait(), no poll() watches it and
- * no read sleeps on it.  Whatever watches it next settles it first.
+ * told: the caller reports the connection's readiness to the program
+ * itself (enum readiness_told).  Then an arrival may leave in_fd unset,
+ * lagging the data, if nothing else watches in_fd: no other thread is in
+ * an epoll_wait(), no other poll() watches it and no read sleeps on it.
+ * Whatever watches it next settles it first.
  */
-void readiness_serve(struct readiness *r, bool told,
+enum readiness_told {
+	READINESS_TOLD_NOBODY,
+	/* An epoll_wait() with the connection's only registration there. */
+	READINESS_TOLD_EPOLL,
+	/* A poll() or select() that watches it, once, for input. */
+	READINESS_TOLD_POLL
+};
+void readiness_serve(struct readiness *r, enum readiness_told told,
 		     struct transport_readiness *out);
 /*
  * The hub's fd (readiness_hub_fd()) is readable: takes every event
  * the hubs hold.  Each connection's goes to report(r, arg), which serves
  * it with readiness_serve() and says true, or says false (not its
  * business): then, or with report NULL, it is served as for nobody in
- * particular (told false, and only if something relies on it).
+ * particular (told nobody, and only if something relies on it).
  */
 typedef bool (*readiness_report_fn)(struct readiness *r, void *arg);
 void readiness_drain(readiness_report_fn report, void *arg);
@@ -89,7 +96,7 @@ void readiness_settle(struct readiness *r);
  * Returns what changed: EPOLLIN for a new arrival (data, EOF or an
  * error), EPOLLOUT for room to send; out: the readiness now.
  */
-uint32_t readiness_poll_raised(struct readiness *r, bool told,
+uint32_t readiness_poll_raised(struct readiness *r, enum readiness_told told,
 			       struct transport_readiness *out);
 /*
  * Polls the transport: whether it has what want asks for (EPOLLIN,

@@ -105,12 +105,57 @@ static void poll_entries(struct pollfd *tmp, const struct pollfd *pfd,
 	tmp[POLL_HUB].events = POLLIN;
 }
 
+/* Whether an entry's arrivals may be told by the poll() itself. */
+static enum readiness_told told_for(const struct pollfd *pfd)
+{
+	return pfd->events & (POLLIN | POLLRDNORM) ? READINESS_TOLD_POLL
+						   : READINESS_TOLD_NOBODY;
+}
+
+/*
+ * The upgraded connections of one poll() call, for a drain of the hub: a
+ * set larger than POLL_TOLD_MAX is served as for nobody in particular,
+ * rather than searched for each event.
+ */
+#define POLL_TOLD_MAX 64
+
+struct poll_call {
+	const struct pollfd *fds;
+	struct readiness **began;
+	nfds_t nfds;
+};
+
+/* An event for r, served as told if this call watches it for input. */
+static bool report_to_call(struct readiness *r, void *arg)
+{
+	const struct poll_call *call = arg;
+	nfds_t i;
+
+	for (i = 0; i < call->nfds; i++) {
+		if (call->began[i] != r)
+			continue;
+		readiness_serve(r, told_for(&call->fds[i]), NULL);
+		return true;
+	}
+	return false;
+}
+
+static void drain_for_call(const struct poll_call *call)
+{
+	if (call->nfds > POLL_TOLD_MAX)
+		readiness_drain(NULL, NULL);
+	else
+		readiness_drain(report_to_call, (void *)call);
+}
+
 /*
  * The program's revents for upgraded r from its entries' results, after
- * draining the hub if it fired (once per wait: *drained).
+ * draining the hub if it fired (once per wait: *drained).  polled: the
+ * entries were not waited on since the completion queues were polled, and
+ * r's transport says what arrived (an arrival told leaves in_fd unset).
  */
 static short poll_fold(const struct pollfd *tmp, short ev, struct readiness *r,
-		       bool *drained)
+		       const struct poll_call *call, bool polled, bool *drained)
 {
 	struct transport_readiness t;
 	short revents = 0;
@@ -130,9 +175,9 @@ static short poll_fold(const struct pollfd *tmp, short ev, struct readiness *r,
 		revents |= ev &
 			   (POLLIN | POLLRDNORM | POLL_OUT_EVENTS | POLLRDHUP);
 	}
-	if (tmp[POLL_HUB].revents & POLLIN) {
-		if (!*drained)
-			readiness_drain(NULL, NULL);
+	if (tmp[POLL_HUB].revents & POLLIN || polled) {
+		if (!*drained && !polled)
+			drain_for_call(call);
 		*drained = true;
 		transport_readiness(readiness_transport(r), &t);
 		if (t.readable)
@@ -212,9 +257,9 @@ static int wait_entries(struct pollfd *tmp, nfds_t n, nfds_t nfds,
 /*
  * Before the wait sleeps, the completion queues of the upgraded entries
  * are polled, as epoll_wait() does (readiness_epoll.c): READINESS_SPIN_ROUNDS
- * rounds, or until one raised what its entry asks for, which makes its
- * eventfd ready, or until w->end_us.  true: one did; false: none did, and
- * w->seen_us is now.
+ * rounds, or until one raised what its entry asks for, or until
+ * w->end_us.  true: one did, and its transport says so (its eventfd may
+ * lag: told); false: none did, and w->seen_us is now.
  */
 static bool spin_rounds(struct readiness **began, const struct pollfd *fds,
 			nfds_t nfds, struct wait_spin *w)
@@ -230,8 +275,9 @@ static bool spin_rounds(struct readiness **began, const struct pollfd *fds,
 				continue;
 			want = (fds[i].events & POLL_IN_EVENTS ? EPOLLIN : 0) |
 			       (fds[i].events & POLL_OUT_EVENTS ? EPOLLOUT : 0);
-			if (want &&
-			    readiness_poll_raised(began[i], false, NULL) & want)
+			if (want && readiness_poll_raised(
+					    began[i], told_for(&fds[i]), NULL) &
+					    want)
 				return true;
 			fresh = false;
 			if (++polled < READINESS_SPIN_POLLS_PER_CLOCK)
@@ -274,11 +320,12 @@ static int poll_substituted(struct pollfd *fds, nfds_t nfds,
 	/* Each background connect whose wait_fd is held. */
 	bool *held = calloc(nfds + 1, sizeof(*held));
 	const struct timespec *tmo = ts;
+	struct poll_call call = { .fds = fds, .began = began, .nfds = nfds };
 	struct timespec left;
 	int64_t deadline = -1;
 	nfds_t i, j = 0, k;
 	int ret, ready = 0;
-	bool moved, drained;
+	bool moved, drained, polled = false;
 
 	if (!tmp || !began || !held) {
 		ret = -ENOMEM;
@@ -314,7 +361,10 @@ static int poll_substituted(struct pollfd *fds, nfds_t nfds,
 	    !sigmask)
 		sigmask = &w.old;
 	for (;;) {
-		if (w.spinning)
+		/* Found by polling: folded from the transports, not asked. */
+		if (polled)
+			ret = 0;
+		else if (w.spinning)
 			ret = wait_entries(tmp, j, nfds, 0, &zero, sigmask,
 					   true);
 		else if (w.blocked)
@@ -344,9 +394,9 @@ static int poll_substituted(struct pollfd *fds, nfds_t nfds,
 				moved |= !connector_pending(socks[i]);
 				j += POLL_ENTRIES;
 			} else {
-				fds[i].revents =
-					poll_fold(&tmp[j], fds[i].events,
-						  began[i], &drained);
+				fds[i].revents = poll_fold(
+					&tmp[j], fds[i].events, began[i], &call,
+					polled, &drained);
 				j += POLL_ENTRIES;
 			}
 			if (fds[i].revents)
@@ -356,9 +406,16 @@ static int poll_substituted(struct pollfd *fds, nfds_t nfds,
 			ret = -EXDEV;
 			goto out;
 		}
+		polled = false;
 		if (w.spinning && !ready) {
-			if (spin_rounds(began, fds, nfds, &w) ||
-			    w.seen_us < w.end_us)
+			if (spin_rounds(began, fds, nfds, &w)) {
+				/* What the last wait said is stale now. */
+				for (k = 0; k < j; k++)
+					tmp[k].revents = 0;
+				polled = true;
+				continue;
+			}
+			if (w.seen_us < w.end_us)
 				continue;
 			readiness_spin_stop(&w);
 			if (tmo)

@@ -5042,6 +5042,127 @@ out:
 }
 
 /*
+ * poll() of s is woken by a byte that c sends delay_ms after it starts,
+ * and leaves it unread.  Sent at once, the byte comes while the wait is
+ * young; later, after it slept.
+ */
+static int poll_woken_by_a_byte(struct tctx *t, int c, int s, int delay_ms)
+{
+	struct dripper d = { .fd = c, .seed = 41, .piece = 1, .pieces = 1 };
+	pthread_t th;
+	int ev;
+
+	d.delay_ms = delay_ms;
+	ASSERT(!start_thread(&th, drip_send, &d), "pthread_create");
+	ev = wait_fd(s, POLLIN, io_ms());
+	pthread_join(th, NULL);
+	ASSERT(!d.err[0], "send: %s", d.err);
+	ASSERT(ev == POLLIN, "delay %d ms: poll: want POLLIN, got %#x",
+	       delay_ms, ev);
+	return 0;
+out:
+	return -1;
+}
+
+static int recv_one_byte(struct tctx *t, int s)
+{
+	char b;
+	ssize_t n = recv(s, &b, 1, 0);
+
+	ASSERT(n == 1, "recv: %zd (%s)", n, n < 0 ? errname(errno) : "EOF");
+	return 0;
+out:
+	return -1;
+}
+
+static const int poll_wake_delays_ms[] = { 0, 20 };
+
+static void poll_reported_data_stays_readable_to_the_next_poll(struct tctx *t)
+{
+	int c = -1, s = -1, ev;
+	size_t i;
+
+	TRY(make_pair(t, &c, &s, PAIR_NONBLOCK));
+	for (i = 0; i < 2; i++) {
+		TRY(poll_woken_by_a_byte(t, c, s, poll_wake_delays_ms[i]));
+		ev = wait_fd(s, POLLIN, 0);
+		ASSERT(ev == POLLIN, "pass %zu: the next poll: %#x", i, ev);
+		TRY(recv_one_byte(t, s));
+	}
+out:
+	close_fd(&c);
+	close_fd(&s);
+}
+
+static void poll_reported_data_wakes_a_later_epoll_wait(struct tctx *t)
+{
+	int c = -1, s = -1, ep = -1, n;
+	struct epoll_event e;
+	size_t i;
+
+	TRY(make_pair(t, &c, &s, PAIR_NONBLOCK));
+	ASSERT_OK(ep = epoll_create1(0));
+	ASSERT_OK(epoll_add(ep, s, EPOLLIN, 1));
+	for (i = 0; i < 2; i++) {
+		TRY(poll_woken_by_a_byte(t, c, s, poll_wake_delays_ms[i]));
+		n = epoll_one(ep, &e, 0);
+		ASSERT(n == 1 && e.events == EPOLLIN, "pass %zu: epoll: %d %#x",
+		       i, n, e.events);
+		TRY(recv_one_byte(t, s));
+	}
+out:
+	close_fd(&ep);
+	close_fd(&c);
+	close_fd(&s);
+}
+
+static void poll_reported_data_shows_in_a_set_made_after(struct tctx *t)
+{
+	int c = -1, s = -1, ep = -1, n;
+	struct epoll_event e;
+	size_t i;
+
+	TRY(make_pair(t, &c, &s, PAIR_NONBLOCK));
+	for (i = 0; i < 2; i++) {
+		TRY(poll_woken_by_a_byte(t, c, s, poll_wake_delays_ms[i]));
+		ASSERT_OK(ep = epoll_create1(0));
+		ASSERT_OK(epoll_add(ep, s, EPOLLIN, 1));
+		n = epoll_one(ep, &e, 0);
+		ASSERT(n == 1 && e.events == EPOLLIN, "pass %zu: epoll: %d %#x",
+		       i, n, e.events);
+		close_fd(&ep);
+		TRY(recv_one_byte(t, s));
+	}
+out:
+	close_fd(&ep);
+	close_fd(&c);
+	close_fd(&s);
+}
+
+static void poll_reported_data_stays_readable_to_select(struct tctx *t)
+{
+	struct timeval zero = { 0 };
+	int c = -1, s = -1, n;
+	fd_set rd;
+	size_t i;
+
+	TRY(make_pair(t, &c, &s, PAIR_NONBLOCK));
+	ASSERT(s < FD_SETSIZE, "fd %d above FD_SETSIZE", s);
+	for (i = 0; i < 2; i++) {
+		TRY(poll_woken_by_a_byte(t, c, s, poll_wake_delays_ms[i]));
+		FD_ZERO(&rd);
+		FD_SET(s, &rd);
+		n = select(s + 1, &rd, NULL, NULL, &zero);
+		ASSERT(n == 1 && FD_ISSET(s, &rd), "pass %zu: select: %d", i,
+		       n);
+		TRY(recv_one_byte(t, s));
+	}
+out:
+	close_fd(&c);
+	close_fd(&s);
+}
+
+/*
  * Twice: poll() of polled finds it readable, and epoll_wait() of ep
  * reports EPOLLIN, left unread.
  */
@@ -7506,6 +7627,10 @@ static const struct test tests[] = {
 	TEST(epoll_reports_listener_readable_on_pending_connection),
 	TEST(epoll_wait_survives_close_from_other_thread),
 	TEST(epoll_reported_data_wakes_a_later_poll),
+	TEST(poll_reported_data_stays_readable_to_the_next_poll),
+	TEST(poll_reported_data_wakes_a_later_epoll_wait),
+	TEST(poll_reported_data_shows_in_a_set_made_after),
+	TEST(poll_reported_data_stays_readable_to_select),
 	TEST(epoll_set_in_poll_stays_readable_while_data_is_unread),
 	TEST(epoll_set_above_fd_4096_in_poll_stays_readable),
 	TEST(select_watches_a_socket_above_fd_setsize),

@@ -400,7 +400,8 @@ static void sync_without_change_raises_no_edge(void **state)
 
 	arrive(f);
 	readiness_sync(f->r);
-	assert_int_equal(readiness_poll_raised(f->r, false, NULL), 0);
+	assert_int_equal(
+		readiness_poll_raised(f->r, READINESS_TOLD_NOBODY, NULL), 0);
 	assert_false(readiness_has_news(f->r, EPOLLIN | EPOLLOUT));
 }
 
@@ -414,8 +415,9 @@ static void poll_raised_names_what_changed(void **state)
 	arrive(f);
 	f->t.state.writable = true;
 	assert_true(readiness_has_news(f->r, EPOLLIN));
-	assert_int_equal(readiness_poll_raised(f->r, false, &now),
-			 EPOLLIN | EPOLLOUT);
+	assert_int_equal(
+		readiness_poll_raised(f->r, READINESS_TOLD_NOBODY, &now),
+		EPOLLIN | EPOLLOUT);
 	assert_true(now.readable && now.writable);
 }
 
@@ -427,7 +429,7 @@ static void told_arrival_lags_while_nothing_else_watches(void **state)
 
 	readiness_epoll_wait_begin();
 	arrive(f);
-	readiness_serve(f->r, true, NULL);
+	readiness_serve(f->r, READINESS_TOLD_EPOLL, NULL);
 	readiness_epoll_wait_end();
 	assert_false(in_ready(f));
 	/* The next epoll_wait() is told to settle it first. */
@@ -447,7 +449,7 @@ told_arrival_sets_in_fd_while_another_epoll_wait_sleeps(void **state)
 	readiness_epoll_wait_begin();
 	readiness_epoll_wait_begin();
 	arrive(f);
-	readiness_serve(f->r, true, NULL);
+	readiness_serve(f->r, READINESS_TOLD_EPOLL, NULL);
 	readiness_epoll_wait_end();
 	readiness_epoll_wait_end();
 	assert_true(in_ready(f));
@@ -459,7 +461,7 @@ static void told_arrival_sets_in_fd_while_a_poll_watches(void **state)
 
 	readiness_poll_begin(f->r);
 	arrive(f);
-	readiness_serve(f->r, true, NULL);
+	readiness_serve(f->r, READINESS_TOLD_EPOLL, NULL);
 	assert_true(in_ready(f));
 	readiness_poll_end(f->r);
 }
@@ -469,11 +471,55 @@ static void poll_begin_settles_a_lagging_connection(void **state)
 	struct fixture *f = *state;
 
 	arrive(f);
-	readiness_serve(f->r, true, NULL);
+	readiness_serve(f->r, READINESS_TOLD_EPOLL, NULL);
 	assert_false(in_ready(f));
 	readiness_poll_begin(f->r);
 	assert_true(in_ready(f));
 	readiness_poll_end(f->r);
+}
+
+static void poll_told_arrival_lags_for_its_only_poller(void **state)
+{
+	struct fixture *f = *state;
+
+	readiness_poll_begin(f->r);
+	arrive(f);
+	assert_int_equal(readiness_poll_raised(f->r, READINESS_TOLD_POLL, NULL),
+			 EPOLLIN);
+	assert_false(in_ready(f));
+	readiness_poll_end(f->r);
+	/* The next poll() settles it before it waits. */
+	readiness_poll_begin(f->r);
+	assert_true(in_ready(f));
+	readiness_poll_end(f->r);
+}
+
+static void
+poll_told_arrival_sets_in_fd_while_another_poll_watches(void **state)
+{
+	struct fixture *f = *state;
+
+	readiness_poll_begin(f->r);
+	readiness_poll_begin(f->r);
+	arrive(f);
+	readiness_serve(f->r, READINESS_TOLD_POLL, NULL);
+	assert_true(in_ready(f));
+	readiness_poll_end(f->r);
+	readiness_poll_end(f->r);
+}
+
+static void
+poll_told_arrival_sets_in_fd_while_an_epoll_wait_sleeps(void **state)
+{
+	struct fixture *f = *state;
+
+	readiness_epoll_wait_begin();
+	readiness_poll_begin(f->r);
+	arrive(f);
+	readiness_serve(f->r, READINESS_TOLD_POLL, NULL);
+	assert_true(in_ready(f));
+	readiness_poll_end(f->r);
+	readiness_epoll_wait_end();
 }
 
 /* ---- the hub -------------------------------------------------------- */
@@ -514,7 +560,7 @@ static void drain_serves_a_connection_whose_readiness_is_wanted(void **state)
 static bool report_drain(struct readiness *r, void *arg)
 {
 	*(struct readiness **)arg = r;
-	readiness_serve(r, false, NULL);
+	readiness_serve(r, READINESS_TOLD_NOBODY, NULL);
 	return true;
 }
 
@@ -1235,6 +1281,9 @@ int main(void)
 		CASE(told_arrival_sets_in_fd_while_another_epoll_wait_sleeps),
 		CASE(told_arrival_sets_in_fd_while_a_poll_watches),
 		CASE(poll_begin_settles_a_lagging_connection),
+		CASE(poll_told_arrival_lags_for_its_only_poller),
+		CASE(poll_told_arrival_sets_in_fd_while_another_poll_watches),
+		CASE(poll_told_arrival_sets_in_fd_while_an_epoll_wait_sleeps),
 		CASE(drain_takes_the_event_of_a_connection_nothing_relies_on),
 		CASE(drain_serves_a_connection_whose_readiness_is_wanted),
 		CASE(drain_with_a_report_hands_it_each_connection),
