@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "clock.h"
+#include "device_watch.h"
 #include "fd_room.h"
 #include "fork_page.h"
 #include "handshake_impl.h"
@@ -236,6 +237,7 @@ struct rdma_event_channel *handshake_channel(const struct config *cfg)
 		goto out;
 	}
 	hs.started = true;
+	device_watch_start();
 out:
 	if (hs.started && !hs.disabled)
 		ch = hs.watch.ch;
@@ -304,4 +306,5 @@ void FORK_CODE handshake_fork_child(bool fds_shared)
 		hs.disabled = true;
 	handshake_server_fork_child();
 	handshake_client_fork_child(fds_shared);
+	device_watch_fork_child(fds_shared);
 }

@@ -23,6 +23,12 @@
   peer.py drain ADDR                          accepts one, reads until the
                                               end; prints how it ended
   peer.py churn ADDR --count N                N connections in one process
+  peer.py echo-hold ADDR PORT [--bytes N] [--bind A]
+                                              two echoes through one
+                                              connection, with its stats
+                                              row before and after; prints
+                                              "held" between them and waits
+                                              for a line on standard input
   peer.py fork ADDR PORT [--bind A]           an echo connection across
                                               fork (the server must serve 2)
   peer.py setuid ADDR PORT [--bind A]         an echo connection across
@@ -198,6 +204,18 @@ def echo_once(args):
     ok = echo_through(s, args.bytes)
     if args.report_after:
         report(s)
+    s.close()
+    return 0 if ok else 1
+
+
+def echo_hold(args):
+    s = connect(args)
+    report(s)
+    ok = echo_through(s, args.bytes, "first")
+    print("held", flush=True)
+    sys.stdin.readline()
+    ok = echo_through(s, args.bytes, "second") and ok
+    report(s)
     s.close()
     return 0 if ok else 1
 
@@ -711,6 +729,11 @@ def main():
                     help="report the stats row again after the echo")
     ep.add_argument("--repeat", type=int, default=1,
                     help="connections, one after another, in this process")
+    eh = sub.add_parser("echo-hold")
+    eh.add_argument("addr")
+    eh.add_argument("port", type=int)
+    eh.add_argument("--bytes", type=int, default=100000)
+    eh.add_argument("--bind")
     rt = sub.add_parser("retry")
     rt.add_argument("addr")
     rt.add_argument("port", type=int)
@@ -794,6 +817,7 @@ def main():
     we.add_argument("--wait", choices=("epoll", "poll"), default="epoll")
     args = p.parse_args()
     return {"serve": serve, "wait-echo": wait_echo, "echo": echo,
+            "echo-hold": echo_hold,
             "retry": retry, "stream": stream, "send": send,
             "drain": drain, "churn": churn, "fork": fork, "late": late,
             "handoff": handoff, "setuid": setuid, "drop-serve": drop_serve,
