@@ -85,64 +85,67 @@ static bool sets_async(int cmd, void *arg)
 	return cmd == F_SETFL && ((uintptr_t)arg & O_ASYNC);
 }
 
+/* fcntl() or fcntl64() (real_fcntl) with what roceshim must know of it. */
+static int fcntl_with(int (*real_fcntl)(int, int, ...), int fd, int cmd,
+		      void *arg)
+{
+	struct sock *sock = NULL;
+	struct conn *c = NULL;
+	int ret;
+
+	if (cmd == F_SETFL)
+		c = call_opt_changing(fd, &sock);
+	ret = real_fcntl(fd, cmd, arg);
+	ret = call_opt_changed(c, sock, CONN_OPT_NONBLOCK, ret);
+	if (sets_async(cmd, arg))
+		ret = after_async_on(fd, ret);
+	return track_fcntl_result(fd, cmd, ret);
+}
+
 /*
  * The third argument is an int or a pointer depending on cmd, or absent;
  * like glibc's own fcntl, read it as a pointer-sized value and pass it on.
  */
 SHIM_EXPORT int fcntl(int fd, int cmd, ...)
 {
-	struct sock *sock = NULL;
-	struct conn *c = NULL;
 	va_list ap;
 	void *arg;
-	int ret;
 
 	va_start(ap, cmd);
 	arg = va_arg(ap, void *);
 	va_end(ap);
 	shim_ensure_init();
-	if (cmd == F_SETFL)
-		c = call_opt_changing(fd, &sock);
-	ret = real.fcntl(fd, cmd, arg);
-	ret = call_opt_changed(c, sock, CONN_OPT_NONBLOCK, ret);
-	if (sets_async(cmd, arg))
-		ret = after_async_on(fd, ret);
-	return track_fcntl_result(fd, cmd, ret);
+	return fcntl_with(real.fcntl, fd, cmd, arg);
 }
 
 SHIM_EXPORT int fcntl64(int fd, int cmd, ...)
 {
-	struct sock *sock = NULL;
-	struct conn *c = NULL;
 	va_list ap;
 	void *arg;
-	int ret;
 
 	va_start(ap, cmd);
 	arg = va_arg(ap, void *);
 	va_end(ap);
 	shim_ensure_init();
-	if (cmd == F_SETFL)
-		c = call_opt_changing(fd, &sock);
-	ret = real.fcntl64(fd, cmd, arg);
-	ret = call_opt_changed(c, sock, CONN_OPT_NONBLOCK, ret);
-	if (sets_async(cmd, arg))
-		ret = after_async_on(fd, ret);
-	return track_fcntl_result(fd, cmd, ret);
+	return fcntl_with(real.fcntl64, fd, cmd, arg);
+}
+
+/* The system call itself, shaped as fcntl() for fcntl_with(). */
+static int fcntl_by_syscall(int fd, int cmd, ...)
+{
+	va_list ap;
+	void *arg;
+
+	va_start(ap, cmd);
+	arg = va_arg(ap, void *);
+	va_end(ap);
+	return (int)real.syscall(SYS_fcntl, (long)fd, (long)cmd, arg);
 }
 
 long shim_fcntl_syscall(const long *arg)
 {
-	int fd = (int)arg[0], cmd = (int)arg[1];
-	struct sock *sock = NULL;
-	struct conn *c = NULL;
-	long ret;
-
-	if (cmd == F_SETFL)
-		c = call_opt_changing(fd, &sock);
-	ret = real.syscall(SYS_fcntl, arg[0], arg[1], arg[2]);
-	ret = call_opt_changed(c, sock, CONN_OPT_NONBLOCK, (int)ret);
-	return track_fcntl_result(fd, cmd, (int)ret);
+	return fcntl_with(fcntl_by_syscall, (int)arg[0], (int)arg[1],
+			  (void *)arg[2]);
 }
 
 SHIM_EXPORT int ioctl(int fd, unsigned long request, ...)

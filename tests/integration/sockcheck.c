@@ -4014,6 +4014,39 @@ out:
 	close_fd(&s);
 }
 
+/*
+ * O_NONBLOCK set and cleared by the system call itself (syscall(SYS_fcntl),
+ * as some runtimes do) holds for the next recv, after one that waited.
+ */
+static void syscall_fcntl_nonblock_holds_for_the_next_recv(struct tctx *t)
+{
+	struct timeval tv = { 0, 300000 };
+	int c = -1, s = -1;
+	int64_t t0, dt;
+	long fl;
+	char buf[8];
+
+	TRY(make_pair(t, &c, &s, 0));
+	ASSERT_OK(setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)));
+	ASSERT_ERR(recv(s, buf, sizeof(buf), 0), EAGAIN);
+	ASSERT_OK(fl = syscall(SYS_fcntl, s, F_GETFL));
+	ASSERT_OK(syscall(SYS_fcntl, s, F_SETFL, fl | O_NONBLOCK));
+	t0 = now_ms();
+	ASSERT_ERR(recv(s, buf, sizeof(buf), 0), EAGAIN);
+	dt = now_ms() - t0;
+	ASSERT(dt < 150, "non-blocking recv waited %lld ms", (long long)dt);
+	ASSERT_OK(syscall(SYS_fcntl, s, F_SETFL, fl));
+	t0 = now_ms();
+	ASSERT_ERR(recv(s, buf, sizeof(buf), 0), EAGAIN);
+	dt = now_ms() - t0;
+	ASSERT(dt >= 200, "blocking recv returned after %lld ms, not 300",
+	       (long long)dt);
+	TRY(roundtrip(t, c, s));
+out:
+	close_fd(&c);
+	close_fd(&s);
+}
+
 /* Writes to non-blocking @fd until EAGAIN; the peer is not reading. */
 static int fill_socket(struct tctx *t, int fd)
 {
@@ -7594,6 +7627,7 @@ static const struct test tests[] = {
 	TEST(blocking_read_wakes_with_reset_when_peer_aborts),
 	TEST(rcvtimeo_makes_recv_time_out),
 	TEST(rcvtimeo_changed_between_reads_holds_for_the_next),
+	TEST(syscall_fcntl_nonblock_holds_for_the_next_recv),
 	TEST(sndtimeo_makes_send_time_out_on_full_socket),
 	TEST(sndtimeo_changed_between_sends_holds_for_the_next),
 	/* ioctl, fcntl and options */
