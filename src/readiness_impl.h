@@ -67,8 +67,9 @@ struct transport *readiness_transport(const struct readiness *r);
  * told: the caller reports the connection's readiness to the program
  * itself (enum readiness_told).  Then an arrival may leave in_fd unset,
  * lagging the data, if nothing else watches in_fd: no other thread is in
- * an epoll_wait(), no other poll() watches it and no read sleeps on it.
- * Whatever watches it next settles it first.
+ * an epoll_wait() (for a poll() that tells, none at all), no other poll()
+ * watches it and no read sleeps on it.  Whatever watches it next settles
+ * it first.
  */
 enum readiness_told {
 	READINESS_TOLD_NOBODY,

@@ -121,7 +121,8 @@ static enum readiness_told told_for(const struct pollfd *pfd)
 
 struct poll_call {
 	const struct pollfd *fds;
-	struct readiness **began;
+	struct sock **socks;	  /* the program's upgraded ones */
+	struct readiness **began; /* their readiness, once counted */
 	nfds_t nfds;
 };
 
@@ -149,13 +150,32 @@ static void drain_for_call(const struct poll_call *call)
 }
 
 /*
- * The program's revents for upgraded r from its entries' results, after
- * draining the hub if it fired (once per wait: *drained).  polled: the
- * entries were not waited on since the completion queues were polled, and
- * r's transport says what arrived (an arrival told leaves in_fd unset).
+ * Whether the hub of any upgraded entry fired; then it is drained, once
+ * for all of them (a drain takes every hub's events).
+ */
+static bool drain_if_fired(const struct pollfd *tmp,
+			   const struct poll_call *call)
+{
+	nfds_t i, j = 0;
+
+	for (i = 0; i < call->nfds; i++) {
+		if (call->began[i] && tmp[j + POLL_HUB].revents & POLLIN) {
+			drain_for_call(call);
+			return true;
+		}
+		j += call->socks[i] ? POLL_ENTRIES : 1;
+	}
+	return false;
+}
+
+/*
+ * The program's revents for upgraded r from its entries' results.
+ * from_transport: the completion queues were polled, or the hubs drained,
+ * since the entries were asked, and r's transport says what arrived (an
+ * arrival told leaves in_fd unset, whichever entry's hub fired).
  */
 static short poll_fold(const struct pollfd *tmp, short ev, struct readiness *r,
-		       const struct poll_call *call, bool polled, bool *drained)
+		       bool from_transport)
 {
 	struct transport_readiness t;
 	short revents = 0;
@@ -175,10 +195,7 @@ static short poll_fold(const struct pollfd *tmp, short ev, struct readiness *r,
 		revents |= ev &
 			   (POLLIN | POLLRDNORM | POLL_OUT_EVENTS | POLLRDHUP);
 	}
-	if (tmp[POLL_HUB].revents & POLLIN || polled) {
-		if (!*drained && !polled)
-			drain_for_call(call);
-		*drained = true;
+	if (from_transport) {
 		transport_readiness(readiness_transport(r), &t);
 		if (t.readable)
 			revents |= ev & (POLLIN | POLLRDNORM);
@@ -320,12 +337,14 @@ static int poll_substituted(struct pollfd *fds, nfds_t nfds,
 	/* Each background connect whose wait_fd is held. */
 	bool *held = calloc(nfds + 1, sizeof(*held));
 	const struct timespec *tmo = ts;
-	struct poll_call call = { .fds = fds, .began = began, .nfds = nfds };
+	struct poll_call call = {
+		.fds = fds, .socks = socks, .began = began, .nfds = nfds
+	};
 	struct timespec left;
 	int64_t deadline = -1;
 	nfds_t i, j = 0, k;
 	int ret, ready = 0;
-	bool moved, drained, polled = false;
+	bool moved, from_transport, polled = false;
 
 	if (!tmp || !began || !held) {
 		ret = -ENOMEM;
@@ -379,7 +398,9 @@ static int poll_substituted(struct pollfd *fds, nfds_t nfds,
 		if (ret < 0)
 			goto out;
 		ready = 0;
-		moved = drained = false;
+		moved = false;
+		/* Found by polling, or drained: the transports say. */
+		from_transport = polled || drain_if_fired(tmp, &call);
 		for (i = 0, j = 0; i < nfds; i++) {
 			if (!socks[i]) {
 				fds[i].revents = tmp[j++].revents;
@@ -394,9 +415,9 @@ static int poll_substituted(struct pollfd *fds, nfds_t nfds,
 				moved |= !connector_pending(socks[i]);
 				j += POLL_ENTRIES;
 			} else {
-				fds[i].revents = poll_fold(
-					&tmp[j], fds[i].events, began[i], &call,
-					polled, &drained);
+				fds[i].revents =
+					poll_fold(&tmp[j], fds[i].events,
+						  began[i], from_transport);
 				j += POLL_ENTRIES;
 			}
 			if (fds[i].revents)

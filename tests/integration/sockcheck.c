@@ -5195,6 +5195,89 @@ out:
 	close_fd(&s);
 }
 
+/* Each round: a byte on each of two connections, then waits for an ack. */
+struct two_senders {
+	int first, second; /* where the bytes go out */
+	int rounds;
+	char err[96];
+};
+
+static void *send_on_two(void *arg)
+{
+	struct two_senders *ts = arg;
+	char b = 'x';
+	int i;
+
+	for (i = 0; i < ts->rounds; i++) {
+		if (send(ts->first, &b, 1, MSG_NOSIGNAL) != 1 ||
+		    send(ts->second, &b, 1, MSG_NOSIGNAL) != 1 ||
+		    recv(ts->first, &b, 1, MSG_WAITALL) != 1) {
+			snprintf(ts->err, sizeof(ts->err), "round %d: %s", i,
+				 errname(errno));
+			break;
+		}
+	}
+	return NULL;
+}
+
+/*
+ * One poll() set over the server end of one connection and the client end
+ * of another (over RDMA, ends on two devices): every round's two bytes
+ * are reported, however their arrivals interleave with the wait.
+ */
+static void poll_over_two_connections_misses_no_arrival(struct tctx *t)
+{
+	struct two_senders ts = { .rounds = 300 };
+	int c1 = -1, s1 = -1, c2 = -1, s2 = -1, i, n, got;
+	struct pollfd p[2];
+	bool running = false;
+	pthread_t th;
+	char b;
+
+	TRY(make_pair(t, &c1, &s1, 0));
+	TRY(make_pair(t, &c2, &s2, 0));
+	ts.first = c1;
+	ts.second = s2;
+	ASSERT(!start_thread(&th, send_on_two, &ts), "pthread_create");
+	running = true;
+	for (i = 0; i < ts.rounds; i++) {
+		p[0] = (struct pollfd){ .fd = s1, .events = POLLIN };
+		p[1] = (struct pollfd){ .fd = c2, .events = POLLIN };
+		for (got = 0; got != 3;) {
+			do {
+				n = poll(p, 2, io_ms());
+			} while (n < 0 && retry_intr());
+			ASSERT(n > 0, "round %d: poll: %d (%s), got %d", i, n,
+			       n < 0 ? errname(errno) : "timed out", got);
+			if (p[0].revents & POLLIN) {
+				ASSERT(recv(s1, &b, 1, 0) == 1, "recv s1");
+				got |= 1;
+				p[0].fd = -1;
+			}
+			if (p[1].revents & POLLIN) {
+				ASSERT(recv(c2, &b, 1, 0) == 1, "recv c2");
+				got |= 2;
+				p[1].fd = -1;
+			}
+		}
+		ASSERT(send(s1, &b, 1, MSG_NOSIGNAL) == 1, "ack: %s",
+		       errname(errno));
+	}
+	pthread_join(th, NULL);
+	running = false;
+	ASSERT(!ts.err[0], "sender: %s", ts.err);
+out:
+	if (running) {
+		shutdown(c1, SHUT_RDWR);
+		shutdown(s2, SHUT_RDWR);
+		pthread_join(th, NULL);
+	}
+	close_fd(&c1);
+	close_fd(&s1);
+	close_fd(&c2);
+	close_fd(&s2);
+}
+
 /*
  * Twice: poll() of polled finds it readable, and epoll_wait() of ep
  * reports EPOLLIN, left unread.
@@ -7665,6 +7748,7 @@ static const struct test tests[] = {
 	TEST(poll_reported_data_wakes_a_later_epoll_wait),
 	TEST(poll_reported_data_shows_in_a_set_made_after),
 	TEST(poll_reported_data_stays_readable_to_select),
+	TEST(poll_over_two_connections_misses_no_arrival),
 	TEST(epoll_set_in_poll_stays_readable_while_data_is_unread),
 	TEST(epoll_set_above_fd_4096_in_poll_stays_readable),
 	TEST(select_watches_a_socket_above_fd_setsize),
