@@ -23,6 +23,43 @@ static enum roceshim_reason status;
  * them from the context at each call.  Not where the program loaded
  * librdmacm itself: its own code may hold those contexts.
  */
+/*
+ * The contexts whose descriptors were moved, with the command descriptor
+ * each got (under fd_room_enter()).  Moving them again would close numbers
+ * that other threads may be about to use (rxe's doorbell is a write to
+ * the command descriptor); a context freed and another made at its
+ * address has a descriptor of its own.
+ */
+#define MOVED_MAX 16
+
+static struct {
+	const struct ibv_context *ctx;
+	int cmd_fd;
+} moved[MOVED_MAX];
+static unsigned int moved_next;
+
+static bool moved_before(const struct ibv_context *ctx)
+{
+	unsigned int i;
+
+	for (i = 0; i < MOVED_MAX; i++)
+		if (moved[i].ctx == ctx && moved[i].cmd_fd == ctx->cmd_fd)
+			return true;
+	return false;
+}
+
+static void move_out_of_the_way(struct ibv_context *ctx)
+{
+	if (moved_before(ctx))
+		return;
+	ctx->cmd_fd = fd_room_keep(ctx->cmd_fd);
+	if (ctx->async_fd >= 0)
+		ctx->async_fd = fd_room_keep(ctx->async_fd);
+	moved[moved_next].ctx = ctx;
+	moved[moved_next].cmd_fd = ctx->cmd_fd;
+	moved_next = (moved_next + 1) % MOVED_MAX;
+}
+
 struct ibv_context **device_hold(void)
 {
 	struct ibv_context **devs;
@@ -33,11 +70,8 @@ struct ibv_context **device_hold(void)
 	 */
 	fd_room_enter();
 	devs = rdmacm.get_devices(&count);
-	for (i = 0; private && devs && i < count && devs[i]; i++) {
-		devs[i]->cmd_fd = fd_room_keep(devs[i]->cmd_fd);
-		if (devs[i]->async_fd >= 0)
-			devs[i]->async_fd = fd_room_keep(devs[i]->async_fd);
-	}
+	for (i = 0; private && devs && i < count && devs[i]; i++)
+		move_out_of_the_way(devs[i]);
 	fd_room_leave();
 	return devs;
 }

@@ -74,7 +74,8 @@ static void on_uevents(struct progress_watcher *w, uint32_t events)
 	(void)events;
 	for (;;) {
 		len = sizeof(from);
-		n = real.recvfrom(dw.fd, msg, sizeof(msg), MSG_DONTWAIT,
+		n = real.recvfrom(__atomic_load_n(&dw.fd, __ATOMIC_ACQUIRE),
+				  msg, sizeof(msg), MSG_DONTWAIT,
 				  (struct sockaddr *)&from, &len);
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -128,13 +129,14 @@ void device_watch_start(void)
 	__atomic_store_n(&dw.tried, true, __ATOMIC_RELEASE);
 	fd = open_uevents_locked();
 	dw.watcher.fn = on_uevents;
+	/* Stored first: the progress thread may read it at once. */
+	__atomic_store_n(&dw.fd, fd, __ATOMIC_RELEASE);
 	if (fd < 0 || progress_add(fd, EPOLLIN, &dw.watcher)) {
 		log_debug("cannot watch for removed RDMA devices");
+		__atomic_store_n(&dw.fd, -1, __ATOMIC_RELEASE);
 		if (fd >= 0)
 			real.close(fd);
-		goto out;
 	}
-	dw.fd = fd;
 out:
 	pthread_mutex_unlock(&dw.lock);
 }
