@@ -5127,17 +5127,29 @@ out:
 	close_fd(&s);
 }
 
-static void poll_reported_data_wakes_a_later_epoll_wait(struct tctx *t)
+/*
+ * After each poll_woken_by_a_byte(), epoll_wait() of a set holding s
+ * reports EPOLLIN: a set made before the poll (made_after false) or just
+ * after it.
+ */
+static void poll_then_epoll_reports(struct tctx *t, bool made_after)
 {
 	int c = -1, s = -1, ep = -1, n;
 	struct epoll_event e;
 	size_t i;
 
 	TRY(make_pair(t, &c, &s, PAIR_NONBLOCK));
-	ASSERT_OK(ep = epoll_create1(0));
-	ASSERT_OK(epoll_add(ep, s, EPOLLIN, 1));
 	for (i = 0; i < 2; i++) {
+		if (ep < 0 && !made_after) {
+			ASSERT_OK(ep = epoll_create1(0));
+			ASSERT_OK(epoll_add(ep, s, EPOLLIN, 1));
+		}
 		TRY(poll_woken_by_a_byte(t, c, s, poll_wake_delays_ms[i]));
+		if (made_after) {
+			close_fd(&ep);
+			ASSERT_OK(ep = epoll_create1(0));
+			ASSERT_OK(epoll_add(ep, s, EPOLLIN, 1));
+		}
 		n = epoll_one(ep, &e, 0);
 		ASSERT(n == 1 && e.events == EPOLLIN, "pass %zu: epoll: %d %#x",
 		       i, n, e.events);
@@ -5149,27 +5161,14 @@ out:
 	close_fd(&s);
 }
 
+static void poll_reported_data_wakes_a_later_epoll_wait(struct tctx *t)
+{
+	poll_then_epoll_reports(t, false);
+}
+
 static void poll_reported_data_shows_in_a_set_made_after(struct tctx *t)
 {
-	int c = -1, s = -1, ep = -1, n;
-	struct epoll_event e;
-	size_t i;
-
-	TRY(make_pair(t, &c, &s, PAIR_NONBLOCK));
-	for (i = 0; i < 2; i++) {
-		TRY(poll_woken_by_a_byte(t, c, s, poll_wake_delays_ms[i]));
-		ASSERT_OK(ep = epoll_create1(0));
-		ASSERT_OK(epoll_add(ep, s, EPOLLIN, 1));
-		n = epoll_one(ep, &e, 0);
-		ASSERT(n == 1 && e.events == EPOLLIN, "pass %zu: epoll: %d %#x",
-		       i, n, e.events);
-		close_fd(&ep);
-		TRY(recv_one_byte(t, s));
-	}
-out:
-	close_fd(&ep);
-	close_fd(&c);
-	close_fd(&s);
+	poll_then_epoll_reports(t, true);
 }
 
 static void poll_reported_data_stays_readable_to_select(struct tctx *t)
