@@ -15,15 +15,6 @@ static const struct config *probe_cfg;
 static enum roceshim_reason status;
 
 /*
- * librdmacm opens each device once per process, with two descriptors (its
- * commands' and its asynchronous events') at the lowest free numbers,
- * where they would shift the numbers of the program's next sockets and
- * files.  So roceshim has it open them now, and moves both out of the
- * program's way (fd_room.h) before anything uses them: the library reads
- * them from the context at each call.  Not where the program loaded
- * librdmacm itself: its own code may hold those contexts.
- */
-/*
  * The contexts whose descriptors were moved, with the command descriptor
  * each got (under fd_room_enter()).  Moving them again would close numbers
  * that other threads may be about to use (rxe's doorbell is a write to
@@ -60,6 +51,15 @@ static void move_out_of_the_way(struct ibv_context *ctx)
 	moved_next = (moved_next + 1) % MOVED_MAX;
 }
 
+/*
+ * librdmacm opens each device once per process, with two descriptors (its
+ * commands' and its asynchronous events') at the lowest free numbers,
+ * where they would shift the numbers of the program's next sockets and
+ * files.  So roceshim has it open them now, and moves both out of the
+ * program's way (fd_room.h) before anything uses them: the library reads
+ * them from the context at each call.  Not where the program loaded
+ * librdmacm itself: its own code may hold those contexts.
+ */
 struct ibv_context **device_hold(void)
 {
 	struct ibv_context **devs;

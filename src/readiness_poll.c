@@ -195,8 +195,10 @@ static short poll_fold(const struct pollfd *tmp, short ev, struct readiness *r,
 		revents |= ev &
 			   (POLLIN | POLLRDNORM | POLL_OUT_EVENTS | POLLRDHUP);
 	}
+	if (!from_transport && !arrived)
+		return revents;
+	transport_readiness(readiness_transport(r), &t);
 	if (from_transport) {
-		transport_readiness(readiness_transport(r), &t);
 		if (t.readable)
 			revents |= ev & (POLLIN | POLLRDNORM);
 		if (t.writable)
@@ -208,7 +210,6 @@ static short poll_fold(const struct pollfd *tmp, short ev, struct readiness *r,
 	 * sides are shut, whatever the entry asks, as TCP's.
 	 */
 	if (arrived) {
-		transport_readiness(readiness_transport(r), &t);
 		if (t.eof && ev & POLLRDHUP)
 			revents |= POLLRDHUP;
 		if (t.eof && t.shut)
