@@ -38,8 +38,10 @@ static int fill_id(struct inet_diag_sockid *id, uint8_t *family,
 }
 
 /*
- * An exact lookup that matches no connection finds the listener, or
- * nothing (ENOENT).
+ * An exact lookup that matches no connection finds the listener: absent.
+ * It finds nothing (ENOENT) only where nothing listens on the port, or
+ * where the kernel has no tcp_diag (a module it could not load), which
+ * answers so for every lookup: that is not known, never absent.
  */
 static int stage_of(const struct inet_diag_msg *msg)
 {
@@ -78,9 +80,7 @@ static int read_answer(int fd, uint32_t seq)
 			if (h->nlmsg_len < NLMSG_LENGTH(sizeof(*err)))
 				return -EPROTO;
 			err = NLMSG_DATA(h);
-			return err->error == -ENOENT ? TCP_DIAG_ABSENT
-			       : err->error	     ? err->error
-						     : -EPROTO;
+			return err->error ? err->error : -EPROTO;
 		}
 		if (h->nlmsg_type != SOCK_DIAG_BY_FAMILY ||
 		    h->nlmsg_len < NLMSG_LENGTH(sizeof(*msg)))

@@ -30,7 +30,9 @@ enum tcp_diag_stage {
 
 /*
  * The stage of the TCP connection from remote to local (an enum
- * tcp_diag_stage), or a negative errno when the kernel cannot be asked.
+ * tcp_diag_stage), or a negative errno when the kernel cannot be asked
+ * or cannot tell (-ENOENT: nothing listens on local's port, or the
+ * kernel lacks tcp_diag).
  */
 int tcp_diag_stage(const struct roceshim_stats_endpoint *local,
 		   const struct roceshim_stats_endpoint *remote);

@@ -131,6 +131,16 @@ static void a_handshake_the_listener_holds_is_in_its_handshake(void **state)
 			 TCP_DIAG_HANDSHAKE);
 }
 
+static void a_port_where_nothing_listens_cannot_be_told(void **state)
+{
+	(void)state;
+	listen_on_loopback(0);
+	connect_client();
+	close(pair.listener);
+	pair.listener = -1;
+	assert_int_equal(tcp_diag_stage(&pair.local, &pair.remote), -ENOENT);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -143,6 +153,9 @@ int main(void)
 			a_connection_that_never_came_is_absent, close_pair),
 		cmocka_unit_test_teardown(
 			a_handshake_the_listener_holds_is_in_its_handshake,
+			close_pair),
+		cmocka_unit_test_teardown(
+			a_port_where_nothing_listens_cannot_be_told,
 			close_pair),
 	};
 
