@@ -20,6 +20,11 @@
 #define UEVENT_KERNEL_GROUP 1u
 /* The class whose entries libibverbs lists the devices by. */
 #define VERBS_SUBSYSTEM "SUBSYSTEM=infiniband_verbs"
+/*
+ * Messages read per wake-up: a storm of them (or a sender allowed to
+ * write to the group) must not keep the thread from its other work.
+ */
+#define UEVENTS_PER_CALL 64
 
 static struct {
 	pthread_mutex_t lock;
@@ -46,42 +51,45 @@ static bool has_field(const char *msg, size_t len, const char *field)
 	return false;
 }
 
-bool device_uevent_removes_verbs(const char *msg, size_t len)
+bool device_uevent_changes_verbs(const char *msg, size_t len)
 {
-	return has_field(msg, len, "ACTION=remove") &&
+	return (has_field(msg, len, "ACTION=remove") ||
+		has_field(msg, len, "ACTION=add")) &&
 	       has_field(msg, len, VERBS_SUBSYSTEM);
 }
 
 /*
  * Lists the devices again: librdmacm closes the context of each one that
- * went, now if nothing uses it, else once the last user lets it go.
+ * went, now if nothing uses it, else once the last user lets it go, and
+ * opens each new one.
  */
 static void relist(void)
 {
-	log_info("an RDMA device went away; its context is let go");
+	log_info("the RDMA devices changed; listed again");
 	device_release(device_hold());
 }
 
 static void on_uevents(struct progress_watcher *w, uint32_t events)
 {
 	struct sockaddr_nl from;
-	bool removed = false;
+	bool changed = false;
 	char msg[8192];
 	socklen_t len;
+	unsigned int i;
 	ssize_t n;
 
 	(void)w;
 	(void)events;
-	for (;;) {
+	for (i = 0; i < UEVENTS_PER_CALL; i++) {
 		len = sizeof(from);
 		n = real.recvfrom(__atomic_load_n(&dw.fd, __ATOMIC_ACQUIRE),
 				  msg, sizeof(msg), MSG_DONTWAIT,
 				  (struct sockaddr *)&from, &len);
 		if (n < 0 && errno == EINTR)
 			continue;
-		/* Messages were lost: one of them may have been a removal. */
+		/* Messages were lost: one of them may have been a change. */
 		if (n < 0 && errno == ENOBUFS) {
-			removed = true;
+			changed = true;
 			continue;
 		}
 		if (n < 0)
@@ -89,32 +97,35 @@ static void on_uevents(struct progress_watcher *w, uint32_t events)
 		/* Only the kernel's word counts, not another process's. */
 		if (len == sizeof(from) && from.nl_family == AF_NETLINK &&
 		    from.nl_pid == 0 &&
-		    device_uevent_removes_verbs(msg, (size_t)n))
-			removed = true;
+		    device_uevent_changes_verbs(msg, (size_t)n))
+			changed = true;
 	}
-	if (removed)
+	if (changed)
 		relist();
 }
 
-/* Under dw.lock: the kernel's uevents, on a socket out of the way. */
+/*
+ * Under dw.lock: the kernel's uevents, on a socket out of the way, or -1.
+ * Stored before fd_room_leave(): a fork waits for that, and its child
+ * then knows the socket to close.
+ */
 static int open_uevents_locked(void)
 {
 	struct sockaddr_nl addr = { .nl_family = AF_NETLINK,
 				    .nl_groups = UEVENT_KERNEL_GROUP };
-	int fd, kept;
+	int fd, hidden = -1;
 
 	fd_room_enter();
 	fd = real.socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK,
 			 NETLINK_KOBJECT_UEVENT);
-	if (fd >= 0 && real.bind(fd, (struct sockaddr *)&addr, sizeof(addr))) {
+	if (fd >= 0 && !real.bind(fd, (struct sockaddr *)&addr, sizeof(addr)))
+		hidden = fd_room_hide(fd);
+	/* The watch is optional: it takes no number the program needs. */
+	if (fd >= 0 && hidden < 0)
 		real.close(fd);
-		fd = -1;
-	}
-	kept = fd >= 0 ? fd_room_keep(fd) : -1;
+	__atomic_store_n(&dw.fd, hidden, __ATOMIC_RELEASE);
 	fd_room_leave();
-	if (fd >= 0 && kept < 0)
-		real.close(fd);
-	return kept;
+	return hidden;
 }
 
 void device_watch_start(void)
@@ -127,10 +138,8 @@ void device_watch_start(void)
 	if (dw.tried || !rdma_stack_private() || !progress_running())
 		goto out;
 	__atomic_store_n(&dw.tried, true, __ATOMIC_RELEASE);
-	fd = open_uevents_locked();
 	dw.watcher.fn = on_uevents;
-	/* Stored first: the progress thread may read it at once. */
-	__atomic_store_n(&dw.fd, fd, __ATOMIC_RELEASE);
+	fd = open_uevents_locked();
 	if (fd < 0 || progress_add(fd, EPOLLIN, &dw.watcher)) {
 		log_debug("cannot watch for removed RDMA devices");
 		__atomic_store_n(&dw.fd, -1, __ATOMIC_RELEASE);

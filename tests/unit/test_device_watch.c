@@ -20,7 +20,7 @@
 static void removal_of_a_verbs_device_is_recognised(void **state)
 {
 	(void)state;
-	assert_true(device_uevent_removes_verbs(
+	assert_true(device_uevent_changes_verbs(
 		MSG("remove@/devices/virtual/infiniband_verbs/uverbs1\0"
 		    "ACTION=remove\0"
 		    "DEVPATH=/devices/virtual/infiniband_verbs/uverbs1\0"
@@ -29,21 +29,29 @@ static void removal_of_a_verbs_device_is_recognised(void **state)
 		    "SEQNUM=4242")));
 }
 
-static void addition_of_a_verbs_device_is_not_a_removal(void **state)
+static void addition_of_a_verbs_device_is_recognised(void **state)
 {
 	(void)state;
-	assert_false(device_uevent_removes_verbs(
+	assert_true(device_uevent_changes_verbs(
 		MSG("add@/devices/virtual/infiniband_verbs/uverbs1\0"
 		    "ACTION=add\0SUBSYSTEM=infiniband_verbs\0SEQNUM=4243")));
+}
+
+static void another_action_on_a_verbs_device_is_not_recognised(void **state)
+{
+	(void)state;
+	assert_false(device_uevent_changes_verbs(
+		MSG("change@/devices/virtual/infiniband_verbs/uverbs1\0"
+		    "ACTION=change\0SUBSYSTEM=infiniband_verbs\0SEQNUM=4246")));
 }
 
 static void removal_in_another_subsystem_is_not_recognised(void **state)
 {
 	(void)state;
-	assert_false(device_uevent_removes_verbs(
+	assert_false(device_uevent_changes_verbs(
 		MSG("remove@/devices/virtual/net/vethB\0ACTION=remove\0"
 		    "SUBSYSTEM=net\0INTERFACE=vethB\0SEQNUM=4244")));
-	assert_false(device_uevent_removes_verbs(
+	assert_false(device_uevent_changes_verbs(
 		MSG("remove@/devices/virtual/infiniband/rxe1\0"
 		    "ACTION=remove\0SUBSYSTEM=infiniband\0SEQNUM=4245")));
 }
@@ -51,11 +59,11 @@ static void removal_in_another_subsystem_is_not_recognised(void **state)
 static void a_field_must_match_whole(void **state)
 {
 	(void)state;
-	assert_false(device_uevent_removes_verbs(
+	assert_false(device_uevent_changes_verbs(
 		MSG("ACTION=removed\0SUBSYSTEM=infiniband_verbs")));
-	assert_false(device_uevent_removes_verbs(
+	assert_false(device_uevent_changes_verbs(
 		MSG("ACTION=remove\0SUBSYSTEM=infiniband_verbsX")));
-	assert_false(device_uevent_removes_verbs(
+	assert_false(device_uevent_changes_verbs(
 		MSG("XACTION=remove\0SUBSYSTEM=infiniband_verbs")));
 }
 
@@ -66,19 +74,21 @@ static void a_message_is_read_within_its_length(void **state)
 
 	(void)state;
 	/* Cut inside the last field: not the field. */
-	assert_false(device_uevent_removes_verbs(msg, sizeof(msg) - 5));
+	assert_false(device_uevent_changes_verbs(msg, sizeof(msg) - 5));
 	/* The last field without its NUL still counts, read to the end. */
 	memcpy(unterminated, msg, sizeof(unterminated));
-	assert_true(device_uevent_removes_verbs(unterminated,
+	assert_true(device_uevent_changes_verbs(unterminated,
 						sizeof(unterminated)));
-	assert_false(device_uevent_removes_verbs(msg, 0));
+	assert_false(device_uevent_changes_verbs(msg, 0));
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(removal_of_a_verbs_device_is_recognised),
-		cmocka_unit_test(addition_of_a_verbs_device_is_not_a_removal),
+		cmocka_unit_test(addition_of_a_verbs_device_is_recognised),
+		cmocka_unit_test(
+			another_action_on_a_verbs_device_is_not_recognised),
 		cmocka_unit_test(
 			removal_in_another_subsystem_is_not_recognised),
 		cmocka_unit_test(a_field_must_match_whole),
