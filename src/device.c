@@ -15,40 +15,56 @@ static const struct config *probe_cfg;
 static enum roceshim_reason status;
 
 /*
- * The contexts whose descriptors were moved, with the command descriptor
- * each got (under fd_room_enter()).  Moving them again would close numbers
- * that other threads may be about to use (rxe's doorbell is a write to
- * the command descriptor); a context freed and another made at its
- * address has a descriptor of its own.
+ * The listed contexts whose descriptors were moved, with the command
+ * descriptor each got (under fd_room_enter()).  Moving them again would
+ * close numbers that other threads may be about to use (rxe's doorbell is
+ * a write to the command descriptor); a context freed and another made at
+ * its address has a descriptor of its own.  Past MOVED_MAX contexts, the
+ * others stay where they were opened.
  */
-#define MOVED_MAX 16
+#define MOVED_MAX 64
 
 static struct {
 	const struct ibv_context *ctx;
 	int cmd_fd;
 } moved[MOVED_MAX];
-static unsigned int moved_next;
+static unsigned int moved_count;
 
 static bool moved_before(const struct ibv_context *ctx)
 {
 	unsigned int i;
 
-	for (i = 0; i < MOVED_MAX; i++)
+	for (i = 0; i < moved_count; i++)
 		if (moved[i].ctx == ctx && moved[i].cmd_fd == ctx->cmd_fd)
 			return true;
 	return false;
 }
 
+/* Drops the contexts not in devs: librdmacm lists no closed device. */
+static void forget_unlisted(struct ibv_context **devs, int count)
+{
+	unsigned int i = 0;
+	int j;
+
+	while (i < moved_count) {
+		for (j = 0; j < count && devs[j] != moved[i].ctx; j++)
+			;
+		if (j < count)
+			i++;
+		else
+			moved[i] = moved[--moved_count];
+	}
+}
+
 static void move_out_of_the_way(struct ibv_context *ctx)
 {
-	if (moved_before(ctx))
+	if (moved_before(ctx) || moved_count == MOVED_MAX)
 		return;
 	ctx->cmd_fd = fd_room_keep(ctx->cmd_fd);
 	if (ctx->async_fd >= 0)
 		ctx->async_fd = fd_room_keep(ctx->async_fd);
-	moved[moved_next].ctx = ctx;
-	moved[moved_next].cmd_fd = ctx->cmd_fd;
-	moved_next = (moved_next + 1) % MOVED_MAX;
+	moved[moved_count].ctx = ctx;
+	moved[moved_count++].cmd_fd = ctx->cmd_fd;
 }
 
 /*
@@ -70,6 +86,8 @@ struct ibv_context **device_hold(void)
 	 */
 	fd_room_enter();
 	devs = rdmacm.get_devices(&count);
+	if (private && devs)
+		forget_unlisted(devs, count);
 	for (i = 0; private && devs && i < count && devs[i]; i++)
 		move_out_of_the_way(devs[i]);
 	fd_room_leave();
