@@ -78,6 +78,11 @@ void fd_room_leave(void)
 	errno = err;
 }
 
+bool fd_room_inside(void)
+{
+	return room_depth;
+}
+
 rlim_t fd_room_program_limit(void)
 {
 	int err = errno;

@@ -51,6 +51,11 @@ bool fd_room(void);
  */
 void fd_room_enter(void);
 void fd_room_leave(void);
+/*
+ * Whether this thread is between the two: what it opens and closes there
+ * is roceshim's own (or the RDMA libraries', which it calls there).
+ */
+bool fd_room_inside(void);
 
 /*
  * Moves fd, a descriptor roceshim made for itself (close-on-exec), out

@@ -14,6 +14,7 @@
 #include "connector.h"
 #include "endpoint.h"
 #include "exec_handover.h"
+#include "fd_room.h"
 #include "fork_page.h"
 #include "handshake.h"
 #include "log.h"
@@ -152,7 +153,12 @@ void track_close(int fd)
 
 	if (sock)
 		release_closed(fd, sock);
-	if (fd >= 0)
+	/*
+	 * A descriptor the RDMA libraries close inside fd_room_enter() is in
+	 * no epoll set of the program's, and a fork takes the readiness locks
+	 * before fd_room's.
+	 */
+	if (fd >= 0 && (sock || !fd_room_inside()))
 		readiness_fd_closed(fd, fd);
 }
 

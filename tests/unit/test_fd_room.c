@@ -93,6 +93,19 @@ static int fill_below(int n, int *fds, int max)
 	return count;
 }
 
+static void own_calls_are_known_only_between_enter_and_leave(void **state)
+{
+	(void)state;
+	assert_false(fd_room_inside());
+	fd_room_enter();
+	fd_room_enter();
+	assert_true(fd_room_inside());
+	fd_room_leave();
+	assert_true(fd_room_inside());
+	fd_room_leave();
+	assert_false(fd_room_inside());
+}
+
 static void hidden_descriptor_lands_above_the_soft_limit(void **state)
 {
 	int fd = eventfd(0, EFD_CLOEXEC), hidden;
@@ -314,6 +327,8 @@ static void copy_is_made_below_without_room_above(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(
+			own_calls_are_known_only_between_enter_and_leave),
 		cmocka_unit_test(hidden_descriptor_lands_above_the_soft_limit),
 		cmocka_unit_test(soft_limit_is_the_programs_again_after_a_move),
 		cmocka_unit_test(
