@@ -2231,6 +2231,92 @@ out:
 	close_fd(&s);
 }
 
+/*
+ * After the first bytes, the connection carries a stream each way: the
+ * server echoes a pattern of len bytes, then takes one back.
+ */
+static int fastopen_exchange(struct tctx *t, int c, int s, size_t len)
+{
+	uint64_t h;
+
+	TRY(send_pattern(t, s, 63, len));
+	TRY(recv_pattern(t, c, 63, len, &h));
+	note_digest(t, "client received", len, h);
+	TRY(send_pattern(t, c, 64, len));
+	TRY(recv_pattern(t, s, 64, len, &h));
+	note_digest(t, "server received", len, h);
+	return 0;
+out:
+	return -1;
+}
+
+/*
+ * sendto() with MSG_FASTOPEN on a socket that is not connected connects
+ * it and sends the bytes (curl --tcp-fastopen): with or without a
+ * cookie, the server reads them and the connection goes on as any other.
+ */
+static void fastopen_sendto_connects_and_sends(struct tctx *t)
+{
+	unsigned char buf[1000];
+	struct addr bound, peer;
+	int l = -1, c = -1, s = -1;
+	ssize_t r;
+
+	l = open_listener(t, &server_addr, 0, &bound);
+	TRY(l < 0);
+	c = tcp_socket(t, family(&server_addr), 0, &client_addr);
+	TRY(c < 0);
+	pattern_fill(buf, sizeof(buf), 61, 0);
+	do
+		r = sendto(c, buf, sizeof(buf), MSG_FASTOPEN | MSG_NOSIGNAL,
+			   sa(&bound), bound.len);
+	while (r < 0 && retry_intr());
+	ASSERT(r == (ssize_t)sizeof(buf), "sendto: %zd (%s)", r,
+	       r < 0 ? errname(errno) : "short");
+	peer.len = sizeof(peer.ss);
+	ASSERT_OK(getpeername(c, sa(&peer), &peer.len));
+	ASSERT(peer.len == bound.len && !memcmp(&peer.ss, &bound.ss, peer.len),
+	       "getpeername names another address");
+	s = accept_within(t, l, 0);
+	TRY(s < 0);
+	TRY(recv_pattern(t, s, 61, sizeof(buf), NULL));
+	TRY(fastopen_exchange(t, c, s, 16384));
+out:
+	close_fd(&l);
+	close_fd(&c);
+	close_fd(&s);
+}
+
+/*
+ * TCP_FASTOPEN_CONNECT: connect() may return before the handshake, which
+ * then carries the first write.  The bytes and the connection are those
+ * of any other.
+ */
+static void fastopen_connect_option_carries_the_first_write(struct tctx *t)
+{
+	unsigned char buf[1000];
+	struct addr bound;
+	int l = -1, c = -1, s = -1, on = 1;
+
+	l = open_listener(t, &server_addr, 0, &bound);
+	TRY(l < 0);
+	c = tcp_socket(t, family(&server_addr), 0, &client_addr);
+	TRY(c < 0);
+	ASSERT_OK(setsockopt(c, IPPROTO_TCP, TCP_FASTOPEN_CONNECT, &on,
+			     sizeof(on)));
+	TRY(connect_to(t, c, &bound));
+	pattern_fill(buf, sizeof(buf), 62, 0);
+	TRY(send_all(t, c, buf, sizeof(buf)));
+	s = accept_within(t, l, 0);
+	TRY(s < 0);
+	TRY(recv_pattern(t, s, 62, sizeof(buf), NULL));
+	TRY(fastopen_exchange(t, c, s, 16384));
+out:
+	close_fd(&l);
+	close_fd(&c);
+	close_fd(&s);
+}
+
 static void recvfrom_on_stream_leaves_address_empty(struct tctx *t)
 {
 	struct addr from;
@@ -7654,6 +7740,8 @@ static const struct test tests[] = {
 	TEST(bind_without_port_then_connect_carries_bytes),
 	TEST(send_recv_roundtrip),
 	TEST(sendto_recvfrom_on_connected_stream),
+	TEST(fastopen_sendto_connects_and_sends),
+	TEST(fastopen_connect_option_carries_the_first_write),
 	TEST(recvfrom_on_stream_leaves_address_empty),
 	TEST(writev_readv_scatter_gather),
 	TEST(sendmsg_recvmsg_with_iovecs),
