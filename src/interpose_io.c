@@ -375,8 +375,11 @@ SHIM_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags,
 				     entry);
 	}
 	ret = real.sendto(fd, buf, len, flags, to, tolen);
-	return sock ? done_tx(sock, ret, &(struct iovec){ (void *)buf, len }, 1)
-		    : ret;
+	if (!sock)
+		return ret;
+	if (flags & MSG_FASTOPEN)
+		track_fastopen(sock, fd, to, tolen, ret);
+	return done_tx(sock, ret, &(struct iovec){ (void *)buf, len }, 1);
 }
 
 static ssize_t upgraded_sendmsg(struct sock *up, int fd,
@@ -440,7 +443,11 @@ SHIM_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 		return done_upgraded(up, upgraded_sendmsg(up, fd, msg, flags),
 				     entry);
 	ret = real.sendmsg(fd, msg, flags);
-	return sock ? done_tx(sock, ret, msg->msg_iov, msg->msg_iovlen) : ret;
+	if (!sock)
+		return ret;
+	if (flags & MSG_FASTOPEN)
+		track_fastopen(sock, fd, msg->msg_name, msg->msg_namelen, ret);
+	return done_tx(sock, ret, msg->msg_iov, msg->msg_iovlen);
 }
 
 static ssize_t mmsg_bytes(const struct mmsghdr *vec, int count)

@@ -436,6 +436,28 @@ void track_connect(struct sock *sock, int fd, const struct sockaddr *addr,
 	log_decision(fd, "connect to", &peer, reason);
 }
 
+void track_fastopen(struct sock *sock, int fd, const struct sockaddr *addr,
+		    socklen_t len, ssize_t ret)
+{
+	struct roceshim_stats_endpoint peer;
+	enum roceshim_reason reason;
+	int err = errno;
+
+	if (!addr || __atomic_load_n(&sock->published, __ATOMIC_ACQUIRE) ||
+	    (ret < 0 && err != EINPROGRESS) ||
+	    endpoint_from_sockaddr(&peer, addr, len))
+		return;
+	reason = policy_decide(&shim_config, &peer, peer.port);
+	if (!reason) {
+		log_info("fd %d: MSG_FASTOPEN: the connection stays on TCP",
+			 fd);
+		reason = ROCESHIM_REASON_UNSUPPORTED;
+	}
+	track_connect(sock, fd, addr, len, ret < 0 ? -1 : 0, ret < 0 ? err : 0,
+		      reason);
+	errno = err;
+}
+
 void track_connect_result(struct sock *sock, int fd, int so_error)
 {
 	if (!__atomic_load_n(&sock->connecting, __ATOMIC_RELAXED) ||

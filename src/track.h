@@ -61,6 +61,14 @@ void track_connect(struct sock *sock, int fd, const struct sockaddr *addr,
 		   socklen_t len, int ret, int err,
 		   enum roceshim_reason reason);
 /*
+ * sendto() or sendmsg() with MSG_FASTOPEN to addr returned ret: a socket
+ * it connected (or began to) is recorded as a connection that stays on
+ * TCP, its first bytes having gone in the kernel's handshake.  errno is
+ * left as it was.
+ */
+void track_fastopen(struct sock *sock, int fd, const struct sockaddr *addr,
+		    socklen_t len, ssize_t ret);
+/*
  * Before the real listen(): the RDMA CM listener opens first when the port
  * is already bound, so that no client finds the TCP port open and the RDMA
  * one not yet (it would fall back).  track_listen_failed() undoes it when

@@ -8,7 +8,8 @@ prints "ready PID" and waits until its standard input closes.  With
 With --refused it first makes a non-blocking connect to a closed port, and
 keeps that socket open.  --accept-buffer none|short accepts through libc's
 accept() with no address buffer, or one too short for the address.
---ipv6 listens and connects on ::1 instead.
+--ipv6 listens and connects on ::1 instead.  --fastopen connects with
+sendto(MSG_FASTOPEN), its first 100 bytes in the call.
 """
 import argparse
 import ctypes
@@ -29,6 +30,7 @@ def main():
     parser.add_argument("--refused", action="store_true")
     parser.add_argument("--accept-buffer", choices=("none", "short"))
     parser.add_argument("--ipv6", action="store_true")
+    parser.add_argument("--fastopen", action="store_true")
     args = parser.parse_args()
 
     if args.refused:
@@ -41,11 +43,18 @@ def main():
         listener = socket.socket()
         listener.bind(("127.0.0.1", 0))
     listener.listen()
-    client = socket.create_connection(listener.getsockname()[:2])
-    server = accept(listener, args.accept_buffer)
     payload = b"r" * args.bytes
+    if args.fastopen:
+        client = socket.socket(listener.family)
+        sent = client.sendto(payload[:100], socket.MSG_FASTOPEN,
+                             listener.getsockname())
+    else:
+        client = socket.create_connection(listener.getsockname()[:2])
+        sent = 0
+    server = accept(listener, args.accept_buffer)
     for tx, rx in ((client, server), (server, client)):
-        tx.sendall(payload)
+        tx.sendall(payload[sent:])
+        sent = 0
         got = 0
         while got < args.bytes:
             chunk = rx.recv(65536)

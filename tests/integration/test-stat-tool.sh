@@ -118,6 +118,21 @@ assert pas["peer"] == act["local"] and pas["local"] == act["peer"], (act, pas)
 PY
 { kill -9 "$holder_pid" && wait "$holder_pid"; } 2>/dev/null
 
+# sendto(MSG_FASTOPEN) connects a socket without connect(): it has its
+# row, on TCP, with every byte the call and those after it sent.
+start_holder fastopen --fastopen
+"$ROCESHIM_STAT" --json "$holder_pid" >"$tmp/fastopen.json"
+check fastopen_connection_has_an_active_row "$PYTHON" - "$tmp/fastopen.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+act = [c for c in s["connections"] if c["role"] == "active"]
+assert len(act) == 1, s["connections"]
+assert act[0]["transport"] == "tcp" and act[0]["state"] == "open", act
+assert act[0]["tcp_tx_bytes"] == 100000, act
+assert act[0]["tcp_rx_bytes"] == 100000, act
+PY
+{ kill -9 "$holder_pid" && wait "$holder_pid"; } 2>/dev/null
+
 # Bytes move while the tool reads: the rows it shows never add up to more
 # than the totals it shows.
 start_holder busy --traffic
