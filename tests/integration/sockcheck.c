@@ -2231,20 +2231,75 @@ out:
 	close_fd(&s);
 }
 
+/* How a client that is not connected sends its first len bytes to to. */
+typedef int first_send_fn(struct tctx *t, int c, struct addr *to,
+			  const void *buf, size_t len);
+
 /*
- * After the first bytes, the connection carries a stream each way: the
- * server echoes a pattern of len bytes, then takes one back.
+ * A client sends its first 1000 bytes with first_send to a listener: the
+ * server reads them, then the connection carries a stream each way.
  */
-static int fastopen_exchange(struct tctx *t, int c, int s, size_t len)
+static void fastopen_connection(struct tctx *t, first_send_fn *first_send)
 {
+	const size_t stream_len = 16384;
+	unsigned char buf[1000];
+	struct addr bound;
+	int l = -1, c = -1, s = -1;
 	uint64_t h;
 
-	TRY(send_pattern(t, s, 63, len));
-	TRY(recv_pattern(t, c, 63, len, &h));
-	note_digest(t, "client received", len, h);
-	TRY(send_pattern(t, c, 64, len));
-	TRY(recv_pattern(t, s, 64, len, &h));
-	note_digest(t, "server received", len, h);
+	l = open_listener(t, &server_addr, 0, &bound);
+	TRY(l < 0);
+	c = tcp_socket(t, family(&server_addr), 0, &client_addr);
+	TRY(c < 0);
+	pattern_fill(buf, sizeof(buf), 61, 0);
+	TRY(first_send(t, c, &bound, buf, sizeof(buf)));
+	s = accept_within(t, l, 0);
+	TRY(s < 0);
+	TRY(recv_pattern(t, s, 61, sizeof(buf), NULL));
+	TRY(send_pattern(t, s, 63, stream_len));
+	TRY(recv_pattern(t, c, 63, stream_len, &h));
+	note_digest(t, "client received", stream_len, h);
+	TRY(send_pattern(t, c, 64, stream_len));
+	TRY(recv_pattern(t, s, 64, stream_len, &h));
+	note_digest(t, "server received", stream_len, h);
+out:
+	close_fd(&l);
+	close_fd(&c);
+	close_fd(&s);
+}
+
+/* sendto() with MSG_FASTOPEN, which connects the socket. */
+static int sendto_fastopen(struct tctx *t, int c, struct addr *to,
+			   const void *buf, size_t len)
+{
+	struct addr peer;
+	ssize_t r;
+
+	do
+		r = sendto(c, buf, len, MSG_FASTOPEN | MSG_NOSIGNAL, sa(to),
+			   to->len);
+	while (r < 0 && retry_intr());
+	ASSERT(r == (ssize_t)len, "sendto: %zd (%s)", r,
+	       r < 0 ? errname(errno) : "short");
+	peer.len = sizeof(peer.ss);
+	ASSERT_OK(getpeername(c, sa(&peer), &peer.len));
+	ASSERT(peer.len == to->len && !memcmp(&peer.ss, &to->ss, peer.len),
+	       "getpeername names another address");
+	return 0;
+out:
+	return -1;
+}
+
+/* TCP_FASTOPEN_CONNECT, connect(), then a write. */
+static int connect_option_then_send(struct tctx *t, int c, struct addr *to,
+				    const void *buf, size_t len)
+{
+	int on = 1;
+
+	ASSERT_OK(setsockopt(c, IPPROTO_TCP, TCP_FASTOPEN_CONNECT, &on,
+			     sizeof(on)));
+	TRY(connect_to(t, c, to));
+	TRY(send_all(t, c, buf, len));
 	return 0;
 out:
 	return -1;
@@ -2257,34 +2312,7 @@ out:
  */
 static void fastopen_sendto_connects_and_sends(struct tctx *t)
 {
-	unsigned char buf[1000];
-	struct addr bound, peer;
-	int l = -1, c = -1, s = -1;
-	ssize_t r;
-
-	l = open_listener(t, &server_addr, 0, &bound);
-	TRY(l < 0);
-	c = tcp_socket(t, family(&server_addr), 0, &client_addr);
-	TRY(c < 0);
-	pattern_fill(buf, sizeof(buf), 61, 0);
-	do
-		r = sendto(c, buf, sizeof(buf), MSG_FASTOPEN | MSG_NOSIGNAL,
-			   sa(&bound), bound.len);
-	while (r < 0 && retry_intr());
-	ASSERT(r == (ssize_t)sizeof(buf), "sendto: %zd (%s)", r,
-	       r < 0 ? errname(errno) : "short");
-	peer.len = sizeof(peer.ss);
-	ASSERT_OK(getpeername(c, sa(&peer), &peer.len));
-	ASSERT(peer.len == bound.len && !memcmp(&peer.ss, &bound.ss, peer.len),
-	       "getpeername names another address");
-	s = accept_within(t, l, 0);
-	TRY(s < 0);
-	TRY(recv_pattern(t, s, 61, sizeof(buf), NULL));
-	TRY(fastopen_exchange(t, c, s, 16384));
-out:
-	close_fd(&l);
-	close_fd(&c);
-	close_fd(&s);
+	fastopen_connection(t, sendto_fastopen);
 }
 
 /*
@@ -2294,27 +2322,7 @@ out:
  */
 static void fastopen_connect_option_carries_the_first_write(struct tctx *t)
 {
-	unsigned char buf[1000];
-	struct addr bound;
-	int l = -1, c = -1, s = -1, on = 1;
-
-	l = open_listener(t, &server_addr, 0, &bound);
-	TRY(l < 0);
-	c = tcp_socket(t, family(&server_addr), 0, &client_addr);
-	TRY(c < 0);
-	ASSERT_OK(setsockopt(c, IPPROTO_TCP, TCP_FASTOPEN_CONNECT, &on,
-			     sizeof(on)));
-	TRY(connect_to(t, c, &bound));
-	pattern_fill(buf, sizeof(buf), 62, 0);
-	TRY(send_all(t, c, buf, sizeof(buf)));
-	s = accept_within(t, l, 0);
-	TRY(s < 0);
-	TRY(recv_pattern(t, s, 62, sizeof(buf), NULL));
-	TRY(fastopen_exchange(t, c, s, 16384));
-out:
-	close_fd(&l);
-	close_fd(&c);
-	close_fd(&s);
+	fastopen_connection(t, connect_option_then_send);
 }
 
 static void recvfrom_on_stream_leaves_address_empty(struct tctx *t)
