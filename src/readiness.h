@@ -160,6 +160,11 @@ int readiness_select(const struct config *cfg, int nfds, fd_set *rd, fd_set *wr,
 void readiness_set_opened(int fd);
 void readiness_fd_dup(int old_fd, int new_fd);
 void readiness_fd_closed(unsigned int first, unsigned int last);
+/*
+ * Whether fd may be an epoll set of the program's (without a lock; true
+ * for any number past those tracked one by one once a set was there).
+ */
+bool readiness_fd_is_set(int fd);
 
 /*
  * fd of sock was closed while other keeps the socket open: the

@@ -379,6 +379,11 @@ void readiness_set_opened(int fd)
 	mark_set(fd, true);
 }
 
+bool readiness_fd_is_set(int fd)
+{
+	return is_set(fd);
+}
+
 void readiness_fd_dup(int old_fd, int new_fd)
 {
 	mark_set(new_fd, is_set(old_fd));

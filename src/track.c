@@ -154,11 +154,12 @@ void track_close(int fd)
 	if (sock)
 		release_closed(fd, sock);
 	/*
-	 * A descriptor the RDMA libraries close inside fd_room_enter() is in
-	 * no epoll set of the program's, and a fork takes the readiness locks
-	 * before fd_room's.
+	 * A descriptor the RDMA libraries close inside fd_room_enter() is
+	 * neither a socket the program registered nor its epoll set, and a
+	 * fork takes the readiness locks before fd_room's.  A signal
+	 * handler's close() there of a set of the program's still counts.
 	 */
-	if (fd >= 0 && (sock || !fd_room_inside()))
+	if (fd >= 0 && (sock || !fd_room_inside() || readiness_fd_is_set(fd)))
 		readiness_fd_closed(fd, fd);
 }
 
@@ -443,8 +444,9 @@ void track_fastopen(struct sock *sock, int fd, const struct sockaddr *addr,
 	enum roceshim_reason reason;
 	int err = errno;
 
+	/* A signal ends the call, not the kernel's connect. */
 	if (!addr || __atomic_load_n(&sock->published, __ATOMIC_ACQUIRE) ||
-	    (ret < 0 && err != EINPROGRESS) ||
+	    (ret < 0 && err != EINPROGRESS && err != EINTR) ||
 	    endpoint_from_sockaddr(&peer, addr, len))
 		return;
 	reason = policy_decide(&shim_config, &peer, peer.port);
@@ -453,8 +455,8 @@ void track_fastopen(struct sock *sock, int fd, const struct sockaddr *addr,
 			 fd);
 		reason = ROCESHIM_REASON_UNSUPPORTED;
 	}
-	track_connect(sock, fd, addr, len, ret < 0 ? -1 : 0, ret < 0 ? err : 0,
-		      reason);
+	track_connect(sock, fd, addr, len, ret < 0 ? -1 : 0,
+		      ret < 0 ? EINPROGRESS : 0, reason);
 	errno = err;
 }
 
