@@ -201,8 +201,8 @@ static bool still_in_queue(const struct pending *p)
 	int ret = tcp_diag_stage(&p->local, &p->source);
 
 	if (ret < 0)
-		log_info("cm: cannot ask the kernel about a connection (%s); "
-			 "it stays on TCP",
+		log_info("cm: the kernel cannot tell whether a connection "
+			 "waits in its listener's queue (%s); it stays on TCP",
 			 strerror(-ret));
 	return ret == TCP_DIAG_QUEUED;
 }
