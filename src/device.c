@@ -40,16 +40,24 @@ static bool moved_before(const struct ibv_context *ctx)
 	return false;
 }
 
+static bool listed(struct ibv_context **devs, int count,
+		   const struct ibv_context *ctx)
+{
+	int i;
+
+	for (i = 0; i < count; i++)
+		if (devs[i] == ctx)
+			return true;
+	return false;
+}
+
 /* Drops the contexts not in devs: librdmacm lists no closed device. */
 static void forget_unlisted(struct ibv_context **devs, int count)
 {
 	unsigned int i = 0;
-	int j;
 
 	while (i < moved_count) {
-		for (j = 0; j < count && devs[j] != moved[i].ctx; j++)
-			;
-		if (j < count)
+		if (listed(devs, count, moved[i].ctx))
 			i++;
 		else
 			moved[i] = moved[--moved_count];

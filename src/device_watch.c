@@ -141,7 +141,7 @@ void device_watch_start(void)
 	dw.watcher.fn = on_uevents;
 	fd = open_uevents_locked();
 	if (fd < 0 || progress_add(fd, EPOLLIN, &dw.watcher)) {
-		log_debug("cannot watch for removed RDMA devices");
+		log_debug("cannot watch for RDMA devices added or removed");
 		__atomic_store_n(&dw.fd, -1, __ATOMIC_RELEASE);
 		if (fd >= 0)
 			real.close(fd);

@@ -80,7 +80,7 @@ void fd_room_leave(void)
 
 bool fd_room_inside(void)
 {
-	return room_depth;
+	return room_depth > 0;
 }
 
 rlim_t fd_room_program_limit(void)
