@@ -6,8 +6,10 @@
 #include "fork_page.h"
 #include "spin.h"
 
-/* The weight of the newest wait in the average: 1/2^AVG_SHIFT. */
+/* The weight of the newest wait in the averages: 1/2^AVG_SHIFT. */
 #define AVG_SHIFT 3
+/* The weight of the newest deviation in the mean deviation: 1/2^DEV_SHIFT. */
+#define DEV_SHIFT 2
 
 static unsigned int slots;		/* atomic: 0 until sized */
 static unsigned int spinning FORK_DATA; /* atomic: slots taken */
@@ -17,13 +19,27 @@ void spin_policy_init(struct spin_policy *p, unsigned int cap_us)
 	p->cap_us = cap_us;
 	p->avg_us = 0;
 	p->waits = 0;
+	p->short_8th_us = 0;
+	p->short_dev_8th_us = 0;
+	p->short_seen = false;
 }
 
 unsigned int spin_budget_us(const struct spin_policy *p)
 {
 	unsigned int avg = __atomic_load_n(&p->avg_us, __ATOMIC_RELAXED);
+	uint64_t budget;
 
-	return avg < p->cap_us ? p->cap_us : 0;
+	if (avg >= p->cap_us)
+		return 0;
+	if (!__atomic_load_n(&p->short_seen, __ATOMIC_ACQUIRE))
+		return p->cap_us;
+	budget = (__atomic_load_n(&p->short_8th_us, __ATOMIC_RELAXED) +
+		  4 * (uint64_t)__atomic_load_n(&p->short_dev_8th_us,
+						__ATOMIC_RELAXED)) /
+		 8;
+	if (budget < SPIN_FLOOR_US)
+		budget = SPIN_FLOOR_US;
+	return budget < p->cap_us ? (unsigned int)budget : p->cap_us;
 }
 
 bool spin_time_wait(struct spin_policy *p)
@@ -35,6 +51,32 @@ bool spin_time_wait(struct spin_policy *p)
 	return __atomic_fetch_add(&p->waits, 1, __ATOMIC_RELAXED) %
 		       SPIN_TIME_IDLE_EVERY ==
 	       0;
+}
+
+/*
+ * The first short wait sets the time, and half of it as the deviation;
+ * it is marked seen last, so that a reader never takes the zeroes for it.
+ */
+static void short_wait_ended(struct spin_policy *p, uint64_t waited_us)
+{
+	bool seen = __atomic_load_n(&p->short_seen, __ATOMIC_RELAXED);
+	int64_t avg = __atomic_load_n(&p->short_8th_us, __ATOMIC_RELAXED);
+	int64_t dev = __atomic_load_n(&p->short_dev_8th_us, __ATOMIC_RELAXED);
+	int64_t sample = (int64_t)waited_us * 8;
+	int64_t err = sample - avg;
+
+	if (seen) {
+		avg += err / (1 << AVG_SHIFT);
+		dev += ((err < 0 ? -err : err) - dev) / (1 << DEV_SHIFT);
+	} else {
+		avg = sample;
+		dev = sample / 2;
+	}
+	__atomic_store_n(&p->short_8th_us, (unsigned int)avg, __ATOMIC_RELAXED);
+	__atomic_store_n(&p->short_dev_8th_us, (unsigned int)dev,
+			 __ATOMIC_RELAXED);
+	if (!seen)
+		__atomic_store_n(&p->short_seen, true, __ATOMIC_RELEASE);
 }
 
 void spin_wait_ended(struct spin_policy *p, uint64_t waited_us)
@@ -50,6 +92,8 @@ void spin_wait_ended(struct spin_policy *p, uint64_t waited_us)
 
 	avg += (sample - avg) / (1 << AVG_SHIFT);
 	__atomic_store_n(&p->avg_us, (unsigned int)avg, __ATOMIC_RELAXED);
+	if (waited_us <= p->cap_us)
+		short_wait_ended(p, waited_us);
 }
 
 void spin_slots_init(unsigned int cpus)

@@ -4,11 +4,16 @@
  * before it sleeps.
  *
  * Polling pays only when what the call waits for comes soon.  A call polls
- * for up to the cap (ROCESHIM_SPIN_US), and stops as soon as what it waits
- * for arrives; but while this connection's recent waits average the cap or
- * more, it does not poll at all: a connection that idles costs no CPU,
- * however high the cap.  (A budget of twice the average wait, tried first,
- * caught fewer replies: docs/performance.md, "Spinning".)
+ * for up to its budget and stops as soon as what it waits for arrives.
+ * The budget adapts to the connection: the waits that ended within the
+ * cap (ROCESHIM_SPIN_US) give a smoothed time and its mean deviation, and
+ * the budget is the time plus four deviations, as TCP sizes its
+ * retransmission timer from the round trip (RFC 6298); at least
+ * SPIN_FLOOR_US, at most the cap, and the cap until one such wait was
+ * seen.  So the default fits a NIC's microseconds and an emulated link's
+ * hundreds alike.  While the recent waits, short and long, average the
+ * cap or more, a connection does not poll at all: one that idles costs
+ * no CPU, however high the cap.
  *
  * A thread polls only while it holds one of the process's spin slots: one
  * fewer than the CPUs it may run on, and at least one.  Threads that poll
@@ -30,7 +35,15 @@ struct spin_policy {
 	unsigned int cap_us; /* 0: never poll */
 	unsigned int avg_us; /* atomic: moving average of recent waits */
 	unsigned int waits;  /* atomic: waits asked about spin_time_wait() */
+	/* atomic, in 1/8 µs: the waits within the cap, smoothed; their
+	 * deviation */
+	unsigned int short_8th_us;
+	unsigned int short_dev_8th_us;
+	bool short_seen; /* atomic: one such wait was reported */
 };
+
+/* The shortest budget once the waits are known. */
+#define SPIN_FLOOR_US 20
 
 /* While a connection does not poll, one wait in this many is timed. */
 #define SPIN_TIME_IDLE_EVERY 4
