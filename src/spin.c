@@ -22,6 +22,7 @@ void spin_policy_init(struct spin_policy *p, unsigned int cap_us)
 	p->short_8th_us = 0;
 	p->short_dev_8th_us = 0;
 	p->short_seen = false;
+	p->probe = false;
 }
 
 unsigned int spin_budget_us(const struct spin_policy *p)
@@ -30,7 +31,8 @@ unsigned int spin_budget_us(const struct spin_policy *p)
 	uint64_t budget;
 
 	if (avg >= p->cap_us)
-		return 0;
+		return __atomic_load_n(&p->probe, __ATOMIC_RELAXED) ? p->cap_us
+								    : 0;
 	if (!__atomic_load_n(&p->short_seen, __ATOMIC_ACQUIRE))
 		return p->cap_us;
 	budget = (__atomic_load_n(&p->short_8th_us, __ATOMIC_RELAXED) +
@@ -44,13 +46,18 @@ unsigned int spin_budget_us(const struct spin_policy *p)
 
 bool spin_time_wait(struct spin_policy *p)
 {
+	unsigned int n;
+
 	if (!p->cap_us)
 		return false;
 	if (spin_budget_us(p))
 		return true;
-	return __atomic_fetch_add(&p->waits, 1, __ATOMIC_RELAXED) %
-		       SPIN_TIME_IDLE_EVERY ==
-	       0;
+	n = __atomic_fetch_add(&p->waits, 1, __ATOMIC_RELAXED);
+	if (n % SPIN_TIME_IDLE_EVERY)
+		return false;
+	if (n / SPIN_TIME_IDLE_EVERY % SPIN_PROBE_EVERY == SPIN_PROBE_EVERY - 1)
+		__atomic_store_n(&p->probe, true, __ATOMIC_RELAXED);
+	return true;
 }
 
 /*
@@ -59,7 +66,7 @@ bool spin_time_wait(struct spin_policy *p)
  */
 static void short_wait_ended(struct spin_policy *p, uint64_t waited_us)
 {
-	bool seen = __atomic_load_n(&p->short_seen, __ATOMIC_RELAXED);
+	bool seen = __atomic_load_n(&p->short_seen, __ATOMIC_ACQUIRE);
 	int64_t avg = __atomic_load_n(&p->short_8th_us, __ATOMIC_RELAXED);
 	int64_t dev = __atomic_load_n(&p->short_dev_8th_us, __ATOMIC_RELAXED);
 	int64_t sample = (int64_t)waited_us * 8;
@@ -84,16 +91,22 @@ void spin_wait_ended(struct spin_policy *p, uint64_t waited_us)
 	/*
 	 * A long idle counts as four times the cap: three in a row stop the
 	 * polling, one among short waits does not, and a dozen short waits
-	 * (timed ones: about 48 waits in all) bring it back.
+	 * (timed ones: about 48 waits in all) bring it back, as does a
+	 * probe that caught its reply.
 	 */
 	uint64_t limit = 4 * (uint64_t)p->cap_us;
 	int64_t sample = (int64_t)(waited_us < limit ? waited_us : limit);
 	int64_t avg = __atomic_load_n(&p->avg_us, __ATOMIC_RELAXED);
+	bool probe = __atomic_exchange_n(&p->probe, false, __ATOMIC_RELAXED);
 
-	avg += (sample - avg) / (1 << AVG_SHIFT);
+	if (probe && waited_us <= p->cap_us)
+		avg = sample;
+	else
+		avg += (sample - avg) / (1 << AVG_SHIFT);
 	__atomic_store_n(&p->avg_us, (unsigned int)avg, __ATOMIC_RELAXED);
-	if (waited_us <= p->cap_us)
-		short_wait_ended(p, waited_us);
+	if (waited_us <= 2 * (uint64_t)p->cap_us)
+		short_wait_ended(p,
+				 waited_us < p->cap_us ? waited_us : p->cap_us);
 }
 
 void spin_slots_init(unsigned int cpus)

@@ -5,15 +5,22 @@
  *
  * Polling pays only when what the call waits for comes soon.  A call polls
  * for up to its budget and stops as soon as what it waits for arrives.
- * The budget adapts to the connection: the waits that ended within the
- * cap (ROCESHIM_SPIN_US) give a smoothed time and its mean deviation, and
- * the budget is the time plus four deviations, as TCP sizes its
- * retransmission timer from the round trip (RFC 6298); at least
- * SPIN_FLOOR_US, at most the cap, and the cap until one such wait was
- * seen.  So the default fits a NIC's microseconds and an emulated link's
- * hundreds alike.  While the recent waits, short and long, average the
- * cap or more, a connection does not poll at all: one that idles costs
- * no CPU, however high the cap.
+ * The budget adapts to the connection: its recent waits give a smoothed
+ * time and its mean deviation, and the budget is the time plus four
+ * deviations, as TCP sizes its retransmission timer from the round trip
+ * (RFC 6298); at least SPIN_FLOOR_US, at most the cap (ROCESHIM_SPIN_US),
+ * and the cap until a wait within it was seen.  A wait up to twice the cap
+ * counts as the cap: a reply that came after the budget was timed with
+ * the sleep that caught it, and the next budget must grow.  So the
+ * default fits a NIC's microseconds and an emulated link's hundreds
+ * alike.
+ *
+ * While the recent waits, short and long, average the cap or more, a
+ * connection does not poll: one that idles costs no CPU, however high the
+ * cap.  One timed wait in SPIN_PROBE_EVERY of such a connection polls the
+ * cap all the same, and if its reply comes within the cap the connection
+ * polls again: its replies may have been caught by polling, though the
+ * sleeps made every wait look longer.
  *
  * A thread polls only while it holds one of the process's spin slots: one
  * fewer than the CPUs it may run on, and at least one.  Threads that poll
@@ -40,13 +47,16 @@ struct spin_policy {
 	unsigned int short_8th_us;
 	unsigned int short_dev_8th_us;
 	bool short_seen; /* atomic: one such wait was reported */
+	bool probe;	 /* atomic: the next wait polls the cap (a probe) */
 };
 
 /* The shortest budget once the waits are known. */
 #define SPIN_FLOOR_US 20
 
-/* While a connection does not poll, one wait in this many is timed. */
+/* While a connection does not poll, one wait in this many is timed, */
 #define SPIN_TIME_IDLE_EVERY 4
+/* and one timed wait in this many is a probe. */
+#define SPIN_PROBE_EVERY 16
 
 void spin_policy_init(struct spin_policy *p, unsigned int cap_us);
 /* Microseconds to poll before sleeping in the next wait. */

@@ -95,6 +95,109 @@ static void reply_later_than_the_budget_lengthens_it(void **state)
 	assert_true(spin_budget_us(&p) > 600);
 }
 
+static void reply_missed_by_a_wake_past_the_cap_lengthens_it(void **state)
+{
+	struct spin_policy p = after_waits(CAP, 100, 60);
+
+	spin_wait_ended(&p, CAP + 40);
+	assert_true(spin_budget_us(&p) > 900);
+}
+
+/*
+ * Replies that come after reply_us, to waits that poll their budget and
+ * then sleep for wake_us more: how many of the last 100 waits the polling
+ * caught.
+ */
+static int caught_of_last_100(struct spin_policy *p, uint64_t reply_us,
+			      uint64_t wake_us, int waits)
+{
+	int i, caught = 0;
+
+	for (i = 0; i < waits; i++) {
+		bool timed = spin_time_wait(p);
+		bool polled = timed && reply_us <= spin_budget_us(p);
+
+		if (i >= waits - 100)
+			caught += polled;
+		if (timed)
+			spin_wait_ended(p,
+					polled ? reply_us : reply_us + wake_us);
+	}
+	return caught;
+}
+
+static void replies_just_under_the_cap_keep_being_caught(void **state)
+{
+	struct spin_policy p;
+
+	spin_policy_init(&p, CAP);
+	assert_true(caught_of_last_100(&p, CAP - 20, 90, 5000) >= 95);
+}
+
+static void replies_that_slow_down_below_the_cap_are_caught(void **state)
+{
+	struct spin_policy p = after_waits(CAP, 100, 60);
+
+	assert_true(caught_of_last_100(&p, CAP - 30, 90, 2000) >= 95);
+}
+
+static void replies_after_an_idle_spell_are_caught_again(void **state)
+{
+	struct spin_policy p = after_waits(CAP, 3000000, 20);
+
+	assert_true(caught_of_last_100(&p, CAP - 20, 90, 2000) >= 95);
+}
+
+static void replies_later_than_the_cap_are_not_polled_for(void **state)
+{
+	struct spin_policy p;
+
+	spin_policy_init(&p, CAP);
+	assert_int_equal(caught_of_last_100(&p, CAP + 100, 90, 2000), 0);
+	assert_int_equal(spin_budget_us(&p), 0);
+}
+
+static int probes_of(struct spin_policy *p, int waits)
+{
+	int i, probes = 0;
+
+	for (i = 0; i < waits; i++) {
+		if (!spin_time_wait(p))
+			continue;
+		probes += spin_budget_us(p) == CAP;
+		spin_wait_ended(p, 3000000);
+	}
+	return probes;
+}
+
+static void idle_connection_probes_one_timed_wait_in_sixteen(void **state)
+{
+	struct spin_policy p = after_waits(CAP, 3000000, 20);
+
+	assert_int_equal(
+		probes_of(&p, 2 * SPIN_TIME_IDLE_EVERY * SPIN_PROBE_EVERY), 2);
+}
+
+static void probe_that_catches_its_reply_brings_polling_back(void **state)
+{
+	struct spin_policy p = after_waits(CAP, 3000000, 20);
+
+	while (!(spin_time_wait(&p) && spin_budget_us(&p) == CAP))
+		;
+	spin_wait_ended(&p, 100);
+	assert_true(spin_budget_us(&p) > 0);
+}
+
+static void probe_that_misses_leaves_the_connection_idle(void **state)
+{
+	struct spin_policy p = after_waits(CAP, 3000000, 20);
+
+	while (!(spin_time_wait(&p) && spin_budget_us(&p) == CAP))
+		;
+	spin_wait_ended(&p, CAP + 40);
+	assert_int_equal(spin_budget_us(&p), 0);
+}
+
 static void budget_shrinks_back_when_replies_speed_up(void **state)
 {
 	struct spin_policy p = after_waits(CAP, 600, 60);
@@ -273,6 +376,18 @@ int main(void)
 		cmocka_unit_test(budget_never_passes_the_cap),
 		cmocka_unit_test(reply_later_than_the_budget_lengthens_it),
 		cmocka_unit_test(budget_shrinks_back_when_replies_speed_up),
+		cmocka_unit_test(
+			reply_missed_by_a_wake_past_the_cap_lengthens_it),
+		cmocka_unit_test(replies_just_under_the_cap_keep_being_caught),
+		cmocka_unit_test(
+			replies_that_slow_down_below_the_cap_are_caught),
+		cmocka_unit_test(replies_after_an_idle_spell_are_caught_again),
+		cmocka_unit_test(replies_later_than_the_cap_are_not_polled_for),
+		cmocka_unit_test(
+			idle_connection_probes_one_timed_wait_in_sixteen),
+		cmocka_unit_test(
+			probe_that_catches_its_reply_brings_polling_back),
+		cmocka_unit_test(probe_that_misses_leaves_the_connection_idle),
 		cmocka_unit_test(waits_averaging_the_cap_stop_spinning),
 		cmocka_unit_test(zero_cap_never_spins),
 		cmocka_unit_test(idle_connection_stops_spinning),
