@@ -10,6 +10,7 @@
 #include "log.h"
 #include "progress.h"
 #include "real.h"
+#include "spin.h"
 
 #define EVENTS_PER_WAIT 32
 
@@ -78,12 +79,14 @@ static void *progress_main(void *arg)
 		int n = real.epoll_wait(pg.epfd, evs, EVENTS_PER_WAIT, wait_ms);
 		int i;
 
+		spin_slot_occupy();
 		for (i = 0; i < n; i++) {
 			struct progress_watcher *w = evs[i].data.ptr;
 
 			w->fn(w, evs[i].events);
 		}
 		wait_ms = run_hooks();
+		spin_slot_vacate();
 	}
 	return NULL;
 }

@@ -155,6 +155,16 @@ void spin_slot_give(void)
 	__atomic_sub_fetch(&spinning, 1, __ATOMIC_RELEASE);
 }
 
+void spin_slot_occupy(void)
+{
+	__atomic_add_fetch(&spinning, 1, __ATOMIC_ACQUIRE);
+}
+
+void spin_slot_vacate(void)
+{
+	spin_slot_give();
+}
+
 void FORK_CODE spin_fork_child(void)
 {
 	__atomic_store_n(&spinning, 0, __ATOMIC_RELAXED);

@@ -81,6 +81,14 @@ void spin_slots_init(unsigned int cpus);
 /* true: the caller may poll, and must call spin_slot_give() after. */
 bool spin_slot_take(void);
 void spin_slot_give(void);
+/*
+ * A thread of roceshim's own that works while the program runs (the
+ * progress thread between its waits) occupies a slot as a poller does,
+ * though none is free: polling beside it would leave the kernel's work
+ * (rxe's, on a host of few CPUs) and the program's no CPU.  Calls pair.
+ */
+void spin_slot_occupy(void);
+void spin_slot_vacate(void);
 /* In a fork child: the threads that held slots are gone. */
 void spin_fork_child(void);
 

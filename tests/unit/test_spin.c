@@ -363,6 +363,27 @@ static void fork_child_starts_with_every_slot_free(void **state)
 	assert_int_equal(slots_free(), 3);
 }
 
+static void working_progress_thread_refuses_a_poller(void **state)
+{
+	spin_slots_init(2);
+	spin_slot_occupy();
+	assert_false(spin_slot_take());
+	spin_slot_vacate();
+	assert_true(spin_slot_take());
+	spin_slot_give();
+}
+
+static void progress_thread_works_though_every_slot_is_taken(void **state)
+{
+	spin_slots_init(2);
+	assert_true(spin_slot_take());
+	spin_slot_occupy();
+	spin_slot_give();
+	assert_false(spin_slot_take());
+	spin_slot_vacate();
+	assert_int_equal(slots_free(), 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -405,6 +426,9 @@ int main(void)
 		cmocka_unit_test(spinner_beyond_the_slots_is_refused),
 		cmocka_unit_test(slot_given_back_is_taken_again),
 		cmocka_unit_test(fork_child_starts_with_every_slot_free),
+		cmocka_unit_test(working_progress_thread_refuses_a_poller),
+		cmocka_unit_test(
+			progress_thread_works_though_every_slot_is_taken),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
