@@ -178,22 +178,28 @@ static void idle_connection_probes_one_timed_wait_in_sixteen(void **state)
 		probes_of(&p, 2 * SPIN_TIME_IDLE_EVERY * SPIN_PROBE_EVERY), 2);
 }
 
-static void probe_that_catches_its_reply_brings_polling_back(void **state)
+/* An idle connection, at the start of its next probe's wait. */
+static struct spin_policy idle_at_a_probe(void)
 {
 	struct spin_policy p = after_waits(CAP, 3000000, 20);
 
 	while (!(spin_time_wait(&p) && spin_budget_us(&p) == CAP))
 		;
+	return p;
+}
+
+static void probe_that_catches_its_reply_brings_polling_back(void **state)
+{
+	struct spin_policy p = idle_at_a_probe();
+
 	spin_wait_ended(&p, 100);
 	assert_true(spin_budget_us(&p) > 0);
 }
 
 static void probe_that_misses_leaves_the_connection_idle(void **state)
 {
-	struct spin_policy p = after_waits(CAP, 3000000, 20);
+	struct spin_policy p = idle_at_a_probe();
 
-	while (!(spin_time_wait(&p) && spin_budget_us(&p) == CAP))
-		;
 	spin_wait_ended(&p, CAP + 40);
 	assert_int_equal(spin_budget_us(&p), 0);
 }
