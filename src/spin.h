@@ -42,8 +42,10 @@ struct spin_policy {
 	unsigned int cap_us; /* 0: never poll */
 	unsigned int avg_us; /* atomic: moving average of recent waits */
 	unsigned int waits;  /* atomic: waits asked about spin_time_wait() */
-	/* atomic, in 1/8 µs: the waits within the cap, smoothed; their
-	 * deviation */
+	/*
+	 * atomic, in 1/8 µs: the waits within the cap, smoothed, and their
+	 * mean deviation
+	 */
 	unsigned int short_8th_us;
 	unsigned int short_dev_8th_us;
 	bool short_seen; /* atomic: one such wait was reported */
