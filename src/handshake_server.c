@@ -123,6 +123,16 @@ struct claim {
 #define LATE_WAIT_MS   250
 
 /*
+ * An answered request is settled by the CM for sure: the REP goes again,
+ * each CM response timeout (about 4 s by default), until the RTU comes,
+ * and a client that gave up answers it with a REJ.  accept() waits for
+ * that outcome through one lost message and its retransmission; only
+ * then does it let the queue pair go, which the client learns of by a
+ * single REJ that may be lost too.
+ */
+#define SETTLE_MAX_MS 10000
+
+/*
  * A port whose connections a descendant accepts (a prefork worker
  * claimed one: prefork), or another process takes over before this one
  * wrote to them (a server that forks a handler per connection, or passes
@@ -932,11 +942,16 @@ struct conn *handshake_take_pending(const struct config *cfg,
 	 * From now: a late request was listed after its client's timer
 	 * started, so this end waits at least as long as the client.
 	 */
-	clock_timespec_in(CLOCK_MONOTONIC, cfg->connect_timeout_ms, &deadline);
+	clock_timespec_in(CLOCK_MONOTONIC,
+			  cfg->connect_timeout_ms > SETTLE_MAX_MS
+				  ? cfg->connect_timeout_ms
+				  : SETTLE_MAX_MS,
+			  &deadline);
 	/*
 	 * The client connects TCP as soon as its side is ESTABLISHED, so its
 	 * SYN may overtake the RTU that makes this side ESTABLISHED: wait for
-	 * it, at most the connect timeout, as long as the client waits too.
+	 * the CM's outcome (SETTLE_MAX_MS), not for a timer that a loaded
+	 * progress thread may outlast.
 	 */
 	for (;;) {
 		pp = find(peer, local_port);
@@ -963,17 +978,20 @@ struct conn *handshake_take_pending(const struct config *cfg,
 	if (c && !established) {
 		conn_release(c, true);
 		c = NULL;
-		if (answered &&
-		    marker_comes(fd,
-				 handshake_conn_options(cfg).move_timeout_ms)) {
+		if (!answered) {
+			log_info("cm: RDMA handshake not completed by the "
+				 "client; connection stays on TCP");
+		} else if (marker_comes(fd, handshake_conn_options(cfg)
+						    .move_timeout_ms)) {
 			log_info("cm: the client's side of an RDMA handshake "
 				 "this end gave up on was up; the connection "
 				 "moves to TCP");
 			move_unclaimed(cfg, fd, ROCESHIM_DOWNGRADE_QP_ERROR,
 				       moved);
 		} else {
-			log_info("cm: RDMA handshake not completed by the "
-				 "client; connection stays on TCP");
+			log_info("cm: no outcome of an answered RDMA "
+				 "handshake in time, nor the client's marker; "
+				 "connection stays on TCP");
 		}
 	}
 	return c;
