@@ -247,6 +247,11 @@ static void ask_driver(const void *p, struct mem_info *out)
 		out->size = 0;
 }
 
+bool cuda_mem_counting(void)
+{
+	return stats_segment() && cuda_mem_active();
+}
+
 void cuda_mem_count(bool tx, const struct iovec *iov, int iovcnt, size_t bytes)
 {
 	size_t n;

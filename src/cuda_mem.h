@@ -81,6 +81,11 @@ struct iovec;
  * the process publishes statistics.
  */
 void cuda_mem_count(bool tx, const struct iovec *iov, int iovcnt, size_t bytes);
+/*
+ * Whether cuda_mem_count() would count anything now: a kernel-TCP call
+ * asks first, and skips the count's call and frame when not.
+ */
+bool cuda_mem_counting(void);
 
 /*
  * Before fork, and in the child: a child of a process that loaded CUDA

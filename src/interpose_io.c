@@ -32,13 +32,13 @@ void __chk_fail(void) __attribute__((noreturn));
 ssize_t sendfile64(int out_fd, int in_fd, off_t *offset, size_t count);
 
 /* A call on the kernel socket: its bytes, by memory class (cuda_mem.h). */
-static ssize_t done_tx(struct sock *sock, ssize_t ret, const struct iovec *iov,
-		       int iovcnt)
+static inline __attribute__((always_inline)) ssize_t
+done_tx(struct sock *sock, ssize_t ret, const struct iovec *iov, int iovcnt)
 {
 	int err = errno;
 
 	track_tx(sock, ret, err);
-	if (ret > 0) {
+	if (ret > 0 && cuda_mem_counting()) {
 		cuda_mem_call_begin();
 		cuda_mem_count(true, iov, iovcnt, ret);
 	}
@@ -47,13 +47,13 @@ static ssize_t done_tx(struct sock *sock, ssize_t ret, const struct iovec *iov,
 	return ret;
 }
 
-static ssize_t done_rx(struct sock *sock, ssize_t ret, const struct iovec *iov,
-		       int iovcnt)
+static inline __attribute__((always_inline)) ssize_t
+done_rx(struct sock *sock, ssize_t ret, const struct iovec *iov, int iovcnt)
 {
 	int err = errno;
 
 	track_rx(sock, ret, err);
-	if (ret > 0) {
+	if (ret > 0 && cuda_mem_counting()) {
 		cuda_mem_call_begin();
 		cuda_mem_count(false, iov, iovcnt, ret);
 	}
