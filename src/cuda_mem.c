@@ -257,7 +257,7 @@ void cuda_mem_count(bool tx, const struct iovec *iov, int iovcnt, size_t bytes)
 	size_t n;
 	int i;
 
-	if (!stats_segment() || !cuda_mem_active())
+	if (!cuda_mem_counting())
 		return;
 	for (i = 0; i < iovcnt && bytes; i++) {
 		n = iov[i].iov_len < bytes ? iov[i].iov_len : bytes;
