@@ -157,9 +157,17 @@ static void holder_remove(struct readiness *r)
 	pthread_mutex_unlock(&holders.lock);
 }
 
-/* The progress thread watches the hubs with this (readiness_watch()). */
-static void drain_for_progress(struct progress_watcher *w, uint32_t events);
-static struct progress_watcher hub_watcher = { .fn = drain_for_progress };
+/*
+ * The progress thread drains a hub it watches (readiness_watch()) with
+ * this, for nobody in particular.
+ */
+static void serve_event(void *cq_context, void *arg);
+struct drain {
+	readiness_report_fn report;
+	void *arg;
+	struct readiness *self; /* a waiter that drains: served by its own */
+};
+static struct drain progress_drain;
 
 int readiness_create(struct transport *t, struct readiness **out)
 {
@@ -189,8 +197,8 @@ void readiness_destroy(struct readiness *r)
 	if (readiness_alive(r)) {
 		transport_set_owner(r->t, NULL);
 		if (r->watching)
-			cq_hub_watch(transport_channel(r->t), false,
-				     &hub_watcher);
+			cq_hub_watch(transport_hub(r->t), false, serve_event,
+				     &progress_drain);
 	}
 	holder_remove(r);
 	if (r->in_fd >= 0)
@@ -449,7 +457,13 @@ void readiness_give_back_out_fds(int64_t now)
 
 int readiness_hub_fd(const struct readiness *r)
 {
-	return transport_event_fd(r->t);
+	/* In a fork child, the parent's hub is nobody's to name. */
+	return readiness_alive(r) ? transport_event_fd(r->t) : -1;
+}
+
+unsigned int readiness_hub_slot(const struct readiness *r)
+{
+	return cq_hub_slot(transport_hub(r->t));
 }
 
 struct transport *readiness_transport(const struct readiness *r)
@@ -666,7 +680,7 @@ static void update_watch_locked(struct readiness *r)
 	/* Until the start, a watch asked for waits for it. */
 	if (!r->started || want == r->watching)
 		return;
-	cq_hub_watch(transport_channel(r->t), want, &hub_watcher);
+	cq_hub_watch(transport_hub(r->t), want, serve_event, &progress_drain);
 	r->watching = want;
 }
 
@@ -740,12 +754,6 @@ static void serve_quietly(struct readiness *r)
 		readiness_serve(r, READINESS_TOLD_NOBODY, NULL);
 }
 
-struct drain {
-	readiness_report_fn report;
-	void *arg;
-	struct readiness *self; /* a waiter that drains: served by its own */
-};
-
 static void serve_event(void *cq_context, void *arg)
 {
 	struct transport *t = cq_context;
@@ -764,26 +772,20 @@ static void serve_event(void *cq_context, void *arg)
 		serve_quietly(r);
 }
 
-void readiness_drain(readiness_report_fn report, void *arg)
+void readiness_drain(unsigned int hub_slot, readiness_report_fn report,
+		     void *arg)
 {
 	struct drain d = { .report = report, .arg = arg };
 
-	cq_hub_drain(serve_event, &d, 0);
+	cq_hub_drain(hub_slot, serve_event, &d, 0);
 }
 
-static void drain_for_progress(struct progress_watcher *w, uint32_t events)
-{
-	(void)w;
-	(void)events;
-	readiness_drain(NULL, NULL);
-}
-
-/* A blocking call woke on the hub: one event, its own or another's. */
+/* A blocking call woke on its hub: one event, its own or another's. */
 static void drain_as_waiter(struct readiness *r)
 {
 	struct drain d = { .self = r };
 
-	cq_hub_drain(serve_event, &d, 1);
+	cq_hub_drain(readiness_hub_slot(r), serve_event, &d, 1);
 }
 
 /*

@@ -11,9 +11,9 @@
  * exactly while a send would not block.  They are kept
  * current only once something relies on them (readiness_want()): a
  * connection driven by blocking calls alone costs no update per message.
- * Completions wake whoever waits through the completion hub of the
- * connection's device (cq_hub.h), one channel that every connection on
- * the device shares: a blocking call sleeps on it beside in_fd, the
+ * Completions wake whoever waits through the connection's completion hub
+ * (cq_hub.h), a channel it shares with the other connections put on that
+ * hub (a device has a few): a blocking call sleeps on it beside in_fd, the
  * program's epoll sets and poll() watch it beside the eventfds, and the
  * progress thread watches it while some connection needs that
  * (readiness_watch()).  Whoever finds it readable drains it, serving each

@@ -8,8 +8,9 @@
  * (for the EPOLLHUP and EPOLLERR that epoll always reports: a reset; and
  * for EPOLLOUT until out_fd is made).  epoll_wait folds the entries that
  * share an epoll_data into one event.  A set that holds upgraded
- * connections also holds their device's completion hub (cq_hub.h), once,
- * edge-triggered, with HUB_DATA.  When it fires, the wrapper drains it:
+ * connections also holds their completion hubs (cq_hub.h), each once,
+ * edge-triggered, with hub_data() of its slot.  When one fires, the
+ * wrapper drains it:
  * each connection with a registration in the set is served (reaped, its
  * eventfds updated) and its readiness put into an event of its own, so
  * the completion wakes the program's epoll_wait directly, not through
@@ -31,6 +32,7 @@
 #include "clock.h"
 #include "conn.h"
 #include "connector.h"
+#include "cq_hub.h"
 #include "epoll_registry.h"
 #include "event_fold.h"
 #include "fd_table.h"
@@ -43,11 +45,24 @@
 
 /*
  * The epoll_data of a hub's entry: the address of a static of the
- * library, which no registration of the program's carries.  Never passed
- * on to the program.
+ * library, which no registration of the program's carries, one per hub
+ * slot.  Never passed on to the program.
  */
-static const char hub_tag;
-#define HUB_DATA ((uint64_t)(uintptr_t)&hub_tag)
+static const char hub_tags[CQ_HUB_SLOTS];
+_Static_assert(CQ_HUB_SLOTS <= 64, "fold_events() has a bit per hub slot");
+
+static uint64_t hub_data(unsigned int slot)
+{
+	return (uint64_t)(uintptr_t)&hub_tags[slot];
+}
+
+/* The hub slot that data names, or CQ_HUB_SLOTS: not a hub's. */
+static unsigned int hub_slot_of(uint64_t data)
+{
+	uint64_t slot = data - hub_data(0);
+
+	return slot < CQ_HUB_SLOTS ? (unsigned int)slot : CQ_HUB_SLOTS;
+}
 
 /*
  * The eventfds say EPOLLIN and EPOLLOUT alone; a TCP socket says
@@ -527,7 +542,9 @@ void readiness_release(struct readiness *r)
 			real.epoll_ctl(o->epfd, EPOLL_CTL_ADD, own_fd(o), &ev);
 		epfd = o->epfd;
 		remove_locked(o);
-		leave_hub_locked(epfd, readiness_hub_fd(r));
+		/* A fork child leaves the parent's hub in a set they share. */
+		if (readiness_alive(r))
+			leave_hub_locked(epfd, readiness_hub_fd(r));
 	}
 	pthread_mutex_unlock(&set.lock);
 	readiness_release_fds(r);
@@ -657,16 +674,21 @@ static bool report_in_set(struct readiness *r, void *arg)
 }
 
 /*
- * The hub fired in epfd: drains it.  Returns how many of events (n of
- * them, room for max) there are now.
+ * The hubs of the slots in fired (a bit each) fired in epfd: drains them.
+ * Returns how many of events (n of them, room for max) there are now.
  */
-static int drain_into(int epfd, struct epoll_event *events, int n, int max)
+static int drain_into(int epfd, uint64_t fired, struct epoll_event *events,
+		      int n, int max)
 {
 	struct hub_report h = {
 		.epfd = epfd, .events = events, .n = n, .max = max
 	};
 
-	readiness_drain(report_in_set, &h);
+	while (fired) {
+		readiness_drain((unsigned int)__builtin_ctzll(fired),
+				report_in_set, &h);
+		fired &= fired - 1;
+	}
 	return h.n;
 }
 
@@ -921,7 +943,8 @@ static int ctl_upgraded(int epfd, int op, int fd, struct readiness *r,
 	const uint32_t flags = ENTRY_FLAGS;
 	struct epoll_event in_ev, out_ev, tcp_ev;
 	struct epoll_event hub_ev = { .events = EPOLLIN | EPOLLET,
-				      .data.u64 = HUB_DATA };
+				      .data.u64 =
+					      hub_data(readiness_hub_slot(r)) };
 	int in_fd = readiness_in_fd(r), out_fd = readiness_out_fd(r);
 	int ch_fd = readiness_hub_fd(r);
 	bool tracked;
@@ -1329,20 +1352,23 @@ int readiness_epoll_ctl(const struct config *cfg, int epfd, int op, int fd,
 static int fold_events(int epfd, struct epoll_event *events, int n, int max)
 {
 	int i, out, kept = 0;
-	bool hub = false, full = n == max;
+	bool full = n == max;
+	uint64_t hubs = 0;
+	unsigned int slot;
 
 	if (n <= 0 || !__atomic_load_n(&set.made, __ATOMIC_RELAXED))
 		return n;
 	out = event_fold(events, n);
 	for (i = 0; i < out; i++) {
-		if (events[i].data.u64 == HUB_DATA)
-			hub = true;
+		slot = hub_slot_of(events[i].data.u64);
+		if (slot < CQ_HUB_SLOTS)
+			hubs |= 1ull << slot;
 		else
 			events[kept++] = events[i];
 	}
-	if (hub)
+	if (hubs)
 		adopt_inherited_in(epfd);
-	out = hub ? drain_into(epfd, events, kept, max) : kept;
+	out = hubs ? drain_into(epfd, hubs, events, kept, max) : kept;
 	kept = 0;
 	for (i = 0; i < out; i++)
 		if (fired(epfd, &events[i], full))

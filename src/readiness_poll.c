@@ -5,9 +5,8 @@
  * upgraded fd becomes four entries of a substituted poll set: its
  * eventfds (out_fd for POLLOUT, once made), its kernel socket (for the
  * POLLERR and POLLHUP that poll always reports: a reset) and its
- * device's completion hub, which is drained when it fires, as epoll_wait
- * does (connections on one device share it: the same fd, in several
- * entries).
+ * completion hub, which is drained when it fires, as epoll_wait does
+ * (connections on one hub share it: the same fd, in several entries).
  * A connection that moves to its kernel socket during the wait wakes it,
  * and the wait starts again with that socket in its place.  select() is
  * carried out as poll() when an upgraded fd is among its sets.
@@ -21,6 +20,7 @@
 #include "clock.h"
 #include "conn.h"
 #include "connector.h"
+#include "cq_hub.h"
 #include "fd_room.h"
 #include "fd_table.h"
 #include "hostinfo.h"
@@ -141,31 +141,38 @@ static bool report_to_call(struct readiness *r, void *arg)
 	return false;
 }
 
-static void drain_for_call(const struct poll_call *call)
+static void drain_for_call(unsigned int hub_slot, const struct poll_call *call)
 {
 	if (call->nfds > POLL_TOLD_MAX)
-		readiness_drain(NULL, NULL);
+		readiness_drain(hub_slot, NULL, NULL);
 	else
-		readiness_drain(report_to_call, (void *)call);
+		readiness_drain(hub_slot, report_to_call, (void *)call);
 }
 
+_Static_assert(CQ_HUB_SLOTS <= 64, "drain_if_fired() has a bit per hub slot");
+
 /*
- * Whether the hub of any upgraded entry fired; then it is drained, once
- * for all of them (a drain takes every hub's events).
+ * Whether the hub of any upgraded entry fired; then each that did is
+ * drained, once for all of its entries.
  */
 static bool drain_if_fired(const struct pollfd *tmp,
 			   const struct poll_call *call)
 {
+	uint64_t drained = 0;
+	unsigned int slot;
 	nfds_t i, j = 0;
 
 	for (i = 0; i < call->nfds; i++) {
 		if (call->began[i] && tmp[j + POLL_HUB].revents & POLLIN) {
-			drain_for_call(call);
-			return true;
+			slot = readiness_hub_slot(call->began[i]);
+			if (slot < CQ_HUB_SLOTS && !(drained & 1ull << slot)) {
+				drained |= 1ull << slot;
+				drain_for_call(slot, call);
+			}
 		}
 		j += call->socks[i] ? POLL_ENTRIES : 1;
 	}
-	return false;
+	return drained;
 }
 
 /*

@@ -33,16 +33,16 @@ static int post_recv(struct transport *t)
 	return -ibv_post_recv(t->id->qp, &wr, &bad);
 }
 
-/* The completion queue, on its device's hub: 0 or -errno. */
+/* The completion queue, on one of its device's hubs: 0 or -errno. */
 static int cq_on_hub(struct transport *t)
 {
 	int ret;
 
-	t->channel = cq_hub_get(t->id->verbs, &ret);
-	if (!t->channel)
+	t->hub = cq_hub_get(t->id->verbs, &ret);
+	if (!t->hub)
 		return ret;
 	t->cq = ibv.create_cq(t->id->verbs, t->send_depth + t->recv_depth, t,
-			      t->channel, 0);
+			      cq_hub_channel(t->hub), 0);
 	return t->cq ? 0 : -errno;
 }
 
@@ -64,9 +64,10 @@ static int create_queues(struct transport *t)
 
 	ret = cq_on_hub(t);
 	/* A hub whose device was closed and opened again: a new one. */
-	if (ret == -EINVAL && t->channel) {
-		cq_hub_retire(t->channel);
-		cq_hub_put(t->channel);
+	if (ret == -EINVAL && t->hub) {
+		cq_hub_retire(t->hub);
+		cq_hub_put(t->hub);
+		t->hub = NULL;
 		ret = cq_on_hub(t);
 	}
 	if (ret)
@@ -1041,7 +1042,7 @@ static void take_only(void *cq_context, void *arg)
 
 int transport_wait(struct transport *t, int timeout_ms)
 {
-	struct pollfd pfd = { .fd = t->channel->fd, .events = POLLIN };
+	struct pollfd pfd = { .fd = cq_hub_fd(t->hub), .events = POLLIN };
 	int reaped, ret;
 
 	pthread_mutex_lock(&t->lock);
@@ -1057,7 +1058,7 @@ int transport_wait(struct transport *t, int timeout_ms)
 		return -errno;
 	if (!ret)
 		return -ETIMEDOUT;
-	cq_hub_drain(take_only, NULL, 0);
+	cq_hub_drain(cq_hub_slot(t->hub), take_only, NULL, 0);
 	return 0;
 }
 
@@ -1073,12 +1074,12 @@ void transport_peer_gone(struct transport *t)
 
 int transport_event_fd(const struct transport *t)
 {
-	return t->channel->fd;
+	return cq_hub_fd(t->hub);
 }
 
-struct ibv_comp_channel *transport_channel(const struct transport *t)
+struct cq_hub *transport_hub(const struct transport *t)
 {
-	return t->channel;
+	return t->hub;
 }
 
 /* Arms unless an event is still to come, then reaps. */
@@ -1151,9 +1152,9 @@ void transport_event_taken(struct transport *t)
 
 void transport_set_owner(struct transport *t, void *owner)
 {
-	cq_hub_lock();
+	cq_hub_lock(t->hub);
 	t->owner = owner;
-	cq_hub_unlock();
+	cq_hub_unlock(t->hub);
 }
 
 void *transport_owner(const struct transport *t)
@@ -1373,8 +1374,8 @@ void transport_destroy(struct transport *t)
 		rdmacm.destroy_qp(t->id);
 	if (t->cq)
 		ibv.destroy_cq(t->cq);
-	if (t->channel)
-		cq_hub_put(t->channel);
+	if (t->hub)
+		cq_hub_put(t->hub);
 	/* A transport that failed may have lost its device with it. */
 	if (!t->error)
 		spare_keep(t);

@@ -67,6 +67,7 @@ struct transport_counters {
 	uint64_t protocol_errors; /* immediates that broke the protocol */
 };
 
+struct cq_hub;
 struct transport;
 
 /* Creates the PD, CQ, QP (on id) and rings; posts the receives. */
@@ -291,15 +292,15 @@ void transport_peer_gone(struct transport *t);
 int transport_progress(struct transport *t);
 /*
  * Sleeps until a completion arrives: 0, -ETIMEDOUT or an error.  For a
- * process without readiness (tests): it takes the hub's events for every
- * transport, and serves none.
+ * process without readiness (tests): it takes the events of every
+ * transport on its hub, and serves none.
  */
 int transport_wait(struct transport *t, int timeout_ms);
 /*
- * Events: the transport's completion queue is on its device's completion
- * hub (cq_hub.h), with the transport as its cq_context.  transport_arm()
- * arms the queue unless an event is still to come, and reaps: after it,
- * any completion not yet reaped raises an event on the hub, whose fd
+ * Events: the transport's completion queue is on one of its device's
+ * completion hubs (cq_hub.h), with the transport as its cq_context.
+ * transport_arm() arms the queue unless an event is still to come, and reaps:
+ * after it, any completion not yet reaped raises an event on the hub, whose fd
  * transport_event_fd() gives.  A drain that takes the event calls
  * transport_event_taken() before anything else.  The queue raises one for
  * every message from the peer (data, credit, FIN), but for this end's own
@@ -307,7 +308,8 @@ int transport_wait(struct transport *t, int timeout_ms);
  * post, or staging room to get back.
  */
 int transport_event_fd(const struct transport *t);
-struct ibv_comp_channel *transport_channel(const struct transport *t);
+/* That hub (cq_hub_slot() names it to cq_hub_drain()). */
+struct cq_hub *transport_hub(const struct transport *t);
 int transport_arm(struct transport *t);
 /* transport_arm(), then transport_readable(), under one lock. */
 bool transport_arm_for_read(struct transport *t);

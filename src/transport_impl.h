@@ -51,8 +51,8 @@ struct transport {
 	pthread_mutex_t lock;
 	struct rdma_cm_id *id;
 	struct ibv_pd *pd;
-	struct ibv_comp_channel *channel; /* its device's hub (cq_hub.h) */
-	void *owner; /* under cq_hub_lock(): transport_set_owner() */
+	struct cq_hub *hub; /* its completion hub (cq_hub.h) */
+	void *owner;	    /* under cq_hub_lock(): transport_set_owner() */
 	struct ibv_cq *cq;
 	struct ring_mem rx;	  /* this end's ring: where the peer writes */
 	struct ring_mem rx_offer; /* offered to the peer, unanswered */

@@ -61,7 +61,8 @@ static struct {
 int __wrap_transport_event_fd(const struct transport *t);
 int __wrap_transport_queue_opens_in(struct transport *t);
 bool __wrap_transport_writable(struct transport *t);
-struct ibv_comp_channel *__wrap_transport_channel(const struct transport *t);
+struct cq_hub *__wrap_transport_hub(const struct transport *t);
+unsigned int __wrap_cq_hub_slot(const struct cq_hub *h);
 void __wrap_transport_readiness(struct transport *t,
 				struct transport_readiness *out);
 int __wrap_transport_arm(struct transport *t);
@@ -69,19 +70,26 @@ bool __wrap_transport_arm_for_read(struct transport *t);
 void __wrap_transport_event_taken(struct transport *t);
 void __wrap_transport_set_owner(struct transport *t, void *owner);
 void *__wrap_transport_owner(const struct transport *t);
-unsigned int __wrap_cq_hub_drain(cq_hub_serve_fn serve, void *arg,
-				 unsigned int max);
-void __wrap_cq_hub_watch(struct ibv_comp_channel *ch, bool on,
-			 struct progress_watcher *w);
+unsigned int __wrap_cq_hub_drain(unsigned int slot, cq_hub_serve_fn serve,
+				 void *arg, unsigned int max);
+void __wrap_cq_hub_watch(struct cq_hub *h, bool on, cq_hub_serve_fn serve,
+			 void *arg);
 
 int __wrap_transport_event_fd(const struct transport *t)
 {
 	return t->channel;
 }
 
-struct ibv_comp_channel *__wrap_transport_channel(const struct transport *t)
+struct cq_hub *__wrap_transport_hub(const struct transport *t)
 {
-	return (struct ibv_comp_channel *)t;
+	return (struct cq_hub *)t;
+}
+
+/* One hub, in slot 0. */
+unsigned int __wrap_cq_hub_slot(const struct cq_hub *h)
+{
+	(void)h;
+	return 0;
 }
 
 void __wrap_transport_readiness(struct transport *t,
@@ -130,13 +138,13 @@ void *__wrap_transport_owner(const struct transport *t)
 }
 
 /* The channel is a semaphore eventfd: a read takes one event. */
-unsigned int __wrap_cq_hub_drain(cq_hub_serve_fn serve, void *arg,
-				 unsigned int max)
+unsigned int __wrap_cq_hub_drain(unsigned int slot, cq_hub_serve_fn serve,
+				 void *arg, unsigned int max)
 {
 	unsigned int n = 0;
 	uint64_t v;
 
-	while (hub_owner && (!max || n < max) &&
+	while (hub_owner && !slot && (!max || n < max) &&
 	       read(hub_owner->channel, &v, sizeof(v)) == sizeof(v)) {
 		serve(hub_owner, arg);
 		n++;
@@ -144,11 +152,12 @@ unsigned int __wrap_cq_hub_drain(cq_hub_serve_fn serve, void *arg,
 	return n;
 }
 
-void __wrap_cq_hub_watch(struct ibv_comp_channel *ch, bool on,
-			 struct progress_watcher *w)
+void __wrap_cq_hub_watch(struct cq_hub *h, bool on, cq_hub_serve_fn serve,
+			 void *arg)
 {
-	(void)ch;
-	(void)w;
+	(void)h;
+	(void)serve;
+	(void)arg;
 	watch.on = on;
 	if (on)
 		watch.ons++;
@@ -534,7 +543,7 @@ drain_takes_the_event_of_a_connection_nothing_relies_on(void **state)
 	arms = f->t.arms;
 	arrive(f);
 	fire_channel(f);
-	readiness_drain(NULL, NULL);
+	readiness_drain(0, NULL, NULL);
 	assert_int_equal(f->t.taken, 1);
 	/* Its queue stays unarmed, and its eventfds stale. */
 	assert_int_equal(f->t.arms, arms);
@@ -551,7 +560,7 @@ static void drain_serves_a_connection_whose_readiness_is_wanted(void **state)
 	arms = f->t.arms;
 	arrive(f);
 	fire_channel(f);
-	readiness_drain(NULL, NULL);
+	readiness_drain(0, NULL, NULL);
 	assert_int_equal(f->t.taken, 1);
 	assert_int_equal(f->t.arms, arms + 1);
 	assert_true(in_ready(f));
@@ -571,7 +580,7 @@ static void drain_with_a_report_hands_it_each_connection(void **state)
 
 	readiness_start(f->r);
 	fire_channel(f);
-	readiness_drain(report_drain, &reported);
+	readiness_drain(0, report_drain, &reported);
 	assert_ptr_equal(reported, f->r);
 }
 
@@ -590,7 +599,7 @@ static void drain_serves_what_a_report_declines_as_for_nobody(void **state)
 	readiness_want(f->r);
 	arrive(f);
 	fire_channel(f);
-	readiness_drain(decline_drain, NULL);
+	readiness_drain(0, decline_drain, NULL);
 	assert_true(in_ready(f));
 }
 
@@ -608,7 +617,7 @@ static void destroyed_connection_is_never_served(void **state)
 	t.channel = f->t.channel;
 	hub_owner = &t;
 	fire_channel(f);
-	readiness_drain(report_drain, &reported);
+	readiness_drain(0, report_drain, &reported);
 	assert_int_equal(t.taken, 1);
 	assert_null(reported);
 }
