@@ -434,8 +434,11 @@ shape=socat
 SOCAT_PORT=18090
 if have socat; then
 	sample_start "$tmp/$shape.stats"
-	# download: the server sends the blob to one client
-	"$RUN" socat -u OPEN:"$tmp/blob2m" \
+	# download: the server sends the blob to one client.  socat exits
+	# 0.5 s after its input's EOF by default, and a sender that exits
+	# with bytes the reader has not taken yet moves them to TCP (exit):
+	# -t 60 lets the reader, which a slow guest may hold up, take them.
+	"$RUN" socat -u -t 60 OPEN:"$tmp/blob2m" \
 		TCP-LISTEN:$SOCAT_PORT,bind="$A",reuseaddr >"$tmp/socat1" 2>&1 &
 	sleep 1
 	# (the reader waits until the sampler saw the sender, which waits
@@ -450,7 +453,7 @@ if have socat; then
 	up=$!
 	sleep 1
 	(wait_seen server $((SOCAT_PORT + 1)) rdma/none/none 1
-		cat "$tmp/blob2m") | timeout 120 "$RUN" socat -u STDIN \
+		cat "$tmp/blob2m") | timeout 120 "$RUN" socat -u -t 60 STDIN \
 		TCP:"$A":$((SOCAT_PORT + 1)),bind="$B",retry=50,interval=0.2 \
 		2>>"$tmp/socat.err"
 	wait $up
