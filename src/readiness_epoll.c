@@ -947,8 +947,8 @@ static int ctl_upgraded(int epfd, int op, int fd, struct readiness *r,
 					      hub_data(readiness_hub_slot(r)) };
 	int in_fd = readiness_in_fd(r), out_fd = readiness_out_fd(r);
 	int ch_fd = readiness_hub_fd(r);
+	int ret, hub_err = 0;
 	bool tracked;
-	int ret;
 
 	if (op != EPOLL_CTL_DEL && ev && exclusive_refused(op, ev)) {
 		errno = EINVAL;
@@ -1023,18 +1023,21 @@ static int ctl_upgraded(int epfd, int op, int fd, struct readiness *r,
 	 */
 	pthread_mutex_lock(&set.lock);
 	tracked = track_locked(epfd, fd, r, NULL, ev);
-	if (op == EPOLL_CTL_ADD &&
+	if (tracked && op == EPOLL_CTL_ADD &&
 	    real.epoll_ctl(epfd, EPOLL_CTL_ADD, ch_fd, &hub_ev) &&
-	    errno != EEXIST)
+	    errno != EEXIST) {
+		hub_err = errno;
 		tracked = false;
+	}
 	pthread_mutex_unlock(&set.lock);
 	if (!tracked) {
 		/* No drain here reports it: its eventfds, kept by the thread.
 		 */
-		log_warn("epoll: out of memory or watches; fd %d is served by "
-			 "the progress thread, and EPOLLONESHOT on it may "
-			 "report twice",
-			 fd);
+		log_warn("epoll: fd %d: %s; the progress thread serves it, "
+			 "and EPOLLONESHOT on it may report twice",
+			 fd,
+			 hub_err ? strerror(hub_err)
+				 : "no memory to record its registration");
 		readiness_watch(r);
 		readiness_keep_out_fd(r);
 	}
