@@ -1,8 +1,8 @@
 #!/bin/bash
 # In the fabric's guest: Gloo all_reduce at world W (1 KiB, 64 KiB), REPS
-# rounds, each round in turn: plain kernel TCP, roceshim with one hub per
-# device ($OLD_LIB), roceshim with the hubs split ($NEW_LIB), and the
-# latter with the TCPStore kept on TCP (ROCESHIM_EXCLUDE of its port).
+# rounds, each round in turn: plain kernel TCP, then every library of LIBS
+# ("label=path ..."; a path ending in "+storetcp" runs that library with
+# the TCPStore's port kept on TCP by ROCESHIM_EXCLUDE).
 # Prints the median ms per all_reduce of each run, as size:ms.
 cd /work/main/build
 J=../tests/integration/gloo_job.py
@@ -28,7 +28,12 @@ print(" ".join("%d:%.2f" % (b["size"], b["median_ms"]) for b in d.get("bench", [
 R="ROCESHIM_RUN=$PWD/tools/roceshim-run"
 for r in $(seq ${REPS:-3}); do
 	echo "rep $r w$W tcp $(PRE= run -u ROCESHIM_LIB X=1)"
-	echo "rep $r w$W one-hub $(PRE=--preload run $R ROCESHIM_LIB=$OLD_LIB)"
-	echo "rep $r w$W split $(PRE=--preload run $R ROCESHIM_LIB=$NEW_LIB)"
-	echo "rep $r w$W split-storetcp $(PRE=--preload run $R ROCESHIM_LIB=$NEW_LIB ROCESHIM_EXCLUDE=:$P)"
+	for l in $LIBS; do
+		lib=${l#*=}
+		ex=X=1
+		case $lib in
+		*+storetcp) lib=${lib%+storetcp} ex=ROCESHIM_EXCLUDE=:$P ;;
+		esac
+		echo "rep $r w$W ${l%%=*} $(PRE=--preload run $R ROCESHIM_LIB=$lib $ex)"
+	done
 done
