@@ -948,7 +948,7 @@ static int ctl_upgraded(int epfd, int op, int fd, struct readiness *r,
 	int in_fd = readiness_in_fd(r), out_fd = readiness_out_fd(r);
 	int ch_fd = readiness_hub_fd(r);
 	int ret, hub_err = 0;
-	bool tracked;
+	bool tracked, hub_joined = false;
 
 	if (op != EPOLL_CTL_DEL && ev && exclusive_refused(op, ev)) {
 		errno = EINVAL;
@@ -988,6 +988,14 @@ static int ctl_upgraded(int epfd, int op, int fd, struct readiness *r,
 	if (out_fd < 0)
 		tcp_ev.events |= ev->events & ASKS_OUT;
 	in_ev.data = out_ev.data = tcp_ev.data = ev->data;
+	/*
+	 * The hub joins first: the entries below may wake the program, which
+	 * may then close the set, and another file take its number.
+	 */
+	if (op == EPOLL_CTL_ADD)
+		hub_joined =
+			!real.epoll_ctl(epfd, EPOLL_CTL_ADD, ch_fd, &hub_ev) ||
+			errno == EEXIST;
 	ret = real.epoll_ctl(epfd, op, in_fd, &in_ev);
 	if (ret)
 		return ret;
@@ -1011,6 +1019,8 @@ static int ctl_upgraded(int epfd, int op, int fd, struct readiness *r,
 		if (out_fd >= 0)
 			real.epoll_ctl(epfd, EPOLL_CTL_DEL, out_fd, NULL);
 		real.epoll_ctl(epfd, EPOLL_CTL_DEL, fd, NULL);
+		if (hub_joined)
+			leave_hub(epfd, ch_fd);
 		errno = err;
 	}
 	if (ret)
@@ -1018,8 +1028,11 @@ static int ctl_upgraded(int epfd, int op, int fd, struct readiness *r,
 	if (op == EPOLL_CTL_ADD)
 		__atomic_fetch_add(&set.made, 1, __ATOMIC_RELAXED);
 	/*
-	 * The hub joins the set once, and stays while a connection on it is
-	 * registered there (leave_hub_locked(), under the same lock).
+	 * The hub stays in the set while a connection on it is registered
+	 * there (leave_hub_locked(), under the same lock): joined again here,
+	 * in case another registration's removal took it out meanwhile.  A
+	 * set that is gone by now (it was there when the hub joined) was
+	 * closed by the program: nothing waits on it to be served.
 	 */
 	pthread_mutex_lock(&set.lock);
 	tracked = track_locked(epfd, fd, r, NULL, ev);
@@ -1027,7 +1040,7 @@ static int ctl_upgraded(int epfd, int op, int fd, struct readiness *r,
 	    real.epoll_ctl(epfd, EPOLL_CTL_ADD, ch_fd, &hub_ev) &&
 	    errno != EEXIST) {
 		hub_err = errno;
-		tracked = false;
+		tracked = hub_joined && (hub_err == EBADF || hub_err == EINVAL);
 	}
 	pthread_mutex_unlock(&set.lock);
 	if (!tracked) {
