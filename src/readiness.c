@@ -466,6 +466,13 @@ unsigned int readiness_hub_slot(const struct readiness *r)
 	return cq_hub_slot(transport_hub(r->t));
 }
 
+_Static_assert(CQ_HUB_SLOTS <= 64, "readiness_drain() has a bit per hub");
+
+uint64_t readiness_hub_bit(const struct readiness *r)
+{
+	return 1ull << readiness_hub_slot(r);
+}
+
 struct transport *readiness_transport(const struct readiness *r)
 {
 	return r->t;
@@ -772,12 +779,13 @@ static void serve_event(void *cq_context, void *arg)
 		serve_quietly(r);
 }
 
-void readiness_drain(unsigned int hub_slot, readiness_report_fn report,
-		     void *arg)
+void readiness_drain(uint64_t hubs, readiness_report_fn report, void *arg)
 {
 	struct drain d = { .report = report, .arg = arg };
 
-	cq_hub_drain(hub_slot, serve_event, &d, 0);
+	for (; hubs; hubs &= hubs - 1)
+		cq_hub_drain((unsigned int)__builtin_ctzll(hubs), serve_event,
+			     &d, 0);
 }
 
 /* A blocking call woke on its hub: one event, its own or another's. */

@@ -49,7 +49,6 @@
  * slot.  Never passed on to the program.
  */
 static const char hub_tags[CQ_HUB_SLOTS];
-_Static_assert(CQ_HUB_SLOTS <= 64, "fold_events() has a bit per hub slot");
 
 static uint64_t hub_data(unsigned int slot)
 {
@@ -684,11 +683,7 @@ static int drain_into(int epfd, uint64_t fired, struct epoll_event *events,
 		.epfd = epfd, .events = events, .n = n, .max = max
 	};
 
-	while (fired) {
-		readiness_drain((unsigned int)__builtin_ctzll(fired),
-				report_in_set, &h);
-		fired &= fired - 1;
-	}
+	readiness_drain(fired, report_in_set, &h);
 	return h.n;
 }
 

@@ -60,6 +60,8 @@ int readiness_make_out_fd(struct readiness *r);
 /* r's completion hub: its fd, and its slot (cq_hub.h). */
 int readiness_hub_fd(const struct readiness *r);
 unsigned int readiness_hub_slot(const struct readiness *r);
+/* r's hub among those readiness_drain() takes. */
+uint64_t readiness_hub_bit(const struct readiness *r);
 struct transport *readiness_transport(const struct readiness *r);
 
 /*
@@ -83,15 +85,15 @@ enum readiness_told {
 void readiness_serve(struct readiness *r, enum readiness_told told,
 		     struct transport_readiness *out);
 /*
- * The fd of the hub in hub_slot (readiness_hub_fd()) is readable: takes
- * every event it holds.  Each connection's goes to report(r, arg), which serves
+ * The fds of some hubs (readiness_hub_fd()) are readable: takes every
+ * event each holds.  hubs has a bit per hub slot (readiness_hub_bit()).
+ * Each connection's event goes to report(r, arg), which serves
  * it with readiness_serve() and says true, or says false (not its
  * business): then, or with report NULL, it is served as for nobody in
  * particular (told nobody, and only if something relies on it).
  */
 typedef bool (*readiness_report_fn)(struct readiness *r, void *arg);
-void readiness_drain(unsigned int hub_slot, readiness_report_fn report,
-		     void *arg);
+void readiness_drain(uint64_t hubs, readiness_report_fn report, void *arg);
 /* readiness_sync() if in_fd lags; cheap if not. */
 void readiness_settle(struct readiness *r);
 /*

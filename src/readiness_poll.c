@@ -20,7 +20,6 @@
 #include "clock.h"
 #include "conn.h"
 #include "connector.h"
-#include "cq_hub.h"
 #include "fd_room.h"
 #include "fd_table.h"
 #include "hostinfo.h"
@@ -141,16 +140,6 @@ static bool report_to_call(struct readiness *r, void *arg)
 	return false;
 }
 
-static void drain_for_call(unsigned int hub_slot, const struct poll_call *call)
-{
-	if (call->nfds > POLL_TOLD_MAX)
-		readiness_drain(hub_slot, NULL, NULL);
-	else
-		readiness_drain(hub_slot, report_to_call, (void *)call);
-}
-
-_Static_assert(CQ_HUB_SLOTS <= 64, "drain_if_fired() has a bit per hub slot");
-
 /*
  * Whether the hub of any upgraded entry fired; then each that did is
  * drained, once for all of its entries.
@@ -158,21 +147,21 @@ _Static_assert(CQ_HUB_SLOTS <= 64, "drain_if_fired() has a bit per hub slot");
 static bool drain_if_fired(const struct pollfd *tmp,
 			   const struct poll_call *call)
 {
-	uint64_t drained = 0;
-	unsigned int slot;
+	uint64_t fired = 0;
 	nfds_t i, j = 0;
 
 	for (i = 0; i < call->nfds; i++) {
-		if (call->began[i] && tmp[j + POLL_HUB].revents & POLLIN) {
-			slot = readiness_hub_slot(call->began[i]);
-			if (slot < CQ_HUB_SLOTS && !(drained & 1ull << slot)) {
-				drained |= 1ull << slot;
-				drain_for_call(slot, call);
-			}
-		}
+		if (call->began[i] && tmp[j + POLL_HUB].revents & POLLIN)
+			fired |= readiness_hub_bit(call->began[i]);
 		j += call->socks[i] ? POLL_ENTRIES : 1;
 	}
-	return drained;
+	if (!fired)
+		return false;
+	if (call->nfds > POLL_TOLD_MAX)
+		readiness_drain(fired, NULL, NULL);
+	else
+		readiness_drain(fired, report_to_call, (void *)call);
+	return true;
 }
 
 /*

@@ -543,7 +543,7 @@ drain_takes_the_event_of_a_connection_nothing_relies_on(void **state)
 	arms = f->t.arms;
 	arrive(f);
 	fire_channel(f);
-	readiness_drain(0, NULL, NULL);
+	readiness_drain(1, NULL, NULL);
 	assert_int_equal(f->t.taken, 1);
 	/* Its queue stays unarmed, and its eventfds stale. */
 	assert_int_equal(f->t.arms, arms);
@@ -560,7 +560,7 @@ static void drain_serves_a_connection_whose_readiness_is_wanted(void **state)
 	arms = f->t.arms;
 	arrive(f);
 	fire_channel(f);
-	readiness_drain(0, NULL, NULL);
+	readiness_drain(1, NULL, NULL);
 	assert_int_equal(f->t.taken, 1);
 	assert_int_equal(f->t.arms, arms + 1);
 	assert_true(in_ready(f));
@@ -580,7 +580,7 @@ static void drain_with_a_report_hands_it_each_connection(void **state)
 
 	readiness_start(f->r);
 	fire_channel(f);
-	readiness_drain(0, report_drain, &reported);
+	readiness_drain(1, report_drain, &reported);
 	assert_ptr_equal(reported, f->r);
 }
 
@@ -599,7 +599,7 @@ static void drain_serves_what_a_report_declines_as_for_nobody(void **state)
 	readiness_want(f->r);
 	arrive(f);
 	fire_channel(f);
-	readiness_drain(0, decline_drain, NULL);
+	readiness_drain(1, decline_drain, NULL);
 	assert_true(in_ready(f));
 }
 
@@ -617,7 +617,7 @@ static void destroyed_connection_is_never_served(void **state)
 	t.channel = f->t.channel;
 	hub_owner = &t;
 	fire_channel(f);
-	readiness_drain(0, report_drain, &reported);
+	readiness_drain(1, report_drain, &reported);
 	assert_int_equal(t.taken, 1);
 	assert_null(reported);
 }
