@@ -25,8 +25,18 @@
 #include "sig_restart.h"
 #include "stats.h"
 
-/* How long a closed connection's FIN may take before it is torn down. */
+/*
+ * How long a closed connection's FIN may take before it is torn down;
+ * with bytes queued, how often it looks whether the peer takes them.
+ */
 #define LINGER_TIMEOUT_MS 2000
+/*
+ * How long a closed connection's queued bytes wait on RDMA for a peer
+ * that takes none of them before they move to its kernel socket: the
+ * peer's program may be busy elsewhere for seconds (a collection, a long
+ * computation, a loaded host), where TCP's buffers would simply wait.
+ */
+#define LINGER_STALLED_MS 10000
 /*
  * How long, at most, a closed connection's send queue drains over RDMA to
  * a peer that keeps taking some of it; then its kernel socket takes over.
@@ -79,6 +89,7 @@ struct closing {
 	int64_t closed_ms;
 	int64_t deadline_ms;
 	size_t queued_then;    /* its send queue at the last deadline */
+	int64_t took_ms;       /* when the peer was last seen taking some */
 	uint64_t backlog_left; /* at the last change */
 	int64_t stalled_at_ms; /* reset if still backlog_left then */
 	struct closing *next;
@@ -1567,6 +1578,7 @@ uint16_t conn_release(struct conn *c, bool abortive)
 	cl->conn = c;
 	cl->closed_ms = clock_ms();
 	cl->deadline_ms = cl->closed_ms + LINGER_TIMEOUT_MS;
+	cl->took_ms = cl->closed_ms;
 	if (path_of(c) == CONN_RDMA)
 		cl->queued_then = transport_queued(c->t);
 	__atomic_add_fetch(&closing_count, 1, __ATOMIC_RELEASE);
@@ -1668,23 +1680,34 @@ static bool move_queued(struct conn *c, enum roceshim_downgrade cause)
 
 /*
  * At a closed connection's deadline, with queued bytes: they stay on RDMA
- * while the peer has taken some since the last deadline, and the linger
- * starts again, as TCP's buffers deliver after a close for as long as the
- * peer reads.  Not while an exit or exec waits for the closed connections:
- * their bytes move to the kernel socket, whose buffers outlive the process.
+ * while the peer takes some, or has taken none for less than
+ * LINGER_STALLED_MS, and the linger starts again, as TCP's buffers
+ * deliver after a close for as long as the peer reads.  Not while an exit
+ * or exec waits for the closed connections: their bytes move to the
+ * kernel socket, whose buffers outlive the process.
  */
 static void linger_while_draining(struct closing *cl, size_t queued,
 				  int64_t now)
 {
-	if (queued >= cl->queued_then ||
+	bool took = queued < cl->queued_then;
+	int64_t stalled_until;
+
+	if (took) {
+		cl->queued_then = queued;
+		cl->took_ms = now;
+	}
+	stalled_until = cl->took_ms + LINGER_STALLED_MS;
+	if (now >= stalled_until ||
 	    now - cl->closed_ms >= LINGER_DRAINING_MAX_MS ||
 	    __atomic_load_n(&closing_hurried, __ATOMIC_ACQUIRE))
 		return;
-	cl->queued_then = queued;
 	cl->deadline_ms = now + LINGER_TIMEOUT_MS;
-	log_debug("rdma: closed connection (fd %d): its peer still reads, "
-		  "%zu bytes queued; it lingers on",
-		  cl->conn->kfd, queued);
+	if (cl->deadline_ms > stalled_until)
+		cl->deadline_ms = stalled_until;
+	log_debug("rdma: closed connection (fd %d): %zu bytes queued, its "
+		  "peer %s; it lingers on",
+		  cl->conn->kfd, queued,
+		  took ? "still reads" : "is busy elsewhere");
 }
 
 /*

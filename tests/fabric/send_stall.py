@@ -26,6 +26,9 @@ A, B the two ends' stats rows at the end.
                   writer waits, then reads
       closed      another process sends N bytes and closes at once; this
                   one reads them 3 s later, then EOF
+      closed-stalled
+                  as closed, read 12 s later, past the 10 s that the
+                  bytes wait on RDMA for a peer that takes none
       closed-slow-reader
                   another process sends 2 N bytes in 64 KiB pieces,
                   closes at once and lives on; this one reads 8 KiB
@@ -195,8 +198,8 @@ def read_to_eof(sock, data):
 
 
 def closed(args, data):
-    proc, sock = peer(args, "closed")
-    time.sleep(3)
+    proc, sock = peer(args, args.case)
+    time.sleep(3 if args.case == "closed" else 12)
     ok = read_to_eof(sock, data)
     return proc.wait(timeout=60) == 0 and ok, sock, "-"
 
@@ -286,10 +289,10 @@ def run_peer(args, data):
         sock.sendall(data[:len(data) // 2])
         sock.close()
         os._exit(0)
-    if args.case == "closed":
+    if args.case in ("closed", "closed-stalled"):
         sock.sendall(data)
         sock.close()
-        time.sleep(4)
+        time.sleep(4 if args.case == "closed" else 14)
         return 0
     if args.case == "closed-slow-reader":
         # As an HTTP server writes a file: pieces too small to go
@@ -324,7 +327,7 @@ CASES = {"one-thread": one_thread, "timeout": timeout,
          "quick-exit": exited, "close-quick-exit": exited,
          "both-send": both_send, "slow-reader": slow_reader,
          "big-send": big_send, "grown": grown,
-         "stopped": stopped, "closed": closed,
+         "stopped": stopped, "closed": closed, "closed-stalled": closed,
          "closed-slow-reader": closed_slow_reader, "exited": exited,
          "stopped-quick-exit": stopped_quick_exit,
          "stopped-reader": None, "stopped-writer": None}

@@ -16,15 +16,17 @@
 #   - a reader that reads 32 KiB every 100 ms.
 # A send of 1.8 MiB, more than the queue takes, to a reader that reads
 # 256 KiB every 50 ms waits for credit without spinning (big-send).
-# A sender that closes, exits without a close, closes and exits at once,
-# or ends in _exit(), with a close() first or without, before the peer
-# reads: every byte still arrives, then EOF.  The bytes move with the
-# connection to TCP.  A sender that closes and lives on while the peer
-# reads slowly, for longer than the close's 2 s linger: they stay on RDMA
-# (closed-slow-reader).  One that closes and ends in _exit() while its
-# peer is stopped, so that the move cannot finish: the peer reads every
-# byte that arrived, then ECONNRESET, never a short stream and EOF
-# (stopped-quick-exit; over kernel TCP it would read them all).
+# A sender that closes and lives on while its peer reads nothing for 3 s
+# (closed), or reads slowly for longer than the close's 2 s linger
+# (closed-slow-reader): the bytes wait on RDMA, and every one arrives,
+# then EOF.  One whose peer reads nothing for 12 s (closed-stalled), or
+# one that exits without a close, closes and exits at once, or ends in
+# _exit(), with a close() first or without, before the peer reads: the
+# bytes move with the connection to TCP, and every one still arrives.
+# One that closes and ends in _exit() while its peer is stopped, so that
+# the move cannot finish: the peer reads every byte that arrived, then
+# ECONNRESET, never a short stream and EOF (stopped-quick-exit; over
+# kernel TCP it would read them all).
 set -u
 PYTHON=${PYTHON:-/usr/bin/python3}
 script="$top_srcdir/tests/fabric/send_stall.py"
@@ -34,8 +36,8 @@ trap 'rm -rf "$tmp"' EXIT
 . "$top_srcdir/tests/lib.sh"
 
 cases="one-thread timeout nonblocking grown both-send stopped slow-reader
-	big-send closed closed-slow-reader exited close-exit quick-exit
-	close-quick-exit stopped-quick-exit"
+	big-send closed closed-stalled closed-slow-reader exited close-exit
+	quick-exit close-quick-exit stopped-quick-exit"
 for case in $cases; do
 	# The debug log of the case that counts its lingers, not the others'.
 	log=
@@ -60,7 +62,7 @@ for case in one-thread timeout nonblocking grown slow-reader big-send; do
 		"$(awk -v c="$case" '$1 == c {print $6, $7, $8, $9, $10}' \
 			"$tmp/out")"
 done
-for case in both-send stopped closed-slow-reader; do
+for case in both-send stopped closed closed-slow-reader; do
 	check_eq "${case}_stays_on_rdma" "rdma none" \
 		"$(awk -v c="$case" '$1 == c {print $6, $7}' "$tmp/out")"
 done
@@ -71,7 +73,7 @@ check closed_slow_reader_lingers_while_the_peer_reads [ "$lingered" -ge 1 ]
 check_eq one_thread_done_within_5_s 1 \
 	"$(awk '$1 == "one-thread" && $4 < 5000 {n++} END {print n + 0}' \
 		"$tmp/out")"
-for case in closed exited close-exit quick-exit close-quick-exit; do
+for case in closed-stalled exited close-exit quick-exit close-quick-exit; do
 	check_eq "${case}_sender_bytes_moved_to_tcp" "tcp none moved:peer" \
 		"$(awk -v c="$case" '$1 == c {print $6, $7, $8}' "$tmp/out")"
 done
