@@ -233,7 +233,7 @@ ssize_t upgraded_send(struct sock *sock, int fd, const struct iovec *iov,
 		raise(SIGPIPE);
 	if (ret == -EAGAIN)
 		stats_credit_stall(sock_row(sock));
-	else if (ret != -EINTR)
+	else if (ret < 0 && ret != -EINTR)
 		stats_error(sock_row(sock));
 	return ret;
 }

@@ -625,9 +625,16 @@ node_shape() {
 	check_eq "${shape}_60_posts_byte_exact" "node_client ok 60 bad 0" \
 		"$(grep '^node_client' "$tmp/$shape.client")"
 	sample_stop
+	# Failed socket calls on the server's connections (node writes empty
+	# buffers too, which TCP answers with 0, not an error).
+	"$ROCESHIM_STAT" --json "$(cat "$tmp/$shape.pid")" 2>/dev/null |
+		"$PYTHON" -c 'import json, sys
+print(sum(c["errors"] for c in json.load(sys.stdin)["connections"]))' \
+			>"$tmp/$shape.errors"
 	kill -INT "$(cat "$tmp/$shape.pid")" 2>/dev/null
 }
 if node_shape node 18080 0; then
+	check_eq node_server_calls_fail_as_over_tcp 0 "$(cat "$tmp/node.errors")"
 	s=$(report server 18080)
 	at_least node_server_conns_on_rdma 20 "$(count rdma/none/none "$s")"
 	check_eq node_server_no_other_transport "" "$(others rdma/none/none "$s")"
