@@ -23,6 +23,9 @@
 #   master forks to send its snapshot)     the master's -> rdma
 #   nc -l (an SO_REUSEPORT listener)       3 MB piped, half-close -> TCP
 #                                          (the listener stays on TCP)
+#   a JVM: com.sun.net.httpserver (a      40 POSTs and 32 echoes from
+#   thread pool) and a java.nio Selector  blocking sockets on 20 and 16
+#   echo server, dual-stack sockets       threads -> rdma
 # A program that is not installed skips its shape, with a line saying so.
 # shellcheck source=servers_lib.sh
 . "$top_srcdir/tests/fabric/servers_lib.sh"
@@ -285,6 +288,33 @@ if have nc; then
 	# (nc lives too briefly for the sampler: its log says how it went.)
 	check_eq nc_client_on_tcp_refused 1 \
 		"$(grep -c "connect to $A:$PORT on tcp (peer_rejected)" "$tmp/nc.log")"
+fi
+
+# -------------------------------------------------------------------- jvm
+shape=jvm
+PORT=18210
+if have java && have javac; then
+	javac -d "$tmp/jvm" "$top_srcdir/tests/fabric/JavaShapes.java"
+	sample_start "$tmp/$shape.stats"
+	"$RUN" java -cp "$tmp/jvm" JavaShapes serve "$A" $PORT \
+		>"$tmp/jvm.server" 2>&1 &
+	pid=$!
+	wait_for "$tmp/jvm.server" '^listening' 600
+	timeout 600 "$RUN" java -cp "$tmp/jvm" JavaShapes client "$A" $PORT "$B" \
+		>"$tmp/jvm.client" 2>&1
+	sed 's/^/    jvm: /' "$tmp/jvm.client"
+	check_eq jvm_40_posts_byte_exact "java_http ok 40 bad 0" \
+		"$(grep '^java_http' "$tmp/jvm.client")"
+	check_eq jvm_32_echoes_byte_exact "java_echo ok 32 bad 0" \
+		"$(grep '^java_echo' "$tmp/jvm.client")"
+	stop $pid
+	rdma_at_least jvm_http_server 40
+	check_eq jvm_http_server_no_other_transport "" \
+		"$(others rdma/none/none "$s")"
+	s=$(report server $((PORT + 1)))
+	at_least jvm_echo_server_conns_on_rdma 32 "$(count rdma/none/none "$s")"
+	check_eq jvm_echo_server_no_other_transport "" \
+		"$(others rdma/none/none "$s")"
 fi
 
 finish
