@@ -1,0 +1,37 @@
+#!/bin/bash
+# In the guest: the redis server's system calls per pipelined GET batch
+# (8 clients, -P 16), from strace -f -c of runs of N and 3N requests, the
+# difference over 2N, RDMA on and off.
+A=$ROCESHIM_FABRIC_ADDR_A
+W=/tmp/rw; mkdir -p $W
+N=${N:-32000}
+p=19900
+for m in 1 0; do
+ for n in $N $((3 * N)); do
+	p=$((p + 1))
+	ROCESHIM_RDMA=$m strace -f -c -o $W/st.$m.$n tools/roceshim-run redis-server --bind $A --port $p --save '' --appendonly no --dir $W --protected-mode no > $W/srv.$p 2>&1 &
+	for t in $(seq 300); do grep -q "Ready to accept" $W/srv.$p && break; sleep 0.3; done
+	ROCESHIM_RDMA=$m timeout 300 tools/roceshim-run redis-benchmark -h $A -p $p -c 8 -P 16 -n $n -q -t get 2>&1 | tr '\r' '\n' | grep -v "rps=" | grep GET
+	pkill -INT -f "redis-server.*:$p"; sleep 3
+	wait
+ done
+ /usr/bin/python3 - $W $m $N <<'PY'
+import sys
+w, m, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+def load(p):
+    d = {}
+    for ln in open(p):
+        f = ln.split()
+        if len(f) >= 5 and f[0][0].isdigit() and f[-1] != "total":
+            try:
+                d[f[-1]] = int(f[3])
+            except ValueError:
+                pass
+    return d
+a = load("%s/st.%s.%d" % (w, m, n))
+b = load("%s/st.%s.%d" % (w, m, 3 * n))
+batches = 2.0 * n / 16
+per = {k: (b.get(k, 0) - a.get(k, 0)) / batches for k in set(a) | set(b)}
+print("rdma=%s per batch of 16 GETs: %.1f syscalls: %s" % (m, sum(per.values()), ", ".join("%s %.2f" % (k, c) for k, c in sorted(per.items(), key=lambda x: -x[1]) if c >= 0.05)))
+PY
+done
