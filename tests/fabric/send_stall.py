@@ -27,7 +27,7 @@ A, B the two ends' stats rows at the end.
       closed      another process sends N bytes and closes at once; this
                   one reads them 3 s later, then EOF
       closed-stalled
-                  as closed, read 12 s later, past the 10 s that the
+                  as closed, read 13 s later, past the 10 s that the
                   bytes wait on RDMA for a peer that takes none
       closed-slow-reader
                   another process sends 2 N bytes in 64 KiB pieces,
@@ -199,7 +199,7 @@ def read_to_eof(sock, data):
 
 def closed(args, data):
     proc, sock = peer(args, args.case)
-    time.sleep(3 if args.case == "closed" else 12)
+    time.sleep(3 if args.case == "closed" else 13)
     ok = read_to_eof(sock, data)
     return proc.wait(timeout=60) == 0 and ok, sock, "-"
 
@@ -292,7 +292,7 @@ def run_peer(args, data):
     if args.case in ("closed", "closed-stalled"):
         sock.sendall(data)
         sock.close()
-        time.sleep(4 if args.case == "closed" else 14)
+        time.sleep(4 if args.case == "closed" else 15)
         return 0
     if args.case == "closed-slow-reader":
         # As an HTTP server writes a file: pieces too small to go

@@ -19,7 +19,7 @@
 # A sender that closes and lives on while its peer reads nothing for 3 s
 # (closed), or reads slowly for longer than the close's 2 s linger
 # (closed-slow-reader): the bytes wait on RDMA, and every one arrives,
-# then EOF.  One whose peer reads nothing for 12 s (closed-stalled), or
+# then EOF.  One whose peer reads nothing for 13 s (closed-stalled), or
 # one that exits without a close, closes and exits at once, or ends in
 # _exit(), with a close() first or without, before the peer reads: the
 # bytes move with the connection to TCP, and every one still arrives.
