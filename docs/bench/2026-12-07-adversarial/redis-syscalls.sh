@@ -15,23 +15,6 @@ for m in 1 0; do
 	pkill -INT -f "redis-server.*:$p"; sleep 3
 	wait
  done
- /usr/bin/python3 - $W $m $N <<'PY'
-import sys
-w, m, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
-def load(p):
-    d = {}
-    for ln in open(p):
-        f = ln.split()
-        if len(f) >= 5 and f[0][0].isdigit() and f[-1] != "total":
-            try:
-                d[f[-1]] = int(f[3])
-            except ValueError:
-                pass
-    return d
-a = load("%s/st.%s.%d" % (w, m, n))
-b = load("%s/st.%s.%d" % (w, m, 3 * n))
-batches = 2.0 * n / 16
-per = {k: (b.get(k, 0) - a.get(k, 0)) / batches for k in set(a) | set(b)}
-print("rdma=%s per batch of 16 GETs: %.1f syscalls: %s" % (m, sum(per.values()), ", ".join("%s %.2f" % (k, c) for k, c in sorted(per.items(), key=lambda x: -x[1]) if c >= 0.05)))
-PY
+ ../bench/strace-per $W/st.$m.$N $W/st.$m.$((3 * N)) $((2 * N / 16)) \
+	"rdma=$m per batch of 16 GETs"
 done
