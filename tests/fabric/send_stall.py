@@ -197,9 +197,14 @@ def read_to_eof(sock, data):
     return digest == hashlib.sha256(data).hexdigest() and sock.recv(1) == b""
 
 
+# closed and closed-stalled: when this end reads, and how long the peer
+# lives on after its close, in s.
+CLOSED_TIMES = {"closed": (3, 4), "closed-stalled": (13, 15)}
+
+
 def closed(args, data):
     proc, sock = peer(args, args.case)
-    time.sleep(3 if args.case == "closed" else 13)
+    time.sleep(CLOSED_TIMES[args.case][0])
     ok = read_to_eof(sock, data)
     return proc.wait(timeout=60) == 0 and ok, sock, "-"
 
@@ -289,10 +294,10 @@ def run_peer(args, data):
         sock.sendall(data[:len(data) // 2])
         sock.close()
         os._exit(0)
-    if args.case in ("closed", "closed-stalled"):
+    if args.case in CLOSED_TIMES:
         sock.sendall(data)
         sock.close()
-        time.sleep(4 if args.case == "closed" else 15)
+        time.sleep(CLOSED_TIMES[args.case][1])
         return 0
     if args.case == "closed-slow-reader":
         # As an HTTP server writes a file: pieces too small to go
