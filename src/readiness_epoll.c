@@ -79,7 +79,11 @@ static struct {
 	unsigned int rdhups;   /* atomic: those with EPOLLRDHUP */
 	unsigned int norms;    /* atomic: EPOLLRDNORM or EPOLLWRNORM */
 	unsigned int in_outs;  /* atomic: both readable and writable asked */
-	/* Upgraded registrations made so far: epoll_wait folds only if any. */
+	/*
+	 * Upgraded registrations begun so far: epoll_wait folds only if any.
+	 * Counted before the hub joins a set, since a wait that its entry
+	 * wakes must fold it away, never hand its data to the program.
+	 */
 	unsigned long made; /* atomic */
 	/* A fork child whose registry held some at the fork. */
 	bool inherited; /* atomic */
@@ -987,10 +991,12 @@ static int ctl_upgraded(int epfd, int op, int fd, struct readiness *r,
 	 * The hub joins first: the entries below may wake the program, which
 	 * may then close the set, and another file take its number.
 	 */
-	if (op == EPOLL_CTL_ADD)
+	if (op == EPOLL_CTL_ADD) {
+		__atomic_fetch_add(&set.made, 1, __ATOMIC_RELEASE);
 		hub_joined =
 			!real.epoll_ctl(epfd, EPOLL_CTL_ADD, ch_fd, &hub_ev) ||
 			errno == EEXIST;
+	}
 	ret = real.epoll_ctl(epfd, op, in_fd, &in_ev);
 	if (ret)
 		return ret;
@@ -1020,8 +1026,6 @@ static int ctl_upgraded(int epfd, int op, int fd, struct readiness *r,
 	}
 	if (ret)
 		return ret;
-	if (op == EPOLL_CTL_ADD)
-		__atomic_fetch_add(&set.made, 1, __ATOMIC_RELAXED);
 	/*
 	 * The hub stays in the set while a connection on it is registered
 	 * there (leave_hub_locked(), under the same lock): joined again here,
@@ -1367,7 +1371,7 @@ static int fold_events(int epfd, struct epoll_event *events, int n, int max)
 	uint64_t hubs = 0;
 	unsigned int slot;
 
-	if (n <= 0 || !__atomic_load_n(&set.made, __ATOMIC_RELAXED))
+	if (n <= 0 || !__atomic_load_n(&set.made, __ATOMIC_ACQUIRE))
 		return n;
 	out = event_fold(events, n);
 	for (i = 0; i < out; i++) {

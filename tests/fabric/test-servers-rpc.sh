@@ -66,12 +66,15 @@ shape=zmq
 PORT=18301
 if have_module zmq; then
 	sample_start "$tmp/$shape.stats"
-	"$RUN" "$PYTHON" "$RPC" zmq-server "$A" $PORT >"$tmp/zmq.s" 2>&1 &
+	# (bounded: a client that fails never sends the server its stop)
+	timeout 400 "$RUN" "$PYTHON" "$RPC" zmq-server "$A" $PORT \
+		>"$tmp/zmq.s" 2>&1 &
 	pid=$!
 	wait_for "$tmp/zmq.s" '^listening' 600
 	check_eq zmq_50_dealers_1000_messages_exact "zmq_client ok 1000 bad 0" \
-		"$(timeout 300 "$RUN" "$PYTHON" "$RPC" zmq-client "$A" $PORT 50 \
-			2>"$tmp/zmq.err" | tail -n1)"
+		"$(timeout 300 "$RUN" "$PYTHON" -u "$RPC" zmq-client "$A" $PORT \
+			50 2>"$tmp/zmq.err" | tail -n1)"
+	sed 's/^/    zmq client: /' "$tmp/zmq.err"
 	wait $pid
 	check_eq zmq_server_exit_0 0 $?
 	server_only zmq rdma/none/none

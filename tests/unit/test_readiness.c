@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -1079,6 +1080,95 @@ static void registration_before_connect_follows_an_upgrade(void **state)
 	early_close(&e);
 }
 
+/* ---- the first upgraded registration ------------------------------ */
+
+/* A thread in the wrapper's epoll_wait on a set, from go until done. */
+struct waiter {
+	int ep;
+	int n;
+	struct epoll_event ev[4];
+	sem_t go;
+	sem_t done;
+};
+
+static struct waiter *waiter;
+static int (*kernel_epoll_ctl)(int, int, int, struct epoll_event *);
+
+static void *wait_in_set(void *arg)
+{
+	struct waiter *w = arg;
+
+	sem_wait(&w->go);
+	w->n = readiness_epoll_wait(&rdma_on, w->ep, w->ev, 4, 2000, NULL, NULL,
+				    READINESS_EPOLL_WAIT);
+	sem_post(&w->done);
+	return NULL;
+}
+
+/*
+ * The kernel's epoll_ctl, stepping the waiter through an upgrade of an
+ * early registration: it starts waiting once the socket's own entry has
+ * left the set, and the upgrade stops right after the hub joins the set
+ * until the waiter returns (at most 300 ms), the connection's entries not
+ * in the set yet.
+ */
+static int epoll_ctl_stepping_the_waiter(int epfd, int op, int fd,
+					 struct epoll_event *ev)
+{
+	int ret = kernel_epoll_ctl(epfd, op, fd, ev);
+	struct timespec until;
+
+	if (op == EPOLL_CTL_DEL && fd != hub_owner->channel) {
+		sem_post(&waiter->go);
+	} else if (op == EPOLL_CTL_ADD && fd == hub_owner->channel) {
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_nsec += 300000000L;
+		if (until.tv_nsec >= 1000000000L) {
+			until.tv_sec++;
+			until.tv_nsec -= 1000000000L;
+		}
+		if (!sem_timedwait(&waiter->done, &until))
+			sem_post(&waiter->done);
+	}
+	return ret;
+}
+
+/*
+ * The hub's entry may wake a thread that sleeps in the set before the
+ * process has any upgraded registration: that wait still folds it away
+ * and reports the connection, never the hub's epoll_data (a program that
+ * keeps pointers there would follow it).  What it reports of the
+ * connection (here an unconnected socket's EPOLLHUP too) is for the tests
+ * below.
+ */
+static void first_registration_never_hands_the_hub_to_a_waiter(void **state)
+{
+	struct fixture *f = *state;
+	struct waiter w = { .n = -1 };
+	pthread_t thread;
+	struct early e;
+
+	early_open(&e, 5);
+	w.ep = e.ep;
+	assert_int_equal(sem_init(&w.go, 0, 0), 0);
+	assert_int_equal(sem_init(&w.done, 0, 0), 0);
+	arrive(f);
+	fire_channel(f);
+	assert_int_equal(pthread_create(&thread, NULL, wait_in_set, &w), 0);
+	waiter = &w;
+	kernel_epoll_ctl = real.epoll_ctl;
+	real.epoll_ctl = epoll_ctl_stepping_the_waiter;
+	readiness_early_upgrade(e.sock, f->r);
+	real.epoll_ctl = kernel_epoll_ctl;
+	waiter = NULL;
+	assert_int_equal(pthread_join(thread, NULL), 0);
+	assert_int_equal(w.n, 1);
+	assert_int_equal(w.ev[0].data.u64, 5);
+	sem_destroy(&w.go);
+	sem_destroy(&w.done);
+	early_close(&e);
+}
+
 static void registration_for_epollin_makes_no_out_fd(void **state)
 {
 	struct fixture *f = *state;
@@ -1270,6 +1360,8 @@ static void registration_of_a_closed_set_is_not_moved(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		/* First: no upgraded registration may have been made before. */
+		CASE(first_registration_never_hands_the_hub_to_a_waiter),
 		CASE(new_connection_with_credit_is_writable_not_readable),
 		CASE(new_connection_without_credit_is_not_writable),
 		CASE(out_fd_is_made_only_when_a_wait_needs_it),
