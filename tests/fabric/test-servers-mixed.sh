@@ -296,13 +296,18 @@ PORT=18210
 if have java && have javac; then
 	javac -d "$tmp/jvm" "$top_srcdir/tests/fabric/JavaShapes.java"
 	sample_start "$tmp/$shape.stats"
-	"$RUN" java -cp "$tmp/jvm" JavaShapes serve "$A" $PORT \
-		>"$tmp/jvm.server" 2>&1 &
+	# A JVM that crashes writes its report there: shown below.
+	jvm=(java -XX:ErrorFile="$tmp/hs_err_%p.log" -cp "$tmp/jvm" JavaShapes)
+	"$RUN" "${jvm[@]}" serve "$A" $PORT >"$tmp/jvm.server" 2>&1 &
 	pid=$!
 	wait_for "$tmp/jvm.server" '^listening' 600
-	timeout 600 "$RUN" java -cp "$tmp/jvm" JavaShapes client "$A" $PORT "$B" \
+	timeout 600 "$RUN" "${jvm[@]}" client "$A" $PORT "$B" \
 		>"$tmp/jvm.client" 2>&1
 	sed 's/^/    jvm: /' "$tmp/jvm.client"
+	for f in "$tmp"/hs_err_*.log; do
+		[ -e "$f" ] && sed -n '1,/^---------------  P R O C E S S/p' \
+			"$f" | head -n 150 | sed 's/^/    hs_err: /'
+	done
 	check_eq jvm_40_posts_byte_exact "java_http ok 40 bad 0" \
 		"$(grep '^java_http' "$tmp/jvm.client")"
 	check_eq jvm_32_echoes_byte_exact "java_echo ok 32 bad 0" \
