@@ -27,10 +27,10 @@ for i in $(seq $n); do
 		"$RUN" /usr/bin/python3 -u $RPC zmq-client $A $PORT 50 >$R/zmq.c.$i 2>&1 &
 		cpid=$!
 	else
-		"$RUN" java -XX:ErrorFile=$R/hs_err_%p.log -cp /tmp/jvm JavaShapes serve $A $PORT >$R/jvm.s.$i 2>&1 &
+		"$RUN" java ${JVM_OPTS:-} -XX:ErrorFile=$R/hs_err_%p.log -cp /tmp/jvm JavaShapes serve $A $PORT >$R/jvm.s.$i 2>&1 &
 		spid=$!
 		until grep -q listening $R/jvm.s.$i; do sleep 0.5; done
-		"$RUN" java -XX:ErrorFile=$R/hs_err_%p.log -cp /tmp/jvm JavaShapes client $A $PORT $B >$R/jvm.c.$i 2>&1 &
+		"$RUN" java ${JVM_OPTS:-} -XX:ErrorFile=$R/hs_err_%p.log -cp /tmp/jvm JavaShapes client $A $PORT $B >$R/jvm.c.$i 2>&1 &
 		cpid=$!
 	fi
 	k=0
