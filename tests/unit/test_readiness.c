@@ -1121,12 +1121,7 @@ static int epoll_ctl_stepping_the_waiter(int epfd, int op, int fd,
 	if (op == EPOLL_CTL_DEL && fd != hub_owner->channel) {
 		sem_post(&waiter->go);
 	} else if (op == EPOLL_CTL_ADD && fd == hub_owner->channel) {
-		clock_gettime(CLOCK_REALTIME, &until);
-		until.tv_nsec += 300000000L;
-		if (until.tv_nsec >= 1000000000L) {
-			until.tv_sec++;
-			until.tv_nsec -= 1000000000L;
-		}
+		clock_timespec_in(CLOCK_REALTIME, 300, &until);
 		if (!sem_timedwait(&waiter->done, &until))
 			sem_post(&waiter->done);
 	}
