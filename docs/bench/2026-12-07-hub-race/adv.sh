@@ -18,7 +18,7 @@ for line in sys.stdin:
     except Exception: continue
     for p in (d if isinstance(d,list) else d.get("processes",[d])):
         for r in p.get("connections",[]):
-            c[(p.get("comm",p.get("name","?")), r.get("transport"), r.get("fallback") or r.get("reason"))]+=1
+            c[(p.get("command","?")[:40], r.get("transport"), r.get("fallback") or r.get("reason"))]+=1
 for k,v in sorted(c.items(), key=str): print("   ",k,v)
 '; }
 
