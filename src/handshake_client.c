@@ -482,10 +482,11 @@ dial_start(struct dial *d, struct rdma_event_channel *ch, void *context)
  * A dial that ended, its events acknowledged (an id cannot be destroyed
  * before): a silent peer is remembered.  So is a port where nothing
  * listened on the CM once its TCP connection was up: its listener takes
- * no RDMA (a server without roceshim, SO_REUSEPORT, TCP_DEFER_ACCEPT),
- * and each connect would pay for two refused handshakes; and one whose
- * server refused because its workers accept (prefork) or other processes
- * take its connections over (handoff).  Another refusal
+ * no RDMA (a server without roceshim, TCP_DEFER_ACCEPT), and each
+ * connect would pay for two refused handshakes; and one whose server
+ * refused because its workers accept (prefork), other processes take its
+ * connections over (handoff), or other processes' listeners on its port
+ * accept them (reuseport).  Another refusal
  * before the TCP connect is not: the server may be starting.
  */
 static void dial_end(struct dial *d)
@@ -496,7 +497,8 @@ static void dial_end(struct dial *d)
 		negative_remember(d->cfg, &d->peer, true);
 	else if ((d->reason && d->no_listener && d->connected) ||
 		 d->reason == ROCESHIM_REASON_PREFORK ||
-		 d->reason == ROCESHIM_REASON_HANDOFF)
+		 d->reason == ROCESHIM_REASON_HANDOFF ||
+		 d->reason == ROCESHIM_REASON_REUSEPORT)
 		negative_remember(d->cfg, &d->peer, false);
 	if (!d->reason)
 		return;

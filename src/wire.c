@@ -151,6 +151,7 @@ int wire_decode_reject(const void *data, size_t len,
 	case ROCESHIM_REASON_RESOURCE:
 	case ROCESHIM_REASON_PREFORK:
 	case ROCESHIM_REASON_HANDOFF:
+	case ROCESHIM_REASON_REUSEPORT:
 		*reason = p[5];
 		return 0;
 	default:

@@ -64,8 +64,9 @@ int wire_decode_accept(const void *buf, size_t len,
 void wire_encode_reject(enum roceshim_reason reason,
 			uint8_t buf[WIRE_REJECT_LEN]);
 /*
- * Only a resource reason (fd_limit, memlock_limit, resource), prefork and
- * handoff are accepted; any other refusal reads as peer_rejected.
+ * Only a resource reason (fd_limit, memlock_limit, resource), prefork,
+ * handoff and reuseport are accepted; any other refusal reads as
+ * peer_rejected.
  */
 int wire_decode_reject(const void *buf, size_t len,
 		       enum roceshim_reason *reason);

@@ -54,6 +54,8 @@ enum roceshim_reason {
 	ROCESHIM_REASON_IO_URING = 16,	    /* the process set up io_uring */
 	ROCESHIM_REASON_PREFORK = 17,	    /* the server's workers accept */
 	ROCESHIM_REASON_HANDOFF = 18,	    /* another process takes them */
+	ROCESHIM_REASON_REUSEPORT = 19,	    /* listeners of other processes
+					       share the port */
 	ROCESHIM_REASON_COUNT = 24	    /* array size, room to grow */
 };
 
@@ -97,6 +99,8 @@ enum roceshim_downgrade {
 	ROCESHIM_DOWNGRADE_SEND_STALL = 18,   /* a blocking send waited
 						 while the peer read
 						 nothing */
+	ROCESHIM_DOWNGRADE_REUSEPORT = 19,    /* another listener on its
+						 port accepted it */
 	ROCESHIM_DOWNGRADE_COUNT = 24	      /* array size, room to grow */
 };
 
@@ -265,6 +269,7 @@ static inline const char *roceshim_reason_name(unsigned int reason)
 		[ROCESHIM_REASON_IO_URING] = "io_uring",
 		[ROCESHIM_REASON_PREFORK] = "prefork",
 		[ROCESHIM_REASON_HANDOFF] = "handoff",
+		[ROCESHIM_REASON_REUSEPORT] = "reuseport",
 	};
 
 	if (reason >= sizeof(names) / sizeof(names[0]) || !names[reason])
@@ -308,6 +313,7 @@ static inline const char *roceshim_downgrade_name(unsigned int cause)
 		[ROCESHIM_DOWNGRADE_IO_URING] = "io_uring",
 		[ROCESHIM_DOWNGRADE_EPOLL_DUP] = "epoll_dup",
 		[ROCESHIM_DOWNGRADE_SEND_STALL] = "send_stall",
+		[ROCESHIM_DOWNGRADE_REUSEPORT] = "reuseport",
 	};
 
 	if (cause >= sizeof(names) / sizeof(names[0]) || !names[cause])

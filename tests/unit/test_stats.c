@@ -123,6 +123,11 @@ static void reason_names_are_stable(void **state)
 			    "prefork");
 	assert_string_equal(roceshim_reason_name(ROCESHIM_REASON_HANDOFF),
 			    "handoff");
+	assert_string_equal(roceshim_reason_name(ROCESHIM_REASON_REUSEPORT),
+			    "reuseport");
+	assert_string_equal(
+		roceshim_downgrade_name(ROCESHIM_DOWNGRADE_REUSEPORT),
+		"reuseport");
 	assert_string_equal(
 		roceshim_downgrade_name(ROCESHIM_DOWNGRADE_IO_URING),
 		"io_uring");

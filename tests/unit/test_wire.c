@@ -206,6 +206,16 @@ static void handoff_refusal_carries_its_reason(void **state)
 	assert_int_equal(reason, ROCESHIM_REASON_HANDOFF);
 }
 
+static void reuseport_refusal_carries_its_reason(void **state)
+{
+	enum roceshim_reason reason;
+	uint8_t buf[WIRE_REJECT_LEN];
+
+	wire_encode_reject(ROCESHIM_REASON_REUSEPORT, buf);
+	assert_int_equal(wire_decode_reject(buf, sizeof(buf), &reason), 0);
+	assert_int_equal(reason, ROCESHIM_REASON_REUSEPORT);
+}
+
 static void refusal_with_another_reason_is_a_plain_refusal(void **state)
 {
 	enum roceshim_reason reason;
@@ -361,6 +371,7 @@ int main(void)
 		cmocka_unit_test(resource_refusal_carries_its_reason),
 		cmocka_unit_test(prefork_refusal_carries_its_reason),
 		cmocka_unit_test(handoff_refusal_carries_its_reason),
+		cmocka_unit_test(reuseport_refusal_carries_its_reason),
 		cmocka_unit_test(
 			refusal_with_another_reason_is_a_plain_refusal),
 		cmocka_unit_test(refusal_without_data_is_a_plain_refusal),
