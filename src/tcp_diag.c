@@ -56,6 +56,16 @@ static int stage_of(const struct inet_diag_msg *msg)
 	}
 }
 
+/* The negative errno an NLMSG_ERROR answer carries. */
+static int nl_error(const struct nlmsghdr *h)
+{
+	const struct nlmsgerr *err = NLMSG_DATA(h);
+
+	if (h->nlmsg_len < NLMSG_LENGTH(sizeof(*err)))
+		return -EPROTO;
+	return err->error < 0 ? err->error : -EPROTO;
+}
+
 /* The answer to one exact lookup: a stage or a negative errno. */
 static int read_answer(int fd, uint32_t seq)
 {
@@ -65,7 +75,6 @@ static int read_answer(int fd, uint32_t seq)
 	} u;
 	struct nlmsghdr *h = &u.h;
 	struct inet_diag_msg *msg;
-	struct nlmsgerr *err;
 	ssize_t n;
 
 	do {
@@ -76,12 +85,8 @@ static int read_answer(int fd, uint32_t seq)
 	for (; NLMSG_OK(h, (size_t)n); h = NLMSG_NEXT(h, n)) {
 		if (h->nlmsg_seq != seq)
 			continue;
-		if (h->nlmsg_type == NLMSG_ERROR) {
-			if (h->nlmsg_len < NLMSG_LENGTH(sizeof(*err)))
-				return -EPROTO;
-			err = NLMSG_DATA(h);
-			return err->error ? err->error : -EPROTO;
-		}
+		if (h->nlmsg_type == NLMSG_ERROR)
+			return nl_error(h);
 		if (h->nlmsg_type != SOCK_DIAG_BY_FAMILY ||
 		    h->nlmsg_len < NLMSG_LENGTH(sizeof(*msg)))
 			return -EPROTO;
@@ -128,4 +133,90 @@ int tcp_diag_stage(const struct roceshim_stats_endpoint *local,
 		ret = read_answer(fd, q.h.nlmsg_seq);
 	real.close(fd);
 	return ret;
+}
+
+/*
+ * Counts, from one dump's answers on fd, the listeners on port other
+ * than the socket of inode except and those known; -errno if the dump
+ * failed.
+ */
+static int count_listeners(int fd, uint32_t seq, uint16_t port, uint64_t except,
+			   bool (*known)(uint64_t inode))
+{
+	union {
+		struct nlmsghdr h;
+		char buf[16384];
+	} u;
+	struct inet_diag_msg *msg;
+	struct nlmsghdr *h;
+	int count = 0;
+	ssize_t n;
+
+	for (;;) {
+		n = real.recv(fd, u.buf, sizeof(u.buf), 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : -EPROTO;
+		for (h = &u.h; NLMSG_OK(h, (size_t)n); h = NLMSG_NEXT(h, n)) {
+			if (h->nlmsg_seq != seq)
+				continue;
+			if (h->nlmsg_type == NLMSG_DONE)
+				return count;
+			if (h->nlmsg_type == NLMSG_ERROR)
+				return nl_error(h);
+			if (h->nlmsg_type != SOCK_DIAG_BY_FAMILY ||
+			    h->nlmsg_len < NLMSG_LENGTH(sizeof(*msg)))
+				return -EPROTO;
+			msg = NLMSG_DATA(h);
+			if (ntohs(msg->id.idiag_sport) == port &&
+			    msg->idiag_inode != except &&
+			    !(known && known(msg->idiag_inode)))
+				count++;
+		}
+	}
+}
+
+int tcp_diag_listeners(uint16_t port, uint64_t except_inode,
+		       bool (*known)(uint64_t inode))
+{
+	static const uint8_t families[] = { AF_INET, AF_INET6 };
+	static uint32_t next_seq;
+	struct {
+		struct nlmsghdr h;
+		struct inet_diag_req_v2 req;
+	} q = {
+		.h = {
+			.nlmsg_len = sizeof(q),
+			.nlmsg_type = SOCK_DIAG_BY_FAMILY,
+			.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP,
+		},
+		.req = {
+			.sdiag_protocol = IPPROTO_TCP,
+			.idiag_states = 1u << TCP_LISTEN,
+		},
+	};
+	struct sockaddr_nl kernel = { .nl_family = AF_NETLINK };
+	int fd, ret = 0, total = 0;
+	size_t i;
+
+	fd = real.socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC,
+			 NETLINK_SOCK_DIAG);
+	if (fd < 0)
+		return -errno;
+	for (i = 0; i < sizeof(families) && ret >= 0; i++) {
+		q.req.sdiag_family = families[i];
+		q.h.nlmsg_seq =
+			__atomic_add_fetch(&next_seq, 1, __ATOMIC_RELAXED);
+		if (real.sendto(fd, &q, sizeof(q), 0,
+				(struct sockaddr *)&kernel, sizeof(kernel)) < 0)
+			ret = -errno;
+		else
+			ret = count_listeners(fd, q.h.nlmsg_seq, port,
+					      except_inode, known);
+		if (ret > 0)
+			total += ret;
+	}
+	real.close(fd);
+	return ret < 0 ? ret : total;
 }

@@ -4,13 +4,17 @@
  * (NETLINK_SOCK_DIAG, an exact lookup by its four-tuple; see
  * sock_diag(7)): whether it waits in a listener's queue, not yet taken
  * by accept(), which no call on the listener can tell without taking it,
- * and whether its handshake is stuck there.
+ * and whether its handshake is stuck there.  And, by a dump, which
+ * sockets listen on a port.
  *
  * Contract: thread safe, no state; a failure to ask is an error, never a
  * guess.
  */
 #ifndef ROCESHIM_TCP_DIAG_H
 #define ROCESHIM_TCP_DIAG_H
+
+#include <stdbool.h>
+#include <stdint.h>
 
 #include <roceshim/stats.h>
 
@@ -36,5 +40,14 @@ enum tcp_diag_stage {
  */
 int tcp_diag_stage(const struct roceshim_stats_endpoint *local,
 		   const struct roceshim_stats_endpoint *remote);
+
+/*
+ * How many TCP sockets listen on port in this network namespace, at any
+ * address, besides the one whose inode is except_inode (0: none) and
+ * those whose inode known() knows (known may be NULL); or a negative
+ * errno when the kernel cannot be asked.
+ */
+int tcp_diag_listeners(uint16_t port, uint64_t except_inode,
+		       bool (*known)(uint64_t inode));
 
 #endif /* ROCESHIM_TCP_DIAG_H */

@@ -3,9 +3,10 @@
  * listener (src/tcp_diag.c), asked of the real kernel over loopback: a
  * handshake it holds (TCP_DEFER_ACCEPT holds the client's ACK as a full
  * accept queue does), a connection waiting for accept(), one accepted,
- * and none.  A handshake stalled past a retransmission of its SYN-ACK
- * needs a queue that overflows between the SYN and the ACK, which
- * loopback does not do on demand: test-accept-queue.sh has it. */
+ * and none; and the sockets that listen on a port.  A handshake stalled
+ * past a retransmission of its SYN-ACK needs a queue that overflows
+ * between the SYN and the ACK, which loopback does not do on demand:
+ * test-accept-queue.sh has it. */
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -15,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -141,9 +143,52 @@ static void a_port_where_nothing_listens_cannot_be_told(void **state)
 	assert_int_equal(tcp_diag_stage(&pair.local, &pair.remote), -ENOENT);
 }
 
+static uint64_t known_inode;
+
+static bool is_known(uint64_t inode)
+{
+	return inode == known_inode;
+}
+
+static void listeners_on_a_port_are_counted_but_the_one_excepted(void **state)
+{
+	struct stat st;
+
+	(void)state;
+	listen_on_loopback(0);
+	assert_int_equal(fstat(pair.listener, &st), 0);
+	assert_int_equal(tcp_diag_listeners(pair.local.port, 0, NULL), 1);
+	assert_int_equal(
+		tcp_diag_listeners(pair.local.port, (uint64_t)st.st_ino, NULL),
+		0);
+	/* A connection on the port is not a listener. */
+	connect_client();
+	assert_int_equal(tcp_diag_listeners(pair.local.port, 0, NULL), 1);
+}
+
+static void listeners_known_to_the_caller_are_not_counted(void **state)
+{
+	struct stat st;
+
+	(void)state;
+	listen_on_loopback(0);
+	assert_int_equal(fstat(pair.listener, &st), 0);
+	known_inode = (uint64_t)st.st_ino;
+	assert_int_equal(tcp_diag_listeners(pair.local.port, 0, is_known), 0);
+	known_inode = (uint64_t)st.st_ino + 1;
+	assert_int_equal(tcp_diag_listeners(pair.local.port, 0, is_known), 1);
+	connect_client();
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_teardown(
+			listeners_known_to_the_caller_are_not_counted,
+			close_pair),
+		cmocka_unit_test_teardown(
+			listeners_on_a_port_are_counted_but_the_one_excepted,
+			close_pair),
 		cmocka_unit_test_teardown(
 			a_connection_accept_has_not_taken_is_queued,
 			close_pair),
