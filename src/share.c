@@ -37,13 +37,17 @@
 #define SLOTS	     16384
 #define NAME_MAX_LEN 64
 #define MEMFD_NAME   "roceshim-share"
-#define REGION_MAGIC 0x72736831u /* "rsh1": this layout */
+#define REGION_MAGIC 0x72736832u /* "rsh2": this layout */
 /*
  * As long as a pending connection may wait: once established,
  * PENDING_GONE_MS; before, PENDING_TIMEOUT_MS (handshake_server.c).
  */
 #define SHARE_PENDING_MS   600000
 #define SHARE_HANDSHAKE_MS 30000
+/* The other processes whose listeners share a port with this one's. */
+#define SHARE_JOINED_MAX 8
+/* The listeners, of any process, that joined one region. */
+#define SHARE_LISTENERS_MAX 16
 
 struct share_slot {
 	uint32_t state;	  /* atomic: enum share_state; a futex word */
@@ -71,6 +75,11 @@ struct region {
 	uint32_t magic;
 	uint32_t pad0;
 	uint64_t dev, ino; /* the memfd's: a new image checks its copy */
+	/*
+	 * Atomic: the inodes of the listening sockets that joined the
+	 * region (share_join()); 0: a free entry.
+	 */
+	uint64_t listeners[SHARE_LISTENERS_MAX];
 	uint8_t pad[32];
 	struct share_slot slots[SLOTS];
 };
@@ -97,10 +106,13 @@ static struct {
 	pthread_mutex_t lock;
 	struct region_ref own;	    /* the owner's, or an inherited one */
 	struct region_ref imported; /* handed over an exec: share_import() */
-	bool owner;		    /* own is ours to hand out and serve */
-	void **ctx;		    /* owner only: per slot, NULL while free */
-	unsigned int next; /* where the search for a free slot starts */
-	int sock;	   /* the request socket; -1 */
+	/* Other processes' regions: share_join(); mapped for good. */
+	struct region_ref joined[SHARE_JOINED_MAX];
+	unsigned int joined_count; /* atomic */
+	bool owner;		   /* own is ours to hand out and serve */
+	void **ctx;		   /* owner only: per slot, NULL while free */
+	unsigned int next;	   /* where the search for a free slot starts */
+	int sock;		   /* the request socket; -1 */
 	struct progress_watcher watcher;
 	void (*on_request)(void *ctx);
 } sh FORK_DATA = { .lock = PTHREAD_MUTEX_INITIALIZER,
@@ -504,9 +516,16 @@ share_pending_claim(const struct roceshim_stats_endpoint *src, uint16_t port,
 	struct share_slot *slot;
 	uint32_t state;
 
+	unsigned int i, joined;
+
 	slot = find_pending(r, src, port);
 	if (!slot) {
 		r = sh.imported.r;
+		slot = find_pending(r, src, port);
+	}
+	joined = __atomic_load_n(&sh.joined_count, __ATOMIC_ACQUIRE);
+	for (i = 0; !slot && i < joined; i++) {
+		r = sh.joined[i].r;
 		slot = find_pending(r, src, port);
 	}
 	*orphan = false;
@@ -729,6 +748,130 @@ void share_import(void)
 bool share_imported(void)
 {
 	return sh.imported.r;
+}
+
+int share_region_fd(uint64_t *ino)
+{
+	int fd;
+
+	pthread_mutex_lock(&sh.lock);
+	fd = sh.owner && sh.own.r && sh.own.fd >= 0 ? sh.own.fd : -ENOENT;
+	*ino = sh.own.ino;
+	pthread_mutex_unlock(&sh.lock);
+	return fd;
+}
+
+/* Whether ref is a region this process maps already: that one, or NULL. */
+static struct region *mapped_locked(const struct region_ref *ref)
+{
+	unsigned int i;
+
+	if (sh.own.r && sh.own.dev == ref->dev && sh.own.ino == ref->ino)
+		return sh.own.r;
+	if (sh.imported.r && sh.imported.dev == ref->dev &&
+	    sh.imported.ino == ref->ino)
+		return sh.imported.r;
+	for (i = 0; i < sh.joined_count; i++)
+		if (sh.joined[i].dev == ref->dev &&
+		    sh.joined[i].ino == ref->ino)
+			return sh.joined[i].r;
+	return NULL;
+}
+
+/* Lists listener in r's joined listeners; false if they are all taken. */
+static bool add_listener(struct region *r, uint64_t listener)
+{
+	unsigned int i;
+
+	for (i = 0; i < SHARE_LISTENERS_MAX; i++) {
+		uint64_t seen =
+			__atomic_load_n(&r->listeners[i], __ATOMIC_ACQUIRE);
+
+		if (seen == listener ||
+		    (!seen && __atomic_compare_exchange_n(
+				      &r->listeners[i], &seen, listener, false,
+				      __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) ||
+		    seen == listener)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Maps the region of process pid's descriptor fd if it is the memfd of
+ * inode ino, a roceshim region of this layout; under sh.lock.  The
+ * region, or NULL.
+ */
+static struct region *join_locked(int pid, int fd, uint64_t ino)
+{
+	struct region_ref ref = { .fd = -1 };
+	struct region *r;
+	struct stat st;
+	char path[64];
+	int opened;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd/%d", pid, fd);
+	/* Not a FIFO or a device: stat() first, open() only a regular file. */
+	if (stat(path, &st) || !S_ISREG(st.st_mode) ||
+	    (uint64_t)st.st_ino != ino)
+		return NULL;
+	ref.dev = (uint64_t)st.st_dev;
+	ref.ino = (uint64_t)st.st_ino;
+	r = mapped_locked(&ref);
+	if (r || sh.joined_count == SHARE_JOINED_MAX)
+		return r;
+	fd_room_enter();
+	opened = open(path, O_RDWR | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	fd_room_leave();
+	if (opened < 0)
+		return NULL;
+	/* Checked on what was opened: the holder may be gone, its pid reused.
+	 */
+	if (is_region_fd(&ref, opened) && names_region(opened) &&
+	    map_region(opened, &ref)) {
+		ref.fd = -1;
+		r = ref.r;
+		sh.joined[sh.joined_count] = ref;
+		__atomic_store_n(&sh.joined_count, sh.joined_count + 1,
+				 __ATOMIC_RELEASE);
+	}
+	real.close(opened);
+	return r;
+}
+
+int share_join(int pid, int fd, uint64_t ino, uint64_t listener)
+{
+	int err = errno, ret = -ENOENT;
+	struct region *r;
+
+	if (pid <= 0 || fd < 0 || !ino)
+		return -EINVAL;
+	pthread_mutex_lock(&sh.lock);
+	/* This process's own, or, in another pid namespace, another's. */
+	if (sh.own.r && sh.own.fd >= 0 && sh.own.ino == ino && pid == getpid())
+		r = sh.own.r;
+	else
+		r = join_locked(pid, fd, ino);
+	if (r && !add_listener(r, listener))
+		ret = -ENOSPC;
+	else if (r)
+		ret = sh.owner && r == sh.own.r;
+	pthread_mutex_unlock(&sh.lock);
+	errno = err;
+	return ret;
+}
+
+bool share_listener_joined(uint64_t listener)
+{
+	unsigned int i;
+
+	if (!sh.own.r)
+		return false;
+	for (i = 0; i < SHARE_LISTENERS_MAX; i++)
+		if (__atomic_load_n(&sh.own.r->listeners[i],
+				    __ATOMIC_ACQUIRE) == listener)
+			return true;
+	return false;
 }
 
 void FORK_CODE share_fork_child(bool fds_shared)

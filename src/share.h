@@ -98,8 +98,9 @@ bool share_pending_take(struct share_slot *slot);
 enum share_pending share_pending_state(const struct share_slot *slot);
 
 /*
- * Descendant: the pending connection of the TCP connection this process
- * accepted from src on port, if any: waits (at most timeout_ms) while its
+ * Descendant, or a process that joined the region (share_join()): the
+ * pending connection of the TCP connection this process accepted from
+ * src on port, if any: waits (at most timeout_ms) while its
  * handshake is in flight, and claims it if it was established (then
  * SHARE_PENDING_CLAIMED: the owner drops its side).  SHARE_NOT_PENDING or
  * SHARE_PENDING_FAILED: the client is on plain TCP.  *orphan: the claimed
@@ -139,6 +140,29 @@ bool share_exported(void);
  */
 void share_import(void);
 bool share_imported(void);
+
+/*
+ * The holder of a CM listener whose port other processes' listeners
+ * share (SO_REUSEPORT, reuseport.h): its region's memfd, which those
+ * processes map with share_join(), and in *ino its inode; -ENOENT where
+ * there is none (not the owner, or no memfd).  The descriptor stays
+ * this module's.
+ */
+int share_region_fd(uint64_t *ino);
+/*
+ * A listener (its socket's inode, listener) that shares a port with
+ * process pid's CM listener: maps that process's region (its memfd, fd
+ * there, of inode ino, opened through /proc and checked as
+ * share_import() checks), so that share_pending_claim() looks there too,
+ * and lists the listener there as one that claims.  1 where the region
+ * is this process's own, which it serves; 0 where it is another's; or a
+ * negative errno: no such region, no permission, SHARE_JOINED_MAX
+ * regions joined already, or as many listeners listed there as it
+ * takes.  Leaves errno alone.
+ */
+int share_join(int pid, int fd, uint64_t ino, uint64_t listener);
+/* Owner: whether listener (an inode) joined this process's region. */
+bool share_listener_joined(uint64_t listener);
 
 /*
  * In a fork child: the slots it inherited are its owner's, not its own.

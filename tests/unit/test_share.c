@@ -2,8 +2,10 @@
 /* Specification of the share region (src/share.c): a descendant's request
  * waits for its owner's answer, and a signal handler may interrupt it; a
  * worker that a server starts as a new program, with the listener, claims
- * the connections its owner's CM listener took, as a prefork worker does;
- * and the environment variable that names the region is hostile input. */
+ * the connections its owner's CM listener took, as a prefork worker does,
+ * and so does an unrelated program that joins the region (a listener that
+ * shares the port); and the environment variable that names the region,
+ * and a region to join, are hostile input. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -30,6 +32,8 @@
 #include "share.h"
 
 #define PORT 4791
+/* The inode of the listener a joiner lists. */
+#define JOINER_LISTENER 0x5eed0001u
 
 static const struct roceshim_stats_endpoint source = {
 	.family = 2,
@@ -77,6 +81,34 @@ static int run_new_image(const char *var, const char *mode)
 		_exit(127);
 	}
 	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	return WEXITSTATUS(status);
+}
+
+/*
+ * Runs this test program as a new image that joins the region of process
+ * pid, its descriptor fd of inode ino.
+ */
+static int run_joiner(int pid, int fd, uint64_t ino)
+{
+	char pid_arg[16], fd_arg[16], ino_arg[24];
+	int status;
+	pid_t child;
+
+	snprintf(pid_arg, sizeof(pid_arg), "%d", pid);
+	snprintf(fd_arg, sizeof(fd_arg), "%d", fd);
+	snprintf(ino_arg, sizeof(ino_arg), "%llu", (unsigned long long)ino);
+	child = fork();
+	assert_true(child >= 0);
+	if (!child) {
+		char *argv[] = { "test_share", "--join", pid_arg,
+				 fd_arg,       ino_arg,	 NULL };
+		char *envp[] = { NULL };
+
+		execve("/proc/self/exe", argv, envp);
+		_exit(127);
+	}
+	assert_int_equal(waitpid(child, &status, 0), child);
 	assert_true(WIFEXITED(status));
 	return WEXITSTATUS(status);
 }
@@ -259,6 +291,64 @@ static void new_image_finds_nothing_for_another_source(void **state)
 	share_slot_free(slot);
 }
 
+static void another_program_joins_and_claims_a_pending_connection(void **state)
+{
+	static int ctx;
+	struct share_slot *slot = share_slot_new(&ctx);
+	uint64_t ino;
+	int fd = share_region_fd(&ino);
+
+	(void)state;
+	assert_non_null(slot);
+	assert_true(fd >= 0);
+	share_pending_set(slot, &source, PORT);
+	share_pending_settle(slot, SHARE_PENDING_ESTABLISHED);
+	assert_int_equal(run_joiner(getpid(), fd, ino), 0);
+	assert_int_equal(share_pending_state(slot), SHARE_PENDING_CLAIMED);
+	/* It listed its listener. */
+	assert_true(share_listener_joined(JOINER_LISTENER));
+	assert_false(share_listener_joined(JOINER_LISTENER + 1));
+	wait_for_request(&ctx);
+	share_slot_free(slot);
+}
+
+static void join_refuses_a_descriptor_that_is_not_a_region(void **state)
+{
+	char path[] = "/tmp/test_share.XXXXXX";
+	int fd = mkstemp(path);
+	struct stat st;
+
+	(void)state;
+	assert_true(fd >= 0);
+	unlink(path);
+	assert_int_equal(ftruncate(fd, 1 << 20), 0);
+	assert_int_equal(fstat(fd, &st), 0);
+	assert_int_equal(run_joiner(getpid(), fd, (uint64_t)st.st_ino), 2);
+	close(fd);
+}
+
+static void join_refuses_a_region_of_another_inode(void **state)
+{
+	uint64_t ino;
+	int fd = share_region_fd(&ino);
+
+	(void)state;
+	/* A name of another pid namespace: that pid, another process. */
+	assert_int_equal(run_joiner(getpid(), fd, ino + 1), 2);
+	/* A pid that no process has. */
+	assert_int_equal(run_joiner(INT32_MAX, fd, ino), 2);
+}
+
+static void this_process_joins_its_own_region(void **state)
+{
+	uint64_t ino;
+	int fd = share_region_fd(&ino);
+
+	(void)state;
+	assert_int_equal(share_join(getpid(), fd, ino, JOINER_LISTENER + 2), 1);
+	assert_true(share_listener_joined(JOINER_LISTENER + 2));
+}
+
 static void exported_copy_survives_exec_only_once_inherited(void **state)
 {
 	char *var = share_export(false);
@@ -383,6 +473,21 @@ static int claim_in_new_image(void)
 	return orphan ? 4 : 0;
 }
 
+/* The new image of run_joiner(): joins, then claims from source. */
+static int join_in_new_image(const char *pid, const char *fd, const char *ino)
+{
+	bool orphan;
+
+	real_init();
+	if (share_join(atoi(pid), atoi(fd), strtoull(ino, NULL, 10),
+		       JOINER_LISTENER))
+		return 2;
+	if (share_pending_claim(&source, PORT, 1000, &orphan) !=
+	    SHARE_PENDING_CLAIMED)
+		return 3;
+	return orphan ? 4 : 0;
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -395,6 +500,12 @@ int main(int argc, char **argv)
 			new_image_claims_a_pending_connection_of_its_owner),
 		cmocka_unit_test(new_image_finds_nothing_for_another_source),
 		cmocka_unit_test(
+			another_program_joins_and_claims_a_pending_connection),
+		cmocka_unit_test(
+			join_refuses_a_descriptor_that_is_not_a_region),
+		cmocka_unit_test(join_refuses_a_region_of_another_inode),
+		cmocka_unit_test(this_process_joins_its_own_region),
+		cmocka_unit_test(
 			exported_copy_survives_exec_only_once_inherited),
 		cmocka_unit_test(import_ignores_malformed_values),
 		cmocka_unit_test(
@@ -406,5 +517,7 @@ int main(int argc, char **argv)
 
 	if (argc == 2 && !strcmp(argv[1], "--claim"))
 		return claim_in_new_image();
+	if (argc == 5 && !strcmp(argv[1], "--join"))
+		return join_in_new_image(argv[2], argv[3], argv[4]);
 	return cmocka_run_group_tests(tests, start_owner, NULL);
 }
