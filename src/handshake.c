@@ -22,6 +22,7 @@
 #include "rdma_stack.h"
 #include "readiness.h"
 #include "real.h"
+#include "reuseport.h"
 #include "share.h"
 #include "stats.h"
 
@@ -305,6 +306,7 @@ void FORK_CODE handshake_fork_child(bool fds_shared)
 	if (fds_shared || rdma_stack_begun())
 		hs.disabled = true;
 	handshake_server_fork_child();
+	reuseport_fork_child(fds_shared);
 	handshake_client_fork_child(fds_shared);
 	device_watch_fork_child(fds_shared);
 }

@@ -86,12 +86,15 @@ void handshake_dial_cancel(struct dial *d);
 
 /*
  * Opens the CM listener beside TCP listener fd, with at least its listen
- * backlog.  Failure means TCP only, for the reason returned: unsupported
- * where this process serves no RDMA handshake (a fork child), resource
- * where the CM refused the listener.
+ * backlog.  port_shared: fd has SO_REUSEPORT, and this process holds the
+ * port for the listeners that may share it (reuseport.h).  Failure means
+ * TCP only, for the reason returned: unsupported where this process
+ * serves no RDMA handshake (a fork child), resource where the CM refused
+ * the listener, reuseport where the port is not this process's to hold.
  */
 enum roceshim_reason handshake_listen(const struct config *cfg,
-				      struct sock *sock, int fd, int backlog);
+				      struct sock *sock, int fd, int backlog,
+				      bool port_shared);
 /*
  * The CM listener goes.  listener_stays: the TCP listener goes on
  * listening, so the connections its CM listener took still wait for
@@ -145,6 +148,15 @@ void handshake_take_inherited(const struct config *cfg,
 			      const struct roceshim_stats_endpoint *peer,
 			      uint16_t local_port, int fd,
 			      enum roceshim_downgrade *moved);
+/*
+ * As handshake_take_inherited(), for a listener that shares its port
+ * (SO_REUSEPORT) with another listener's CM listener, whose region this
+ * process joined (reuseport.h).
+ */
+void handshake_take_joined(const struct config *cfg,
+			   const struct roceshim_stats_endpoint *peer,
+			   uint16_t local_port, int fd,
+			   enum roceshim_downgrade *moved);
 /* Whether this process serves RDMA handshakes (a fork child does not). */
 bool handshake_running(void);
 /*

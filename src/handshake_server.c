@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "clock.h"
@@ -22,6 +23,7 @@
 #include "progress.h"
 #include "rdma_stack.h"
 #include "real.h"
+#include "reuseport.h"
 #include "share.h"
 #include "stats.h"
 #include "tcp_diag.h"
@@ -86,6 +88,7 @@ struct pending {
 	int64_t check_ms; /* established: when its TCP handshake is looked at
 			     next (check_stalls()); 0: no more */
 	bool busy; /* its request is still being decided: accept() waits */
+	bool port_shared; /* its listener's port is (SO_REUSEPORT) */
 	struct pending *next;
 };
 
@@ -101,6 +104,13 @@ struct listener {
 	const char *tag; /* &handshake_listener_tag */
 	int backlog;
 	int64_t since_ms; /* when it started to listen */
+	/*
+	 * SO_REUSEPORT: listeners of other processes may share the port and
+	 * claim its connections; the descriptor that names it for them
+	 * (reuseport.h), -1 if it does not.
+	 */
+	int reuseport_name;
+	uint64_t inode; /* its TCP listener's socket */
 };
 
 /*
@@ -297,6 +307,18 @@ static bool too_many_pending(struct rdma_cm_id *listener)
 	return n >= (unsigned int)l->backlog * PENDING_PER_BACKLOG;
 }
 
+/*
+ * Whether a listener that shares its port, unknown to the CM listener
+ * (a process without roceshim, or one that could not join), might
+ * accept the connection: it would treat a client on RDMA as plain TCP.
+ */
+static bool strangers_listen(struct rdma_cm_id *listener, uint16_t port)
+{
+	const struct listener *l = listener->context;
+
+	return l->reuseport_name >= 0 && reuseport_strangers(port, l->inode);
+}
+
 /* A client's connect request on one of our listeners; false: refused. */
 bool handshake_on_connect_request(const struct config *cfg,
 				  struct rdma_cm_event *ev)
@@ -326,8 +348,17 @@ bool handshake_on_connect_request(const struct config *cfg,
 			  why == ROCESHIM_REASON_PREFORK
 				  ? "a worker process accepts this port's "
 				    "connections"
+			  : why == ROCESHIM_REASON_REUSEPORT
+				  ? "another listener on this port accepts "
+				    "its connections"
 				  : "another process takes this port's "
 				    "connections over");
+		goto reject;
+	}
+	if (strangers_listen(ev->listen_id, local_port)) {
+		log_info("cm: connect request refused: a socket that did not "
+			 "join listens on this port too (SO_REUSEPORT)");
+		why = ROCESHIM_REASON_REUSEPORT;
 		goto reject;
 	}
 	if (too_many_pending(ev->listen_id)) {
@@ -394,6 +425,8 @@ bool handshake_on_connect_request(const struct config *cfg,
 	p->local = local;
 	p->port = local_port;
 	p->listener = ev->listen_id;
+	p->port_shared = ((const struct listener *)ev->listen_id->context)
+				 ->reuseport_name >= 0;
 	/* A prefork worker that accepts it finds it there. */
 	share_pending_set(conn_slot(c), &hello.tcp_source, local_port);
 	p->conn = c;
@@ -608,14 +641,24 @@ static int v6_only(int fd, const struct sockaddr_storage *ss)
 	return on ? 1 : 0;
 }
 
+/* The port of a bound IPv4 or IPv6 address. */
+static uint16_t port_of(const struct sockaddr_storage *ss)
+{
+	if (ss->ss_family == AF_INET)
+		return ntohs(((const struct sockaddr_in *)ss)->sin_port);
+	return ntohs(((const struct sockaddr_in6 *)ss)->sin6_port);
+}
+
 static enum roceshim_reason listen_now(const struct config *cfg,
-				       struct sock *sock, int fd, int backlog)
+				       struct sock *sock, int fd, int backlog,
+				       bool port_shared)
 {
 	struct rdma_event_channel *ch = handshake_channel(cfg);
 	struct sockaddr_storage ss;
 	socklen_t len = sizeof(ss);
 	struct listener *l;
 	struct rdma_cm_id *id;
+	struct stat st;
 	int afonly;
 
 	if (backlog < LISTEN_BACKLOG_MIN)
@@ -633,7 +676,24 @@ static enum roceshim_reason listen_now(const struct config *cfg,
 	l->tag = &handshake_listener_tag;
 	l->backlog = backlog;
 	l->since_ms = clock_ms();
+	l->reuseport_name = -1;
+	if (port_shared) {
+		if (fstat(fd, &st)) {
+			free(l);
+			return ROCESHIM_REASON_RESOURCE;
+		}
+		l->inode = (uint64_t)st.st_ino;
+		l->reuseport_name = reuseport_hold(port_of(&ss), fd);
+		if (l->reuseport_name < 0) {
+			log_debug("fd %d: SO_REUSEPORT: the port is not this "
+				  "process's to hold (%s)",
+				  fd, strerror(-l->reuseport_name));
+			free(l);
+			return ROCESHIM_REASON_REUSEPORT;
+		}
+	}
 	if (rdmacm.create_id(ch, &id, l, RDMA_PS_TCP)) {
+		reuseport_release(l->reuseport_name);
 		free(l);
 		return ROCESHIM_REASON_RESOURCE;
 	}
@@ -642,11 +702,21 @@ static enum roceshim_reason listen_now(const struct config *cfg,
 			       &afonly, sizeof(afonly))) ||
 	    rdmacm.bind_addr(id, (struct sockaddr *)&ss) ||
 	    rdmacm.listen(id, backlog)) {
+		int err = errno;
+
 		log_debug("fd %d: no RDMA listener beside it (%s)", fd,
-			  strerror(errno));
+			  strerror(err));
 		rdmacm.destroy_id(id);
+		reuseport_release(l->reuseport_name);
 		free(l);
-		return ROCESHIM_REASON_RESOURCE;
+		/*
+		 * Another listener on the port, not listening yet when it was
+		 * checked, holds it: it named the port first, and this one
+		 * joins it after its own listen().
+		 */
+		return port_shared && err == EADDRINUSE
+			       ? ROCESHIM_REASON_REUSEPORT
+			       : ROCESHIM_REASON_RESOURCE;
 	}
 	sock->listen_since_ms = l->since_ms;
 	__atomic_store_n(&sock->listen_id, id, __ATOMIC_RELEASE);
@@ -654,13 +724,14 @@ static enum roceshim_reason listen_now(const struct config *cfg,
 }
 
 enum roceshim_reason handshake_listen(const struct config *cfg,
-				      struct sock *sock, int fd, int backlog)
+				      struct sock *sock, int fd, int backlog,
+				      bool port_shared)
 {
 	enum roceshim_reason reason;
 
 	if (!handshake_begin())
 		return ROCESHIM_REASON_UNSUPPORTED;
-	reason = listen_now(cfg, sock, fd, backlog);
+	reason = listen_now(cfg, sock, fd, backlog, port_shared);
 	handshake_end();
 	return reason;
 }
@@ -685,8 +756,9 @@ void handshake_unlisten(struct sock *sock, bool listener_stays)
 {
 	struct rdma_cm_id *id;
 	struct pending *p;
+	struct listener *l;
+	bool port_shared;
 	int64_t until;
-	void *l;
 
 	/*
 	 * Before the id goes: an accept() on another thread that finds no
@@ -706,6 +778,8 @@ void handshake_unlisten(struct sock *sock, bool listener_stays)
 		return;
 	l = id->context;
 	rdmacm.destroy_id(id);
+	port_shared = l->reuseport_name >= 0;
+	reuseport_release(l->reuseport_name);
 	free(l);
 	/*
 	 * The kernel resets the TCP connections in its queue: these go too,
@@ -713,9 +787,11 @@ void handshake_unlisten(struct sock *sock, bool listener_stays)
 	 * A fork child (a prefork worker), or a worker spawned with the
 	 * listener, may still hold the listening socket and accept them:
 	 * after a fork or such a spawn they live on a while.  So they do
-	 * when the listener itself stays, and only its CM listener goes.
+	 * when the listener itself stays, and only its CM listener goes,
+	 * and when other processes' listeners share its port.
 	 */
-	until = conn_forked() || share_exported() || listener_stays
+	until = conn_forked() || share_exported() || listener_stays ||
+				port_shared
 			? clock_ms() + PENDING_TIMEOUT_MS
 			: 0;
 	pthread_mutex_lock(&pend.lock);
@@ -857,6 +933,19 @@ void handshake_take_inherited(const struct config *cfg,
 			       ROCESHIM_DOWNGRADE_EXEC, moved);
 }
 
+void handshake_take_joined(const struct config *cfg,
+			   const struct roceshim_stats_endpoint *peer,
+			   uint16_t local_port, int fd,
+			   enum roceshim_downgrade *moved)
+{
+	*moved = ROCESHIM_DOWNGRADE_NONE;
+	if (exec_handover_claim(peer, local_port))
+		move_unclaimed(cfg, fd, ROCESHIM_DOWNGRADE_EXEC, moved);
+	else
+		take_inherited(cfg, peer, local_port, fd,
+			       ROCESHIM_DOWNGRADE_REUSEPORT, moved);
+}
+
 void handshake_port_handed_over(uint16_t port)
 {
 	if (!port)
@@ -882,8 +971,10 @@ void handshake_on_share_request(void *ctx)
 		if (p->conn == c) {
 			p->state = PENDING_CLAIMED;
 			p->expires_ms = clock_ms() + PENDING_CLAIMED_MS;
-			mark_accepted_elsewhere_locked(p->port,
-						       ROCESHIM_REASON_PREFORK);
+			mark_accepted_elsewhere_locked(
+				p->port, p->port_shared
+						 ? ROCESHIM_REASON_REUSEPORT
+						 : ROCESHIM_REASON_PREFORK);
 			break;
 		}
 	}

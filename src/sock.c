@@ -58,6 +58,7 @@ struct sock *sock_new(int domain)
 	sock->spawn_dup = false;
 	sock->stdio_stream = false;
 	sock->imported = false;
+	sock->joined = 0;
 	sock->dial_again = false;
 	__atomic_store_n(&sock->sndbuf, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&sock->tcp_inq, -1, __ATOMIC_RELAXED);

@@ -50,6 +50,12 @@ struct sock {
 	 * share region (share_import()).
 	 */
 	bool imported;
+	/*
+	 * Atomic: a listener that shares its port (SO_REUSEPORT) with
+	 * another listener's CM listener, whose share region it joined: the
+	 * REUSEPORT_JOINED_* bits of that listener's process (reuseport.h).
+	 */
+	unsigned int joined;
 	bool abortive;	   /* closed with SO_LINGER {1, 0}: no FIN */
 	bool spawn_dup;	   /* named in a posix_spawn file action */
 	bool stdio_stream; /* atomic: fdopen() made a stream of it */

@@ -6,6 +6,7 @@
 #include <limits.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -22,6 +23,7 @@
 #include "rdma_stack.h"
 #include "readiness.h"
 #include "real.h"
+#include "reuseport.h"
 #include "share.h"
 #include "shim.h"
 #include "sockopt.h"
@@ -57,28 +59,6 @@ void track_socket(int fd, int domain, int type, int protocol)
 	if (ret)
 		log_debug("fd %d: not tracked (%s)", fd, strerror(-ret));
 	sock_put(sock);
-}
-
-struct sock *track_inherited_listener(int fd)
-{
-	int domain, type, protocol, listening;
-	socklen_t len = sizeof(int);
-	struct sock *sock;
-
-	if (!(exec_handover_waiting() || share_imported()) ||
-	    real.getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) ||
-	    !listening ||
-	    real.getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) ||
-	    real.getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) ||
-	    real.getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &protocol, &len) ||
-	    !is_tcp(domain, type, protocol))
-		return NULL;
-	track_socket(fd, domain, type, protocol);
-	sock = shim_lookup(fd);
-	if (sock)
-		__atomic_store_n(&sock->imported, share_imported(),
-				 __ATOMIC_RELEASE);
-	return sock;
 }
 
 void track_inherited_listeners(void)
@@ -475,18 +455,6 @@ void track_connect_result(struct sock *sock, int fd, int so_error)
 	sock_set_state(sock, ROCESHIM_ROW_OPEN);
 }
 
-/* The CM listener beside fd, unless open already or the port is unbound. */
-static enum roceshim_reason
-open_cm_listener(struct sock *sock, int fd,
-		 const struct roceshim_stats_endpoint *local, int backlog)
-{
-	if (sock->listen_id)
-		return ROCESHIM_REASON_NONE;
-	if (!local->port)
-		return ROCESHIM_REASON_RESOURCE;
-	return handshake_listen(&shim_config, sock, fd, backlog);
-}
-
 /* Whether an int socket option is above 0; errno is left as it was. */
 static bool option_on(int fd, int level, int name)
 {
@@ -511,9 +479,8 @@ static bool defers_accept(int fd)
 /*
  * SO_REUSEPORT: listeners of other processes may share the port, and the
  * kernel picks which of them accepts each TCP connection, while only one
- * process can hold the port's CM listener.  A client could then end on
- * RDMA with one process while another accepted its TCP connection.  Such
- * a listener stays on TCP, and so do its clients: no CM listener answers.
+ * process can hold the port's CM listener.  The others claim what it
+ * took (reuseport.h).
  */
 static bool shares_port(int fd)
 {
@@ -525,9 +492,92 @@ static const char *listener_tcp_only(int fd)
 {
 	if (defers_accept(fd))
 		return "TCP_DEFER_ACCEPT";
-	if (shares_port(fd))
-		return "SO_REUSEPORT";
 	return sockopt_tcp_only_on(fd, true);
+}
+
+/* The CM listener beside fd, unless open already or the port is unbound. */
+static enum roceshim_reason
+open_cm_listener(struct sock *sock, int fd,
+		 const struct roceshim_stats_endpoint *local, int backlog)
+{
+	if (sock->listen_id)
+		return ROCESHIM_REASON_NONE;
+	if (!local->port)
+		return ROCESHIM_REASON_RESOURCE;
+	return handshake_listen(&shim_config, sock, fd, backlog,
+				shares_port(fd));
+}
+
+/*
+ * A listener with SO_REUSEPORT whose port another listener holds: it
+ * claims what that one's CM listener took.  The REUSEPORT_JOINED_* bits
+ * of the holders it joined.
+ */
+static unsigned int join_port(int fd, uint16_t port)
+{
+	unsigned int joined = 0;
+	struct stat st;
+
+	if (!fstat(fd, &st))
+		joined = reuseport_join(port, (uint64_t)st.st_ino);
+	if (!joined)
+		log_info("fd %d: SO_REUSEPORT: no RDMA listener on port %u to "
+			 "join; the listener stays on TCP",
+			 fd, (unsigned int)port);
+	else
+		log_debug("fd %d: SO_REUSEPORT: claims the RDMA connections "
+			  "of the port's holder",
+			  fd);
+	return joined;
+}
+
+/* Whether listener fd is one of the TCP sockets this process tracks. */
+static bool listening_tcp(int fd, int *domain)
+{
+	int type, protocol, listening;
+	socklen_t len = sizeof(int);
+
+	return !real.getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening,
+				&len) &&
+	       listening &&
+	       !real.getsockopt(fd, SOL_SOCKET, SO_DOMAIN, domain, &len) &&
+	       !real.getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) &&
+	       !real.getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &protocol, &len) &&
+	       is_tcp(*domain, type, protocol);
+}
+
+struct sock *track_inherited_listener(int fd)
+{
+	struct roceshim_stats_endpoint local;
+	bool imported = share_imported();
+	unsigned int joined = 0;
+	struct sock *sock;
+	int domain, ret;
+
+	if (!(exec_handover_waiting() || imported ||
+	      (shim_tracking() && shares_port(fd))) ||
+	    !listening_tcp(fd, &domain))
+		return NULL;
+	/* One an exec kept shares its port with its old holder's. */
+	if (!imported && shares_port(fd)) {
+		local_endpoint(fd, &local);
+		joined = join_port(fd, local.port);
+	}
+	sock = sock_new(domain);
+	if (!sock)
+		return NULL;
+	/* Before it is seen: another thread's accept() may find it. */
+	sock->imported = imported;
+	sock->joined = joined;
+	if (joined)
+		sock->listen_reason = ROCESHIM_REASON_REUSEPORT;
+	ret = fd_table_install(fd, sock);
+	sock_put(sock);
+	if (ret) {
+		log_debug("fd %d: not tracked (%s)", fd, strerror(-ret));
+		return NULL;
+	}
+	return shim_lookup(fd);
 }
 
 void track_listen_prepare(struct sock *sock, int fd, int backlog)
@@ -566,6 +616,15 @@ void track_listen(struct sock *sock, int fd, int backlog)
 	}
 	if (reason == ROCESHIM_REASON_NONE)
 		reason = open_cm_listener(sock, fd, &local, backlog);
+	/*
+	 * Whatever kept its own CM listener away, it must claim what the
+	 * port's holder took, or the holder takes nothing: unless it takes
+	 * no RDMA connection at all (TCP_DEFER_ACCEPT).
+	 */
+	if (reason != ROCESHIM_REASON_NONE && shares_port(fd) &&
+	    !listener_tcp_only(fd))
+		__atomic_store_n(&sock->joined, join_port(fd, local.port),
+				 __ATOMIC_RELEASE);
 	__atomic_store_n(&sock->listen_reason, reason, __ATOMIC_RELEASE);
 	sock_publish(sock, fd, ROCESHIM_ROLE_LISTENER, ROCESHIM_ROW_LISTENING,
 		     reason, &local, &none);
@@ -590,6 +649,7 @@ void track_accept(struct sock *listener, int fd,
 	struct roceshim_stats_endpoint local, peer;
 	enum roceshim_reason reason;
 	enum roceshim_downgrade moved = ROCESHIM_DOWNGRADE_NONE;
+	unsigned int joined;
 	int64_t since;
 	struct sock *sock;
 
@@ -614,10 +674,15 @@ void track_accept(struct sock *listener, int fd,
 	since = __atomic_load_n(&listener->listen_id, __ATOMIC_ACQUIRE)
 			? listener->listen_since_ms
 			: -1;
+	joined = __atomic_load_n(&listener->joined, __ATOMIC_ACQUIRE);
 	if (since < 0 && __atomic_load_n(&listener->imported, __ATOMIC_ACQUIRE))
 		handshake_take_inherited(&shim_config, &peer, local.port, fd,
 					 &moved);
-	else if (since >= 0 ||
+	else if (since < 0 && (joined & REUSEPORT_JOINED_OTHER))
+		handshake_take_joined(&shim_config, &peer, local.port, fd,
+				      &moved);
+	/* Its holder is this process: it takes the connection as its own. */
+	else if (since >= 0 || joined ||
 		 __atomic_load_n(&listener->orphans, __ATOMIC_ACQUIRE) ||
 		 exec_handover_waiting())
 		sock->conn = handshake_take_pending(&shim_config, since, &peer,

@@ -9,6 +9,13 @@
                                   an echo server with two listeners on
                                   PORT: an IPv6 one on :: with IPV6_V6ONLY,
                                   opened first, and an IPv4 one on ADDR
+  port_share.py serve-two ADDR PORT
+                                  an echo server with two SO_REUSEPORT
+                                  listeners on ADDR:PORT, a thread each
+  port_share.py serve-prefork ADDR PORT
+                                  two SO_REUSEPORT listeners on ADDR:PORT,
+                                  then two forked workers, each accepting
+                                  on its own (nginx's "reuseport")
   port_share.py client ADDR PORT --conns N --bind A
                                   N concurrent connections, each echoing
                                   100 kB; prints "ok N bad M"
@@ -41,13 +48,34 @@ def accept_loop(ls):
         threading.Thread(target=echo, args=(conn,), daemon=True).start()
 
 
-def serve(args):
+def reuseport_listener(args):
     ls = socket.socket()
     ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     ls.bind((args.addr, args.port))
     ls.listen(64)
+    return ls
+
+
+def serve(args):
+    ls = reuseport_listener(args)
     print("listening", flush=True)
     accept_loop(ls)
+
+
+def serve_two(args):
+    first, second = reuseport_listener(args), reuseport_listener(args)
+    threading.Thread(target=accept_loop, args=(second,), daemon=True).start()
+    print("listening", flush=True)
+    accept_loop(first)
+
+
+def serve_prefork(args):
+    listeners = [reuseport_listener(args), reuseport_listener(args)]
+    for mine in listeners:
+        if os.fork() == 0:
+            accept_loop(mine)
+    print("listening", flush=True)
+    os.wait()
 
 
 def serve_pair(args):
@@ -109,6 +137,10 @@ def main():
     pp = sub.add_parser("serve-pair")
     pp.add_argument("addr")
     pp.add_argument("port", type=int)
+    for name in ("serve-two", "serve-prefork"):
+        tp = sub.add_parser(name)
+        tp.add_argument("addr")
+        tp.add_argument("port", type=int)
     cp = sub.add_parser("client")
     cp.add_argument("addr")
     cp.add_argument("port", type=int)
@@ -116,6 +148,7 @@ def main():
     cp.add_argument("--bind", required=True)
     args = p.parse_args()
     return {"serve": serve, "serve-pair": serve_pair,
+            "serve-two": serve_two, "serve-prefork": serve_prefork,
             "client": client}[args.cmd](args)
 
 

@@ -16,10 +16,9 @@
 #                                          then refused (prefork)
 #   apache2 (prefork, custom -f config)    the same -> TCP: its listener
 #                                          has TCP_DEFER_ACCEPT
-#   haproxy (2 threads, noreuseport) in    curl, ab -> front leg on rdma,
-#   front of the nginx workers             back leg moved by the workers
-#                                          (with SO_REUSEPORT, its default,
-#                                          the front leg stays on TCP)
+#   haproxy (2 threads; SO_REUSEPORT, its  curl, ab -> front leg on rdma,
+#   default) in front of the nginx         back leg moved by the workers
+#   workers
 #   redis-server                           redis-benchmark, 2 MB SET/GET,
 #                                          BGSAVE (a fork of the server)
 #                                          -> rdma
@@ -212,7 +211,6 @@ if have nginx haproxy curl ab && [ -f "$tmp/nginx.pid" ]; then
 global
 	maxconn 200
 	nbthread 2
-	noreuseport
 defaults
 	mode http
 	timeout connect 20s

@@ -241,7 +241,7 @@ static int setup(void **state)
 	assert_int_equal(bind(listen_fd, (struct sockaddr *)&sin, sizeof(sin)),
 			 0);
 	assert_int_equal(listen(listen_fd, 8), 0);
-	assert_int_equal(handshake_listen(&cfg, &listener, listen_fd, 8),
+	assert_int_equal(handshake_listen(&cfg, &listener, listen_fd, 8, false),
 			 ROCESHIM_REASON_NONE);
 	assert_non_null(listener.listen_id);
 	assert_int_not_equal(cm.port, 0);
