@@ -920,17 +920,30 @@ static void take_inherited(const struct config *cfg,
 	move_unclaimed(cfg, fd, cause, moved);
 }
 
-void handshake_take_inherited(const struct config *cfg,
-			      const struct roceshim_stats_endpoint *peer,
-			      uint16_t local_port, int fd,
-			      enum roceshim_downgrade *moved)
+/*
+ * One an exec handed over first, else one the share regions list, which
+ * moves for cause.
+ */
+static void take_elsewhere(const struct config *cfg,
+			   const struct roceshim_stats_endpoint *peer,
+			   uint16_t local_port, int fd,
+			   enum roceshim_downgrade cause,
+			   enum roceshim_downgrade *moved)
 {
 	*moved = ROCESHIM_DOWNGRADE_NONE;
 	if (exec_handover_claim(peer, local_port))
 		move_unclaimed(cfg, fd, ROCESHIM_DOWNGRADE_EXEC, moved);
 	else
-		take_inherited(cfg, peer, local_port, fd,
-			       ROCESHIM_DOWNGRADE_EXEC, moved);
+		take_inherited(cfg, peer, local_port, fd, cause, moved);
+}
+
+void handshake_take_inherited(const struct config *cfg,
+			      const struct roceshim_stats_endpoint *peer,
+			      uint16_t local_port, int fd,
+			      enum roceshim_downgrade *moved)
+{
+	take_elsewhere(cfg, peer, local_port, fd, ROCESHIM_DOWNGRADE_EXEC,
+		       moved);
 }
 
 void handshake_take_joined(const struct config *cfg,
@@ -938,12 +951,8 @@ void handshake_take_joined(const struct config *cfg,
 			   uint16_t local_port, int fd,
 			   enum roceshim_downgrade *moved)
 {
-	*moved = ROCESHIM_DOWNGRADE_NONE;
-	if (exec_handover_claim(peer, local_port))
-		move_unclaimed(cfg, fd, ROCESHIM_DOWNGRADE_EXEC, moved);
-	else
-		take_inherited(cfg, peer, local_port, fd,
-			       ROCESHIM_DOWNGRADE_REUSEPORT, moved);
+	take_elsewhere(cfg, peer, local_port, fd, ROCESHIM_DOWNGRADE_REUSEPORT,
+		       moved);
 }
 
 void handshake_port_handed_over(uint16_t port)

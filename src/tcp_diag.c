@@ -96,40 +96,58 @@ static int read_answer(int fd, uint32_t seq)
 	return -EPROTO;
 }
 
+/* One request to sock_diag. */
+struct query {
+	struct nlmsghdr h;
+	struct inet_diag_req_v2 req;
+};
+
+static void query_init(struct query *q, uint16_t flags, uint32_t states)
+{
+	memset(q, 0, sizeof(*q));
+	q->h.nlmsg_len = sizeof(*q);
+	q->h.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+	q->h.nlmsg_flags = NLM_F_REQUEST | flags;
+	q->req.sdiag_protocol = IPPROTO_TCP;
+	q->req.idiag_states = states;
+}
+
+/* Sends q on fd, numbered anew; 0 or -errno. */
+static int query_send(int fd, struct query *q)
+{
+	static uint32_t next_seq;
+	struct sockaddr_nl kernel = { .nl_family = AF_NETLINK };
+
+	q->h.nlmsg_seq = __atomic_add_fetch(&next_seq, 1, __ATOMIC_RELAXED);
+	if (real.sendto(fd, q, sizeof(*q), 0, (struct sockaddr *)&kernel,
+			sizeof(kernel)) < 0)
+		return -errno;
+	return 0;
+}
+
+static int open_diag(void)
+{
+	int fd = real.socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC,
+			     NETLINK_SOCK_DIAG);
+
+	return fd < 0 ? -errno : fd;
+}
+
 int tcp_diag_stage(const struct roceshim_stats_endpoint *local,
 		   const struct roceshim_stats_endpoint *remote)
 {
-	static uint32_t next_seq;
-	struct {
-		struct nlmsghdr h;
-		struct inet_diag_req_v2 req;
-	} q = {
-		.h = {
-			.nlmsg_len = sizeof(q),
-			.nlmsg_type = SOCK_DIAG_BY_FAMILY,
-			.nlmsg_flags = NLM_F_REQUEST,
-		},
-		.req = {
-			.sdiag_protocol = IPPROTO_TCP,
-			.idiag_states = (1u << TCP_ESTABLISHED) |
-					(1u << TCP_SYN_RECV),
-		},
-	};
-	struct sockaddr_nl kernel = { .nl_family = AF_NETLINK };
+	struct query q;
 	int fd, ret;
 
+	query_init(&q, 0, (1u << TCP_ESTABLISHED) | (1u << TCP_SYN_RECV));
 	ret = fill_id(&q.req.id, &q.req.sdiag_family, local, remote);
 	if (ret)
 		return ret;
-	q.h.nlmsg_seq = __atomic_add_fetch(&next_seq, 1, __ATOMIC_RELAXED);
-	fd = real.socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC,
-			 NETLINK_SOCK_DIAG);
+	fd = open_diag();
 	if (fd < 0)
-		return -errno;
-	if (real.sendto(fd, &q, sizeof(q), 0, (struct sockaddr *)&kernel,
-			sizeof(kernel)) < 0)
-		ret = -errno;
-	else
+		return fd;
+	ret = query_send(fd, &q);
+	if (!ret)
 		ret = read_answer(fd, q.h.nlmsg_seq);
 	real.close(fd);
 	return ret;
@@ -181,37 +199,18 @@ int tcp_diag_listeners(uint16_t port, uint64_t except_inode,
 		       bool (*known)(uint64_t inode))
 {
 	static const uint8_t families[] = { AF_INET, AF_INET6 };
-	static uint32_t next_seq;
-	struct {
-		struct nlmsghdr h;
-		struct inet_diag_req_v2 req;
-	} q = {
-		.h = {
-			.nlmsg_len = sizeof(q),
-			.nlmsg_type = SOCK_DIAG_BY_FAMILY,
-			.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP,
-		},
-		.req = {
-			.sdiag_protocol = IPPROTO_TCP,
-			.idiag_states = 1u << TCP_LISTEN,
-		},
-	};
-	struct sockaddr_nl kernel = { .nl_family = AF_NETLINK };
 	int fd, ret = 0, total = 0;
+	struct query q;
 	size_t i;
 
-	fd = real.socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC,
-			 NETLINK_SOCK_DIAG);
+	query_init(&q, NLM_F_DUMP, 1u << TCP_LISTEN);
+	fd = open_diag();
 	if (fd < 0)
-		return -errno;
+		return fd;
 	for (i = 0; i < sizeof(families) && ret >= 0; i++) {
 		q.req.sdiag_family = families[i];
-		q.h.nlmsg_seq =
-			__atomic_add_fetch(&next_seq, 1, __ATOMIC_RELAXED);
-		if (real.sendto(fd, &q, sizeof(q), 0,
-				(struct sockaddr *)&kernel, sizeof(kernel)) < 0)
-			ret = -errno;
-		else
+		ret = query_send(fd, &q);
+		if (!ret)
 			ret = count_listeners(fd, q.h.nlmsg_seq, port,
 					      except_inode, known);
 		if (ret > 0)
