@@ -56,14 +56,24 @@ static int stage_of(const struct inet_diag_msg *msg)
 	}
 }
 
-/* The negative errno an NLMSG_ERROR answer carries. */
-static int nl_error(const struct nlmsghdr *h)
+/*
+ * The socket an answer describes, in *msg: 0; or the negative errno an
+ * NLMSG_ERROR answer carries, or -EPROTO for a malformed one.
+ */
+static int socket_of(const struct nlmsghdr *h, const struct inet_diag_msg **msg)
 {
 	const struct nlmsgerr *err = NLMSG_DATA(h);
 
-	if (h->nlmsg_len < NLMSG_LENGTH(sizeof(*err)))
+	if (h->nlmsg_type == NLMSG_ERROR)
+		return h->nlmsg_len >= NLMSG_LENGTH(sizeof(*err)) &&
+				       err->error < 0
+			       ? err->error
+			       : -EPROTO;
+	if (h->nlmsg_type != SOCK_DIAG_BY_FAMILY ||
+	    h->nlmsg_len < NLMSG_LENGTH(sizeof(**msg)))
 		return -EPROTO;
-	return err->error < 0 ? err->error : -EPROTO;
+	*msg = NLMSG_DATA(h);
+	return 0;
 }
 
 /* The answer to one exact lookup: a stage or a negative errno. */
@@ -74,8 +84,9 @@ static int read_answer(int fd, uint32_t seq)
 		char buf[1024];
 	} u;
 	struct nlmsghdr *h = &u.h;
-	struct inet_diag_msg *msg;
+	const struct inet_diag_msg *msg;
 	ssize_t n;
+	int ret;
 
 	do {
 		n = real.recv(fd, u.buf, sizeof(u.buf), 0);
@@ -85,13 +96,8 @@ static int read_answer(int fd, uint32_t seq)
 	for (; NLMSG_OK(h, (size_t)n); h = NLMSG_NEXT(h, n)) {
 		if (h->nlmsg_seq != seq)
 			continue;
-		if (h->nlmsg_type == NLMSG_ERROR)
-			return nl_error(h);
-		if (h->nlmsg_type != SOCK_DIAG_BY_FAMILY ||
-		    h->nlmsg_len < NLMSG_LENGTH(sizeof(*msg)))
-			return -EPROTO;
-		msg = NLMSG_DATA(h);
-		return stage_of(msg);
+		ret = socket_of(h, &msg);
+		return ret ? ret : stage_of(msg);
 	}
 	return -EPROTO;
 }
@@ -165,9 +171,9 @@ static int count_listeners(int fd, uint32_t seq, uint16_t port, uint64_t except,
 		struct nlmsghdr h;
 		char buf[16384];
 	} u;
-	struct inet_diag_msg *msg;
+	const struct inet_diag_msg *msg;
 	struct nlmsghdr *h;
-	int count = 0;
+	int count = 0, ret;
 	ssize_t n;
 
 	for (;;) {
@@ -181,12 +187,9 @@ static int count_listeners(int fd, uint32_t seq, uint16_t port, uint64_t except,
 				continue;
 			if (h->nlmsg_type == NLMSG_DONE)
 				return count;
-			if (h->nlmsg_type == NLMSG_ERROR)
-				return nl_error(h);
-			if (h->nlmsg_type != SOCK_DIAG_BY_FAMILY ||
-			    h->nlmsg_len < NLMSG_LENGTH(sizeof(*msg)))
-				return -EPROTO;
-			msg = NLMSG_DATA(h);
+			ret = socket_of(h, &msg);
+			if (ret)
+				return ret;
 			if (ntohs(msg->id.idiag_sport) == port &&
 			    msg->idiag_inode != except &&
 			    !(known && known(msg->idiag_inode)))
