@@ -683,7 +683,7 @@ static enum roceshim_reason listen_now(const struct config *cfg,
 			return ROCESHIM_REASON_RESOURCE;
 		}
 		l->inode = (uint64_t)st.st_ino;
-		l->reuseport_name = reuseport_hold(port_of(&ss), fd);
+		l->reuseport_name = reuseport_hold(port_of(&ss), l->inode);
 		if (l->reuseport_name < 0) {
 			log_debug("fd %d: SO_REUSEPORT: the port is not this "
 				  "process's to hold (%s)",

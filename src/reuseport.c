@@ -9,7 +9,6 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -85,12 +84,11 @@ static int bind_name(const struct sockaddr_un *sun, int len)
 	return hidden;
 }
 
-int reuseport_hold(uint16_t port, int fd)
+int reuseport_hold(uint16_t port, uint64_t listener)
 {
 	struct sockaddr_un sun = { .sun_family = AF_UNIX };
 	int err = errno, region, name_fd, len, others;
 	uint64_t region_ino;
-	struct stat st;
 
 	/* A joiner opens the region through /proc, which that would refuse. */
 	if (real.prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) != 1) {
@@ -102,10 +100,6 @@ int reuseport_hold(uint16_t port, int fd)
 		name_fd = region;
 		goto out;
 	}
-	if (fstat(fd, &st)) {
-		name_fd = -errno;
-		goto out;
-	}
 	len = snprintf(sun.sun_path + 1, sizeof(sun.sun_path) - 1,
 		       NAME_PREFIX "%u:%d:%d:%llu", (unsigned int)port,
 		       (int)getpid(), region, (unsigned long long)region_ino);
@@ -113,7 +107,7 @@ int reuseport_hold(uint16_t port, int fd)
 	if (name_fd < 0)
 		goto out;
 	/* After the name: a listener that comes later finds it. */
-	others = tcp_diag_listeners(port, (uint64_t)st.st_ino, NULL);
+	others = tcp_diag_listeners(port, listener, NULL);
 	if (others || !remember_name(name_fd)) {
 		real.close(name_fd);
 		name_fd = others < 0 ? others : others ? -EADDRINUSE : -ENOSPC;

@@ -26,13 +26,13 @@
 #include <stdint.h>
 
 /*
- * Before listener fd (bound to port) opens its CM listener: names this
- * process's share region for the port.  The descriptor that holds the
- * name, to close with reuseport_release() when the CM listener goes;
- * -EADDRINUSE where another socket listens on the port already, or
- * another negative errno where the name cannot be had.
+ * Before a listener (its socket's inode, listener) bound to port opens
+ * its CM listener: names this process's share region for the port.  The
+ * descriptor that holds the name, to close with reuseport_release() when the CM
+ * listener goes; -EADDRINUSE where another socket listens on the port already,
+ * or another negative errno where the name cannot be had.
  */
-int reuseport_hold(uint16_t port, int fd);
+int reuseport_hold(uint16_t port, uint64_t listener);
 void reuseport_release(int name_fd);
 /* Fork child: the names are the parent's (unless fds_shared). */
 void reuseport_fork_child(bool fds_shared);

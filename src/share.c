@@ -514,9 +514,8 @@ share_pending_claim(const struct roceshim_stats_endpoint *src, uint16_t port,
 	int64_t deadline = clock_ms() + timeout_ms;
 	struct region *r = sh.own.r;
 	struct share_slot *slot;
-	uint32_t state;
-
 	unsigned int i, joined;
+	uint32_t state;
 
 	slot = find_pending(r, src, port);
 	if (!slot) {
@@ -784,13 +783,12 @@ static bool add_listener(struct region *r, uint64_t listener)
 	unsigned int i;
 
 	for (i = 0; i < SHARE_LISTENERS_MAX; i++) {
-		uint64_t seen =
-			__atomic_load_n(&r->listeners[i], __ATOMIC_ACQUIRE);
+		uint64_t seen = 0;
 
-		if (seen == listener ||
-		    (!seen && __atomic_compare_exchange_n(
-				      &r->listeners[i], &seen, listener, false,
-				      __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) ||
+		/* A free entry taken, or one that lists it already. */
+		if (__atomic_compare_exchange_n(
+			    &r->listeners[i], &seen, listener, false,
+			    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE) ||
 		    seen == listener)
 			return true;
 	}

@@ -83,7 +83,7 @@ static void a_lone_listener_holds_its_port_and_others_find_it(void **state)
 	uint16_t port = port_of(fd);
 
 	(void)state;
-	name = reuseport_hold(port, fd);
+	name = reuseport_hold(port, inode_of(fd));
 	assert_true(name >= 0);
 	assert_int_equal(listen(fd, 8), 0);
 	second = reuseport_socket(port);
@@ -106,7 +106,7 @@ static void another_program_finds_the_holder_by_its_name(void **state)
 	pid_t child;
 
 	(void)state;
-	name = reuseport_hold(port, fd);
+	name = reuseport_hold(port, inode_of(fd));
 	assert_true(name >= 0);
 	assert_int_equal(listen(fd, 8), 0);
 	snprintf(port_arg, sizeof(port_arg), "%u", (unsigned int)port);
@@ -133,7 +133,7 @@ static void a_fork_child_leaves_the_parents_names_alone(void **state)
 	pid_t child;
 
 	(void)state;
-	name = reuseport_hold(port, fd);
+	name = reuseport_hold(port, inode_of(fd));
 	assert_true(name >= 0);
 	assert_int_equal(listen(fd, 8), 0);
 	child = fork();
@@ -159,7 +159,7 @@ static void a_port_another_socket_listens_on_is_not_held(void **state)
 	(void)state;
 	assert_int_equal(listen(first, 8), 0);
 	second = reuseport_socket(port);
-	assert_int_equal(reuseport_hold(port, second), -EADDRINUSE);
+	assert_int_equal(reuseport_hold(port, inode_of(second)), -EADDRINUSE);
 	/* Nothing names it: the other listener has no CM listener. */
 	assert_int_equal(reuseport_join(port, inode_of(second)), 0);
 	close(second);
@@ -172,7 +172,7 @@ static void the_name_goes_with_the_hold(void **state)
 	uint16_t port = port_of(fd);
 
 	(void)state;
-	name = reuseport_hold(port, fd);
+	name = reuseport_hold(port, inode_of(fd));
 	assert_true(name >= 0);
 	reuseport_release(name);
 	assert_int_equal(reuseport_join(port, inode_of(fd)), 0);
