@@ -64,7 +64,8 @@ enum cuda_state {
 #define LOOK_AGAIN_MS	 1000
 #define LOOK_EVERY_CALLS 64
 
-static __thread unsigned int calls_since_look;
+/* Counts down a thread's calls to its next look (cuda_mem.h). */
+__thread unsigned int cuda_mem_calls_to_look = LOOK_EVERY_CALLS;
 
 static enum cuda_state state FORK_DATA = CUDA_UNKNOWN;
 static int64_t next_look_ms;
@@ -116,22 +117,35 @@ void FORK_CODE cuda_mem_fork_prepare(void)
 	cuda_mem_active_now();
 }
 
-bool cuda_mem_active(void)
+/* Where CUDA is not found yet, a look at most once a second. */
+static bool active_after_look(void)
 {
 	enum cuda_state s = __atomic_load_n(&state, __ATOMIC_ACQUIRE);
 	int64_t now;
 
 	if (s != CUDA_UNKNOWN)
 		return s == CUDA_FOUND;
-	/* The clock only every LOOK_EVERY_CALLS calls of a thread. */
-	if (++calls_since_look % LOOK_EVERY_CALLS)
-		return false;
 	now = clock_ms();
 	if (now < __atomic_load_n(&next_look_ms, __ATOMIC_RELAXED))
 		return false;
 	__atomic_store_n(&next_look_ms, now + LOOK_AGAIN_MS, __ATOMIC_RELAXED);
 	look_for_driver();
 	return __atomic_load_n(&state, __ATOMIC_ACQUIRE) == CUDA_FOUND;
+}
+
+bool cuda_mem_active(void)
+{
+	enum cuda_state s = __atomic_load_n(&state, __ATOMIC_ACQUIRE);
+
+	if (s != CUDA_UNKNOWN)
+		return s == CUDA_FOUND;
+	/* The clock only every LOOK_EVERY_CALLS calls of a thread. */
+	if (cuda_mem_calls_to_look > 1) {
+		cuda_mem_calls_to_look--;
+		return false;
+	}
+	cuda_mem_calls_to_look = LOOK_EVERY_CALLS;
+	return active_after_look();
 }
 
 static int FORK_CODE first_object(struct dl_phdr_info *info, size_t size,
@@ -247,9 +261,13 @@ static void ask_driver(const void *p, struct mem_info *out)
 		out->size = 0;
 }
 
-bool cuda_mem_counting(void)
+bool cuda_mem_counting_look(void)
 {
-	return stats_segment() && cuda_mem_active();
+	bool counting = active_after_look() && stats_segment();
+
+	/* While it counts, every call asks again (a fork child stops). */
+	cuda_mem_calls_to_look = counting ? 1 : LOOK_EVERY_CALLS;
+	return counting;
 }
 
 void cuda_mem_count(bool tx, const struct iovec *iov, int iovcnt, size_t bytes)
@@ -257,7 +275,7 @@ void cuda_mem_count(bool tx, const struct iovec *iov, int iovcnt, size_t bytes)
 	size_t n;
 	int i;
 
-	if (!cuda_mem_counting())
+	if (!stats_segment() || !cuda_mem_active())
 		return;
 	for (i = 0; i < iovcnt && bytes; i++) {
 		n = iov[i].iov_len < bytes ? iov[i].iov_len : bytes;

@@ -81,11 +81,25 @@ struct iovec;
  * the process publishes statistics.
  */
 void cuda_mem_count(bool tx, const struct iovec *iov, int iovcnt, size_t bytes);
+/* Not for callers: cuda_mem_counting()'s countdown, and its slow path. */
+extern __thread unsigned int cuda_mem_calls_to_look;
+bool cuda_mem_counting_look(void);
+
 /*
  * Whether cuda_mem_count() would count anything now: a kernel-TCP call
- * asks first, and skips the count's call and frame when not.
+ * asks first, and skips the count's call and frame when not.  Inline,
+ * so that such a call pays a thread's decrement until CUDA is found (a
+ * look once in 64 calls, as cuda_mem_active()); once counting, every
+ * call takes the slow path.
  */
-bool cuda_mem_counting(void);
+static inline bool cuda_mem_counting(void)
+{
+	if (__builtin_expect(cuda_mem_calls_to_look > 1, 1)) {
+		cuda_mem_calls_to_look--;
+		return false;
+	}
+	return cuda_mem_counting_look();
+}
 
 /*
  * Before fork, and in the child: a child of a process that loaded CUDA

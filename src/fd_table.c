@@ -57,21 +57,21 @@ static struct sock **slot_of(int fd, bool create)
 	return &chunk[fd & (CHUNK_SLOTS - 1)];
 }
 
-/* fd's slot held sock a moment ago: take a reference if it still does. */
-struct sock *fd_table_get_slow(struct sock **slot, struct sock *sock)
+struct sock *fd_table_get_slow(struct sock **slot)
 {
+	struct sock *sock;
+
 	for (;;) {
+		sock = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+		if (!sock)
+			return NULL;
 		/* A failure means it is being released: the slot changes soon.
 		 */
 		if (sock_tryget(sock)) {
-			/* The sock may have been recycled for another fd. */
 			if (__atomic_load_n(slot, __ATOMIC_ACQUIRE) == sock)
 				return sock;
 			sock_put(sock);
 		}
-		sock = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
-		if (!sock)
-			return NULL;
 	}
 }
 

@@ -21,7 +21,8 @@
 /* Each chunk is an array of 1 << FD_TABLE_CHUNK_SHIFT atomic pointers. */
 extern struct sock **fd_table_chunks[FD_TABLE_CHUNKS];
 
-struct sock *fd_table_get_slow(struct sock **slot, struct sock *sock);
+/* fd_table_get() where the slot changed under it: a retry. */
+struct sock *fd_table_get_slow(struct sock **slot);
 
 /* Inline so that an untracked fd costs two loads and no call. */
 static inline struct sock *fd_table_get(int fd)
@@ -37,7 +38,16 @@ static inline struct sock *fd_table_get(int fd)
 		return NULL;
 	slot = &chunk[fd & ((1 << FD_TABLE_CHUNK_SHIFT) - 1)];
 	sock = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
-	return sock ? fd_table_get_slow(slot, sock) : NULL;
+	if (!sock)
+		return NULL;
+	/* The sock may have been recycled for another fd: the slot says. */
+	if (__builtin_expect(sock_tryget(sock), 1)) {
+		if (__builtin_expect(
+			    __atomic_load_n(slot, __ATOMIC_ACQUIRE) == sock, 1))
+			return sock;
+		sock_put(sock);
+	}
+	return fd_table_get_slow(slot);
 }
 
 /*

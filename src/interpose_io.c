@@ -31,35 +31,61 @@ ssize_t __recvfrom_chk(int fd, void *buf, size_t len, size_t buflen, int flags,
 void __chk_fail(void) __attribute__((noreturn));
 ssize_t sendfile64(int out_fd, int in_fd, off_t *offset, size_t count);
 
-/* A call on the kernel socket: its bytes, by memory class (cuda_mem.h). */
-static inline __attribute__((always_inline)) ssize_t
-done_tx(struct sock *sock, ssize_t ret, const struct iovec *iov, int iovcnt)
+/* The bytes a kernel-socket call moved, by memory class (cuda_mem.h). */
+static void __attribute__((noinline, cold))
+count_classes(bool tx, const struct iovec *iov, int iovcnt, ssize_t ret)
 {
 	int err = errno;
 
-	track_tx(sock, ret, err);
-	if (ret > 0 && cuda_mem_counting()) {
-		cuda_mem_call_begin();
-		cuda_mem_count(true, iov, iovcnt, ret);
-	}
-	sock_put(sock);
+	cuda_mem_call_begin();
+	cuda_mem_count(tx, iov, iovcnt, (size_t)ret);
 	errno = err;
+}
+
+static void __attribute__((noinline, cold))
+count_classes_buf(bool tx, const void *buf, size_t len, ssize_t ret)
+{
+	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
+
+	count_classes(tx, &iov, 1, ret);
+}
+
+/*
+ * A call on the kernel socket, done: its stats, then the reference goes.
+ * errno stays as the call left it, which neither the tracking nor the
+ * release of a sock changes (track.h, sock.h).
+ */
+static inline __attribute__((always_inline)) ssize_t
+done_kernel(struct sock *sock, ssize_t ret, bool tx)
+{
+	int err = ret < 0 ? errno : 0;
+
+	if (tx)
+		track_tx(sock, ret, err);
+	else
+		track_rx(sock, ret, err);
+	sock_put(sock);
 	return ret;
 }
 
+/* done_kernel(), and the bytes by memory class once CUDA is found. */
 static inline __attribute__((always_inline)) ssize_t
-done_rx(struct sock *sock, ssize_t ret, const struct iovec *iov, int iovcnt)
+done_io(struct sock *sock, ssize_t ret, bool tx, const struct iovec *iov,
+	int iovcnt)
 {
-	int err = errno;
+	if (ret > 0 && cuda_mem_counting())
+		count_classes(tx, iov, iovcnt, ret);
+	return done_kernel(sock, ret, tx);
+}
 
-	track_rx(sock, ret, err);
-	if (ret > 0 && cuda_mem_counting()) {
-		cuda_mem_call_begin();
-		cuda_mem_count(false, iov, iovcnt, ret);
-	}
-	sock_put(sock);
-	errno = err;
-	return ret;
+/* done_io() of a call with one buffer, which needs no iovec until CUDA. */
+static inline __attribute__((always_inline)) ssize_t
+done_io_buf(struct sock *sock, ssize_t ret, bool tx, const void *buf,
+	    size_t len)
+{
+	if (ret > 0 && cuda_mem_counting())
+		count_classes_buf(tx, buf, len, ret);
+	return done_kernel(sock, ret, tx);
 }
 
 /*
@@ -117,53 +143,103 @@ static struct iovec one_buffer(const void *buf, size_t len, bool capped)
 	return iov;
 }
 
+/* The kernel's read or recv, write or send. */
+static inline __attribute__((always_inline)) ssize_t
+kernel_recv(int fd, void *buf, size_t len, int flags, bool as_read)
+{
+	return as_read ? real.read(fd, buf, len)
+		       : real.recv(fd, buf, len, flags);
+}
+
+static inline __attribute__((always_inline)) ssize_t
+kernel_send(int fd, const void *buf, size_t len, int flags, bool as_write)
+{
+	return as_write ? real.write(fd, buf, len)
+			: real.send(fd, buf, len, flags);
+}
+
+static ssize_t __attribute__((noinline))
+upgraded_recv_buf(struct sock *sock, int fd, void *buf, size_t len, int flags,
+		  bool as_read)
+{
+	struct iovec iov = one_buffer(buf, len, !as_read);
+	int entry = errno;
+
+	if (as_read && len > SSIZE_MAX)
+		return done_upgraded(sock, -EFAULT, entry);
+	return done_upgraded(sock,
+			     as_read ? upgraded_read(sock, fd, &iov, 1, flags)
+				     : upgraded_recv(sock, fd, &iov, 1, flags),
+			     entry);
+}
+
+static ssize_t __attribute__((noinline))
+upgraded_send_buf(struct sock *sock, int fd, const void *buf, size_t len,
+		  int flags, bool as_write)
+{
+	struct iovec iov = one_buffer(buf, len, !as_write);
+	int entry = errno;
+
+	if (as_write && len > SSIZE_MAX)
+		return done_upgraded(sock, -EFAULT, entry);
+	return done_upgraded(sock, upgraded_send(sock, fd, &iov, 1, flags),
+			     entry);
+}
+
+/*
+ * A kernel socket's call that may be upgraded, or of a process that
+ * loaded CUDA (its bytes by memory class, then).
+ */
+static ssize_t __attribute__((noinline))
+maybe_upgraded_recv(struct sock *sock, int fd, void *buf, size_t len, int flags,
+		    bool as_read)
+{
+	ssize_t ret;
+
+	if (upgraded_carried(sock))
+		return upgraded_recv_buf(sock, fd, buf, len, flags, as_read);
+	ret = kernel_recv(fd, buf, len, flags, as_read);
+	return done_io_buf(sock, ret, false, buf, len);
+}
+
+static ssize_t __attribute__((noinline))
+maybe_upgraded_send(struct sock *sock, int fd, const void *buf, size_t len,
+		    int flags, bool as_write)
+{
+	ssize_t ret;
+
+	if (upgraded_carried(sock))
+		return upgraded_send_buf(sock, fd, buf, len, flags, as_write);
+	ret = kernel_send(fd, buf, len, flags, as_write);
+	return done_io_buf(sock, ret, true, buf, len);
+}
+
 /*
  * read, write, recv and send: an untracked fd (rxe's doorbell, its
  * completion channel, files) goes straight to libc from the exported
  * wrapper, which stays small without lookup()'s frame; a tracked one
- * takes these (docs/performance.md, "The kernel-TCP path").
+ * takes these.  A plain kernel socket's call keeps only the sock across
+ * libc's, and needs no frame for the rest (docs/performance.md, "The
+ * kernel-TCP path").
  */
 static ssize_t __attribute__((noinline))
 tracked_recv(struct sock *sock, int fd, void *buf, size_t len, int flags,
 	     bool as_read)
 {
-	ssize_t ret;
-
-	if (upgraded_carried(sock)) {
-		struct iovec iov = one_buffer(buf, len, !as_read);
-		int entry = errno;
-
-		if (as_read && len > SSIZE_MAX)
-			return done_upgraded(sock, -EFAULT, entry);
-		return done_upgraded(
-			sock,
-			as_read ? upgraded_read(sock, fd, &iov, 1, flags)
-				: upgraded_recv(sock, fd, &iov, 1, flags),
-			entry);
-	}
-	ret = as_read ? real.read(fd, buf, len)
-		      : real.recv(fd, buf, len, flags);
-	return done_rx(sock, ret, &(struct iovec){ buf, len }, 1);
+	if (upgraded_maybe(sock) || cuda_mem_counting())
+		return maybe_upgraded_recv(sock, fd, buf, len, flags, as_read);
+	return done_kernel(sock, kernel_recv(fd, buf, len, flags, as_read),
+			   false);
 }
 
 static ssize_t __attribute__((noinline))
 tracked_send(struct sock *sock, int fd, const void *buf, size_t len, int flags,
 	     bool as_write)
 {
-	ssize_t ret;
-
-	if (upgraded_carried(sock)) {
-		struct iovec iov = one_buffer(buf, len, !as_write);
-		int entry = errno;
-
-		if (as_write && len > SSIZE_MAX)
-			return done_upgraded(sock, -EFAULT, entry);
-		return done_upgraded(
-			sock, upgraded_send(sock, fd, &iov, 1, flags), entry);
-	}
-	ret = as_write ? real.write(fd, buf, len)
-		       : real.send(fd, buf, len, flags);
-	return done_tx(sock, ret, &(struct iovec){ (void *)buf, len }, 1);
+	if (upgraded_maybe(sock) || cuda_mem_counting())
+		return maybe_upgraded_send(sock, fd, buf, len, flags, as_write);
+	return done_kernel(sock, kernel_send(fd, buf, len, flags, as_write),
+			   true);
 }
 
 static ssize_t shim_recvfrom(int fd, void *buf, size_t len, int flags,
@@ -184,7 +260,7 @@ static ssize_t shim_recvfrom(int fd, void *buf, size_t len, int flags,
 				     entry);
 	}
 	ret = real.recvfrom(fd, buf, len, flags, from, fromlen);
-	return sock ? done_rx(sock, ret, &(struct iovec){ buf, len }, 1) : ret;
+	return sock ? done_io_buf(sock, ret, false, buf, len) : ret;
 }
 
 SHIM_EXPORT ssize_t read(int fd, void *buf, size_t count)
@@ -216,7 +292,7 @@ SHIM_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
 		return done_upgraded(up, upgraded_read(up, fd, iov, iovcnt, 0),
 				     entry);
 	ret = real.readv(fd, iov, iovcnt);
-	return sock ? done_rx(sock, ret, iov, iovcnt) : ret;
+	return sock ? done_io(sock, ret, false, iov, iovcnt) : ret;
 }
 
 SHIM_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
@@ -230,7 +306,7 @@ SHIM_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
 		return done_upgraded(up, upgraded_send(up, fd, iov, iovcnt, 0),
 				     entry);
 	ret = real.writev(fd, iov, iovcnt);
-	return sock ? done_tx(sock, ret, iov, iovcnt) : ret;
+	return sock ? done_io(sock, ret, true, iov, iovcnt) : ret;
 }
 
 /*
@@ -304,10 +380,10 @@ static ssize_t rw2(int fd, const struct iovec *iov, int iovcnt, off_t offset,
 	sock = sock ? sock : up;
 	if (tx) {
 		ret = real.pwritev2(fd, iov, iovcnt, offset, flags);
-		return sock ? done_tx(sock, ret, iov, iovcnt) : ret;
+		return sock ? done_io(sock, ret, true, iov, iovcnt) : ret;
 	}
 	ret = real.preadv2(fd, iov, iovcnt, offset, flags);
-	return sock ? done_rx(sock, ret, iov, iovcnt) : ret;
+	return sock ? done_io(sock, ret, false, iov, iovcnt) : ret;
 }
 
 SHIM_EXPORT ssize_t preadv2(int fd, const struct iovec *iov, int iovcnt,
@@ -379,7 +455,7 @@ SHIM_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags,
 		return ret;
 	if (flags & MSG_FASTOPEN)
 		track_fastopen(sock, fd, to, tolen, ret);
-	return done_tx(sock, ret, &(struct iovec){ (void *)buf, len }, 1);
+	return done_io_buf(sock, ret, true, buf, len);
 }
 
 static ssize_t upgraded_sendmsg(struct sock *up, int fd,
@@ -424,7 +500,8 @@ SHIM_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 		return done_upgraded(up, upgraded_recvmsg(up, fd, msg, flags),
 				     entry);
 	ret = real.recvmsg(fd, msg, flags);
-	return sock ? done_rx(sock, ret, msg->msg_iov, msg->msg_iovlen) : ret;
+	return sock ? done_io(sock, ret, false, msg->msg_iov, msg->msg_iovlen)
+		    : ret;
 }
 
 SHIM_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
@@ -447,7 +524,7 @@ SHIM_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 		return ret;
 	if (flags & MSG_FASTOPEN)
 		track_fastopen(sock, fd, msg->msg_name, msg->msg_namelen, ret);
-	return done_tx(sock, ret, msg->msg_iov, msg->msg_iovlen);
+	return done_io(sock, ret, true, msg->msg_iov, msg->msg_iovlen);
 }
 
 static ssize_t mmsg_bytes(const struct mmsghdr *vec, int count)
@@ -613,7 +690,7 @@ SHIM_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
 			up, upgraded_sendfile(up, out_fd, in_fd, offset, count),
 			entry);
 	ret = real.sendfile(out_fd, in_fd, offset, count);
-	return sock ? done_tx(sock, ret, NULL, 0) : ret;
+	return sock ? done_io(sock, ret, true, NULL, 0) : ret;
 }
 
 /* off_t is 64-bit on every ABI this builds for: one call serves both. */

@@ -68,19 +68,6 @@ struct sock *sock_new(int domain)
 	return sock;
 }
 
-bool sock_tryget(struct sock *sock)
-{
-	int refs = __atomic_load_n(&sock->refs, __ATOMIC_RELAXED);
-
-	do {
-		if (!refs)
-			return false;
-	} while (!__atomic_compare_exchange_n(&sock->refs, &refs, refs + 1,
-					      true, __ATOMIC_ACQUIRE,
-					      __ATOMIC_RELAXED));
-	return true;
-}
-
 void sock_get(struct sock *sock)
 {
 	__atomic_fetch_add(&sock->refs, 1, __ATOMIC_RELAXED);
@@ -88,10 +75,11 @@ void sock_get(struct sock *sock)
 
 void sock_put(struct sock *sock)
 {
-	int row;
+	int row, err;
 
 	if (__atomic_sub_fetch(&sock->refs, 1, __ATOMIC_ACQ_REL))
 		return;
+	err = errno;
 	row = __atomic_load_n(&sock->row, __ATOMIC_RELAXED);
 	if (row >= 0)
 		stats_row_close(row);
@@ -106,6 +94,7 @@ void sock_put(struct sock *sock)
 	sock->next_free = pool_free;
 	pool_free = sock;
 	pthread_mutex_unlock(&pool_lock);
+	errno = err;
 }
 
 void sock_publish(struct sock *sock, int fd, enum roceshim_role role,

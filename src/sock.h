@@ -74,8 +74,25 @@ struct sock {
 
 /* A new sock with one reference, or NULL when memory is short. */
 struct sock *sock_new(int domain);
-bool sock_tryget(struct sock *sock);
+/*
+ * A reference, unless the last one is gone (the sock is being released).
+ * Inline: every data call's lookup takes one.
+ */
+static inline bool sock_tryget(struct sock *sock)
+{
+	int refs = __atomic_load_n(&sock->refs, __ATOMIC_RELAXED);
+
+	do {
+		if (!refs)
+			return false;
+	} while (!__atomic_compare_exchange_n(&sock->refs, &refs, refs + 1,
+					      true, __ATOMIC_ACQUIRE,
+					      __ATOMIC_RELAXED));
+	return true;
+}
+
 void sock_get(struct sock *sock);
+/* Drops a reference; the release of the last one leaves errno alone. */
 void sock_put(struct sock *sock);
 
 /*

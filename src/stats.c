@@ -408,30 +408,27 @@ void stats_row_close(int index)
 	pthread_mutex_unlock(&st.lock);
 }
 
-static void count_io(int index, size_t bytes, bool tx, bool rdma)
+static inline __attribute__((always_inline)) void
+count_io_in(struct roceshim_stats_counters *c, size_t bytes, bool tx, bool rdma)
+{
+	if (rdma)
+		counter_add(tx ? &c->rdma_tx_bytes : &c->rdma_rx_bytes, bytes);
+	else
+		counter_add(tx ? &c->tcp_tx_bytes : &c->tcp_rx_bytes, bytes);
+	counter_add(tx ? &c->tx_msgs : &c->rx_msgs, 1);
+}
+
+/* Inline in each caller, so that tx and rdma are known: straight code. */
+static inline __attribute__((always_inline)) void
+count_io(int index, size_t bytes, bool tx, bool rdma)
 {
 	struct roceshim_stats_header *seg = stats_segment();
-	struct roceshim_stats_counters *c;
-	int i;
 
 	if (!seg)
 		return;
-	for (i = 0; i < 2; i++) {
-		if (i == 0) {
-			c = &seg->global.totals;
-		} else {
-			if (index < 0)
-				return;
-			c = &row_at(seg, index)->counters;
-		}
-		if (rdma)
-			counter_add(tx ? &c->rdma_tx_bytes : &c->rdma_rx_bytes,
-				    bytes);
-		else
-			counter_add(tx ? &c->tcp_tx_bytes : &c->tcp_rx_bytes,
-				    bytes);
-		counter_add(tx ? &c->tx_msgs : &c->rx_msgs, 1);
-	}
+	count_io_in(&seg->global.totals, bytes, tx, rdma);
+	if (index >= 0)
+		count_io_in(&row_at(seg, index)->counters, bytes, tx, rdma);
 }
 
 void stats_tcp_tx(int index, size_t bytes)

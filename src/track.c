@@ -442,17 +442,21 @@ void track_fastopen(struct sock *sock, int fd, const struct sockaddr *addr,
 
 void track_connect_result(struct sock *sock, int fd, int so_error)
 {
+	int err;
+
 	if (!__atomic_load_n(&sock->connecting, __ATOMIC_RELAXED) ||
 	    !__atomic_exchange_n(&sock->connecting, 0, __ATOMIC_ACQ_REL))
 		return;
+	err = errno;
 	if (so_error) {
 		sock_set_state(sock, ROCESHIM_ROW_FAILED);
 		/* connect() logged its decision: say it came to nothing. */
 		log_debug("fd %d: connect failed (%s)", fd, strerror(so_error));
-		return;
+	} else {
+		stats_count_connected(sock->connect_reason);
+		sock_set_state(sock, ROCESHIM_ROW_OPEN);
 	}
-	stats_count_connected(sock->connect_reason);
-	sock_set_state(sock, ROCESHIM_ROW_OPEN);
+	errno = err;
 }
 
 /* Whether an int socket option is above 0; errno is left as it was. */
@@ -718,7 +722,8 @@ void track_tx(struct sock *sock, ssize_t ret, int err)
 {
 	if (ret > 0) {
 		/* Data moved: a non-blocking connect has completed. */
-		track_connect_result(sock, -1, 0);
+		if (__atomic_load_n(&sock->connecting, __ATOMIC_RELAXED))
+			track_connect_result(sock, -1, 0);
 		stats_tcp_tx(sock_row(sock), ret);
 	} else if (is_error(ret, err)) {
 		stats_error(sock_row(sock));
@@ -728,7 +733,8 @@ void track_tx(struct sock *sock, ssize_t ret, int err)
 void track_rx(struct sock *sock, ssize_t ret, int err)
 {
 	if (ret > 0) {
-		track_connect_result(sock, -1, 0);
+		if (__atomic_load_n(&sock->connecting, __ATOMIC_RELAXED))
+			track_connect_result(sock, -1, 0);
 		stats_tcp_rx(sock_row(sock), ret);
 	} else if (is_error(ret, err)) {
 		stats_error(sock_row(sock));

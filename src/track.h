@@ -123,7 +123,10 @@ void track_sndbuf(struct sock *sock, int fd);
  */
 void track_option(struct sock *sock, int fd);
 
-/* Result of a data call on a tracked socket (bytes, or -1 with errno). */
+/*
+ * Result of a data call on a tracked socket: bytes, or -1 and err (the
+ * call's errno).  errno is left as it was.
+ */
 void track_tx(struct sock *sock, ssize_t ret, int err);
 void track_rx(struct sock *sock, ssize_t ret, int err);
 

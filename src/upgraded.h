@@ -30,6 +30,16 @@ static inline bool upgraded_carried(struct sock *sock)
 	       (sock->connector && connector_pending(sock));
 }
 
+/*
+ * Whether upgraded_carried() may say yes: two loads and no call, for the
+ * kernel-TCP path to ask first.
+ */
+static inline bool upgraded_maybe(struct sock *sock)
+{
+	return __atomic_load_n(&sock->conn, __ATOMIC_RELAXED) ||
+	       __atomic_load_n(&sock->connector, __ATOMIC_RELAXED);
+}
+
 ssize_t upgraded_send(struct sock *sock, int fd, const struct iovec *iov,
 		      int iovcnt, int flags);
 ssize_t upgraded_recv(struct sock *sock, int fd, const struct iovec *iov,

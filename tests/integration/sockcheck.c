@@ -1472,6 +1472,8 @@ static void successful_calls_leave_errno_alone(struct tctx *t)
 	ASSERT_ERRNO_KEPT(s = accept(l, NULL, NULL));
 	ASSERT_ERRNO_KEPT(send(c, &byte, 1, 0));
 	ASSERT_ERRNO_KEPT(recv(s, &byte, 1, 0));
+	ASSERT_ERRNO_KEPT(write(s, &byte, 1));
+	ASSERT_ERRNO_KEPT(read(c, &byte, 1));
 	ASSERT_ERRNO_KEPT(shutdown(c, SHUT_WR));
 	ASSERT_ERRNO_KEPT(close(c));
 	c = -1;

@@ -17,6 +17,8 @@
 #include "clock.h"
 #include "cuda_double.h"
 #include "cuda_mem.h"
+#include "real.h"
+#include "stats.h"
 
 #define LEN (1u << 20)
 
@@ -214,6 +216,62 @@ static void fork_child_sees_pageable(void **state)
 	assert_int_equal(WEXITSTATUS(status), 0);
 }
 
+/* Statistics published, CUDA's driver loaded, and the next look due. */
+static void counting_may_begin(void)
+{
+	struct roceshim_stats_endpoint none = { 0 };
+
+	stats_configure(true, 4);
+	assert_true(stats_row_open(3, ROCESHIM_ROLE_ACTIVE, ROCESHIM_ROW_OPEN,
+				   ROCESHIM_REASON_NONE, &none, &none) >= 0);
+	cuda_mem_configure(true);
+}
+
+/* The calls of this thread until cuda_mem_counting() says yes, or 1000. */
+static int calls_until_counting(void)
+{
+	int calls = 1;
+
+	while (!cuda_mem_counting() && calls < 1000)
+		calls++;
+	return calls;
+}
+
+static void counting_begins_within_64_calls_of_a_thread(void **state)
+{
+	counting_may_begin();
+	assert_true(calls_until_counting() <= 64);
+}
+
+static void once_counting_every_call_counts(void **state)
+{
+	int i;
+
+	counting_may_begin();
+	assert_true(calls_until_counting() <= 64);
+	for (i = 0; i < 200; i++)
+		assert_true(cuda_mem_counting());
+}
+
+static void fork_child_stops_counting_at_its_first_call(void **state)
+{
+	int status;
+	pid_t pid;
+
+	counting_may_begin();
+	assert_true(calls_until_counting() <= 64);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (!pid) {
+		cuda_mem_fork_child();
+		_exit(cuda_mem_counting() ? 1 : 0);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	assert_true(cuda_mem_counting());
+}
+
 #define initialised_test(f) \
 	cmocka_unit_test_setup_teardown(f, cuda_initialised, restored)
 
@@ -235,7 +293,15 @@ int main(void)
 		initialised_test(fork_child_sees_pageable),
 		initialised_test(
 			child_of_a_process_with_cuda_never_asks_the_driver),
+		initialised_test(counting_begins_within_64_calls_of_a_thread),
+		initialised_test(once_counting_every_call_counts),
+		initialised_test(fork_child_stops_counting_at_its_first_call),
 	};
 
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	int failed;
+
+	real_init();
+	failed = cmocka_run_group_tests(tests, NULL, NULL);
+	stats_shutdown(-1);
+	return failed;
 }
