@@ -546,21 +546,24 @@ share_pending_claim(const struct roceshim_stats_endpoint *src, uint16_t port,
 	return SHARE_PENDING_CLAIMED;
 }
 
-/* Whether fd is ref's memfd. */
+/* Whether fd is ref's memfd (of any device where ref->dev is 0). */
 static bool is_region_fd(const struct region_ref *ref, int fd)
 {
 	struct stat st;
 
 	return fd >= 0 && !fstat(fd, &st) && S_ISREG(st.st_mode) &&
-	       (uint64_t)st.st_dev == ref->dev &&
+	       (!ref->dev || (uint64_t)st.st_dev == ref->dev) &&
 	       (uint64_t)st.st_ino == ref->ino;
 }
 
 /*
  * ref's memfd, opened anew through its holder's descriptor (Python's
  * subprocess closes every descriptor before its exec, this process's
- * copy too); -errno.  Checked before it is opened: a holder gone, and
- * its pid reused, must not make this open another file.
+ * copy too); -errno.  A ref->dev of 0 matches any device (a region named
+ * by its holder's pid, descriptor and inode alone: share_join()).
+ * Checked before it is opened, which only a regular file is (not a FIFO
+ * or a device): a holder gone, and its pid reused, must not make this
+ * open another file; and checked again on what was opened.
  */
 static int reopen_region(const struct region_ref *ref)
 {
@@ -568,13 +571,14 @@ static int reopen_region(const struct region_ref *ref)
 	struct stat st;
 	int fd;
 
-	if (ref->holder_pid <= 0)
+	if (ref->holder_pid <= 0 || ref->fd < 0)
 		return -ENOENT;
 	snprintf(path, sizeof(path), "/proc/%d/fd/%d", ref->holder_pid,
 		 ref->fd);
 	if (stat(path, &st))
 		return -errno;
-	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_dev != ref->dev ||
+	if (!S_ISREG(st.st_mode) ||
+	    (ref->dev && (uint64_t)st.st_dev != ref->dev) ||
 	    (uint64_t)st.st_ino != ref->ino)
 		return -ENOENT;
 	fd = open(path, O_RDWR | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
@@ -802,31 +806,22 @@ static bool add_listener(struct region *r, uint64_t listener)
  */
 static struct region *join_locked(int pid, int fd, uint64_t ino)
 {
-	struct region_ref ref = { .fd = -1 };
-	struct region *r;
+	struct region_ref ref = { .holder_pid = pid, .fd = fd, .ino = ino };
+	struct region *r = NULL;
 	struct stat st;
-	char path[64];
 	int opened;
 
-	snprintf(path, sizeof(path), "/proc/%d/fd/%d", pid, fd);
-	/* Not a FIFO or a device: stat() first, open() only a regular file. */
-	if (stat(path, &st) || !S_ISREG(st.st_mode) ||
-	    (uint64_t)st.st_ino != ino)
-		return NULL;
-	ref.dev = (uint64_t)st.st_dev;
-	ref.ino = (uint64_t)st.st_ino;
-	r = mapped_locked(&ref);
-	if (r || sh.joined_count == SHARE_JOINED_MAX)
-		return r;
 	fd_room_enter();
-	opened = open(path, O_RDWR | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	opened = reopen_region(&ref);
 	fd_room_leave();
 	if (opened < 0)
 		return NULL;
-	/* Checked on what was opened: the holder may be gone, its pid reused.
-	 */
-	if (is_region_fd(&ref, opened) && names_region(opened) &&
-	    map_region(opened, &ref)) {
+	if (!fstat(opened, &st)) {
+		ref.dev = (uint64_t)st.st_dev;
+		r = mapped_locked(&ref);
+	}
+	if (!r && ref.dev && sh.joined_count < SHARE_JOINED_MAX &&
+	    names_region(opened) && map_region(opened, &ref)) {
 		ref.fd = -1;
 		r = ref.r;
 		sh.joined[sh.joined_count] = ref;
