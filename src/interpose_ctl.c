@@ -221,6 +221,7 @@ static bool option_tracked(int level, int name)
 {
 	return sets_sndbuf(level, name) || sets_inq(level, name) ||
 	       (level == IPPROTO_TCP && name == TCP_DEFER_ACCEPT) ||
+	       sockopt_rx_timestamp(level, name) ||
 	       sockopt_tcp_only(level, name);
 }
 
@@ -281,6 +282,10 @@ SHIM_EXPORT int setsockopt(int fd, int level, int name, const void *val,
 		/* The kernel took an int, 0 or 1. */
 		memcpy(&on, val, sizeof(on));
 		__atomic_store_n(&sock->tcp_inq, on, __ATOMIC_RELAXED);
+	} else if (sockopt_rx_timestamp(level, name)) {
+		/* One form turns another off: the kernel says which is on. */
+		__atomic_store_n(&sock->rx_timestamp,
+				 sockopt_rx_timestamp_on(fd), __ATOMIC_RELAXED);
 	} else {
 		track_option(sock, fd);
 	}

@@ -484,7 +484,7 @@ static ssize_t upgraded_recvmsg(struct sock *up, int fd, struct msghdr *msg,
 		if (msg->msg_name)
 			msg->msg_namelen = 0;
 		msg->msg_flags = 0;
-		upgraded_put_inq(up, fd, msg);
+		upgraded_put_control(up, fd, msg, ret);
 	}
 	return ret;
 }

@@ -62,6 +62,7 @@ struct sock *sock_new(int domain)
 	sock->dial_again = false;
 	__atomic_store_n(&sock->sndbuf, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&sock->tcp_inq, -1, __ATOMIC_RELAXED);
+	__atomic_store_n(&sock->rx_timestamp, -1, __ATOMIC_RELAXED);
 	__atomic_store_n(&sock->row, -1, __ATOMIC_RELAXED);
 	/* Published last: a racing sock_tryget() sees a ready sock or 0. */
 	__atomic_store_n(&sock->refs, 1, __ATOMIC_RELEASE);

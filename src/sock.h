@@ -62,7 +62,12 @@ struct sock {
 	bool dial_again;   /* a blocking connect asks again once TCP is up */
 	int sndbuf;  /* atomic: SO_SNDBUF as the kernel has it; 0: not set */
 	int tcp_inq; /* atomic: TCP_INQ as the kernel has it; -1: not read */
-	int row;     /* stats row, -1 for none; atomic, set once */
+	/*
+	 * atomic: the receive timestamp the kernel socket has on
+	 * (sockopt_rx_timestamp_on()); -1: not read
+	 */
+	int rx_timestamp;
+	int row; /* stats row, -1 for none; atomic, set once */
 	/*
 	 * A listener bound to one address: the local end of every connection
 	 * it accepts, known without asking the kernel.

@@ -22,18 +22,14 @@ struct tcp_only_option {
 	}
 
 /*
- * The timestamp options come in _OLD and _NEW forms, and each reads back
- * as off while the other form is on.  SO_PEEK_OFF reads back as an error
- * where the kernel's TCP has no peek offset (Linux 6.1 has none).
+ * SO_TIMESTAMPING comes in _OLD and _NEW forms; a kernel may read back
+ * only the one set.  SO_PEEK_OFF reads back as an error where the
+ * kernel's TCP has no peek offset (Linux 6.1 has none).
  */
 static const struct tcp_only_option options[] = {
 	OPTION(SOL_SOCKET, SO_RCVLOWAT, 1),
 	OPTION(SOL_SOCKET, SO_PEEK_OFF, -1),
-	OPTION(SOL_SOCKET, SO_TIMESTAMP_OLD, 0),
-	OPTION(SOL_SOCKET, SO_TIMESTAMPNS_OLD, 0),
 	OPTION(SOL_SOCKET, SO_TIMESTAMPING_OLD, 0),
-	OPTION(SOL_SOCKET, SO_TIMESTAMP_NEW, 0),
-	OPTION(SOL_SOCKET, SO_TIMESTAMPNS_NEW, 0),
 	OPTION(SOL_SOCKET, SO_TIMESTAMPING_NEW, 0),
 	/* Its SYN waits for the first write, which the kernel never sees. */
 	OPTION(IPPROTO_TCP, TCP_FASTOPEN_CONNECT, 0),
@@ -76,4 +72,42 @@ const char *sockopt_tcp_only_on(int fd, bool listener)
 	}
 	errno = err;
 	return label;
+}
+
+/*
+ * The receive timestamps roceshim gives.  Asked in this order, the first
+ * that reads back on is the one set last: SO_TIMESTAMP_NEW reads back on
+ * while SO_TIMESTAMPNS_NEW is, too (sk_getsockopt()).
+ */
+static const int rx_timestamps[] = { SO_TIMESTAMPNS_OLD, SO_TIMESTAMPNS_NEW,
+				     SO_TIMESTAMP_OLD, SO_TIMESTAMP_NEW };
+
+#define RX_TIMESTAMP_COUNT (sizeof(rx_timestamps) / sizeof(rx_timestamps[0]))
+
+bool sockopt_rx_timestamp(int level, int name)
+{
+	size_t i;
+
+	for (i = 0; level == SOL_SOCKET && i < RX_TIMESTAMP_COUNT; i++)
+		if (rx_timestamps[i] == name)
+			return true;
+	return false;
+}
+
+int sockopt_rx_timestamp_on(int fd)
+{
+	int err = errno, val;
+	socklen_t len;
+	size_t i;
+
+	for (i = 0; i < RX_TIMESTAMP_COUNT; i++) {
+		val = 0;
+		len = sizeof(val);
+		if (!real.getsockopt(fd, SOL_SOCKET, rx_timestamps[i], &val,
+				     &len) &&
+		    val)
+			break;
+	}
+	errno = err;
+	return i < RX_TIMESTAMP_COUNT ? rx_timestamps[i] : 0;
 }

@@ -7,12 +7,15 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
+#include <time.h>
 
 #include "conn.h"
 #include "connector.h"
 #include "cuda_mem.h"
 #include "log.h"
 #include "real.h"
+#include "sockopt.h"
 #include "stats.h"
 #include "upgraded.h"
 
@@ -359,38 +362,112 @@ static bool inq_on(struct sock *sock, int fd)
 	return on;
 }
 
-/* As the kernel's put_cmsg(): truncated to the room msg has. */
-static void put_inq(struct sock *sock, int fd, struct msghdr *msg)
+/* The receive timestamp the kernel socket has on, read once; 0: none. */
+static int rx_timestamp_on(struct sock *sock, int fd)
 {
-	struct cmsghdr head = { .cmsg_level = SOL_TCP,
-				.cmsg_type = TCP_CM_INQ };
-	size_t room = msg->msg_controllen, len = CMSG_LEN(sizeof(int));
-	int inq;
+	int on = __atomic_load_n(&sock->rx_timestamp, __ATOMIC_RELAXED);
+	int unknown = -1;
 
-	msg->msg_controllen = 0;
-	if (!inq_on(sock, fd))
-		return;
-	if (!msg->msg_control || room < sizeof(head)) {
-		msg->msg_flags |= MSG_CTRUNC;
-		return;
-	}
-	if (room < len) {
-		msg->msg_flags |= MSG_CTRUNC;
-		len = room;
-	}
-	inq = conn_inq_hint(__atomic_load_n(&sock->conn, __ATOMIC_ACQUIRE), fd);
-	head.cmsg_len = len;
-	memcpy(msg->msg_control, &head, sizeof(head));
-	memcpy(CMSG_DATA((struct cmsghdr *)msg->msg_control), &inq,
-	       len - sizeof(head));
-	msg->msg_controllen =
-		room < CMSG_SPACE(sizeof(int)) ? room : CMSG_SPACE(sizeof(int));
+	if (on >= 0)
+		return on;
+	on = sockopt_rx_timestamp_on(fd);
+	/* A setsockopt() meanwhile has the last word. */
+	if (!__atomic_compare_exchange_n(&sock->rx_timestamp, &unknown, on,
+					 false, __ATOMIC_RELAXED,
+					 __ATOMIC_RELAXED))
+		on = unknown;
+	return on;
 }
 
-void upgraded_put_inq(struct sock *sock, int fd, struct msghdr *msg)
-{
-	int err = errno;
+/* Where a recvmsg()'s control messages go, as the kernel fills them. */
+struct control_out {
+	struct msghdr *msg;
+	unsigned char *at;
+	size_t room, used;
+};
 
-	put_inq(sock, fd, msg);
+/*
+ * As the kernel's put_cmsg(): one control message, truncated to the room
+ * left (MSG_CTRUNC), or none where not even its header fits.
+ */
+static void put_control(struct control_out *out, int level, int type,
+			const void *data, size_t len)
+{
+	struct cmsghdr head = { .cmsg_level = level, .cmsg_type = type };
+	size_t whole = CMSG_LEN(len), space = CMSG_SPACE(len);
+
+	if (!out->at || out->room < sizeof(head)) {
+		out->msg->msg_flags |= MSG_CTRUNC;
+		return;
+	}
+	if (out->room < whole) {
+		out->msg->msg_flags |= MSG_CTRUNC;
+		whole = out->room;
+	}
+	head.cmsg_len = whole;
+	memcpy(out->at, &head, sizeof(head));
+	memcpy(CMSG_DATA((struct cmsghdr *)out->at), data,
+	       whole - sizeof(head));
+	if (space > out->room)
+		space = out->room;
+	out->at += space;
+	out->room -= space;
+	out->used += space;
+}
+
+/*
+ * The receive timestamp of kernel TCP's tcp_recv_timestamp(), in the
+ * form the socket asked for: the time of the call, which is when the
+ * bytes were taken from the ring (the kernel's is when they arrived).
+ */
+static void put_rx_timestamp(struct control_out *out, int form)
+{
+	struct timespec now;
+	int64_t wide[2];
+
+	clock_gettime(CLOCK_REALTIME, &now);
+	switch (form) {
+	case SO_TIMESTAMP_OLD: {
+		struct timeval tv = { .tv_sec = now.tv_sec,
+				      .tv_usec = now.tv_nsec / 1000 };
+
+		put_control(out, SOL_SOCKET, form, &tv, sizeof(tv));
+		break;
+	}
+	case SO_TIMESTAMPNS_OLD:
+		put_control(out, SOL_SOCKET, form, &now, sizeof(now));
+		break;
+	case SO_TIMESTAMP_NEW:
+		wide[0] = now.tv_sec;
+		wide[1] = now.tv_nsec / 1000;
+		put_control(out, SOL_SOCKET, form, wide, sizeof(wide));
+		break;
+	case SO_TIMESTAMPNS_NEW:
+		wide[0] = now.tv_sec;
+		wide[1] = now.tv_nsec;
+		put_control(out, SOL_SOCKET, form, wide, sizeof(wide));
+		break;
+	}
+}
+
+void upgraded_put_control(struct sock *sock, int fd, struct msghdr *msg,
+			  ssize_t ret)
+{
+	struct control_out out = { .msg = msg,
+				   .at = msg->msg_control,
+				   .room = msg->msg_controllen };
+	int err = errno, form;
+
+	/* As tcp_recvmsg(): the timestamp of bytes read, then TCP_INQ. */
+	form = ret > 0 ? rx_timestamp_on(sock, fd) : 0;
+	if (form)
+		put_rx_timestamp(&out, form);
+	if (inq_on(sock, fd)) {
+		int inq = conn_inq_hint(
+			__atomic_load_n(&sock->conn, __ATOMIC_ACQUIRE), fd);
+
+		put_control(&out, SOL_TCP, TCP_CM_INQ, &inq, sizeof(inq));
+	}
+	msg->msg_controllen = out.used;
 	errno = err;
 }

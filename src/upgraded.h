@@ -55,11 +55,14 @@ int upgraded_shutdown(struct sock *sock, int fd, int how);
 /* FIONREAD. */
 int upgraded_readable_bytes(struct sock *sock, int fd);
 /*
- * After a recvmsg() that read ret >= 0 bytes into msg: with TCP_INQ on,
- * the TCP_CM_INQ control message that the kernel's would carry (or
- * MSG_CTRUNC where msg has no room for it).
+ * After a recvmsg() that read ret >= 0 bytes into msg: the control
+ * messages that the kernel's would carry (MSG_CTRUNC where msg has no
+ * room for them), msg_controllen their length: with SO_TIMESTAMP or
+ * SO_TIMESTAMPNS on and bytes read, the receive timestamp; with TCP_INQ
+ * on, TCP_CM_INQ.  errno is left as it was.
  */
-void upgraded_put_inq(struct sock *sock, int fd, struct msghdr *msg);
+void upgraded_put_control(struct sock *sock, int fd, struct msghdr *msg,
+			  ssize_t ret);
 /*
  * Moves sock's connection to its kernel socket (conn_make_plain()) for
  * cause; -EAGAIN while its connect is still in the background.

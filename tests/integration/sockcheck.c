@@ -3303,6 +3303,204 @@ static void waitall_blocks_until_full(struct tctx *t)
 	recv_of_a_drip(t, 22, MSG_WAITALL);
 }
 
+/* Wall-clock seconds, for a receive timestamp's bounds. */
+static int64_t wall_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return ts.tv_sec;
+}
+
+/*
+ * recvmsg() of @len queued bytes from @fd with @room bytes of control
+ * buffer: the bytes must come whole.
+ */
+static int recv_with_control(struct tctx *t, int fd, size_t len,
+			     struct msghdr *msg, void *control, size_t room)
+{
+	static char data[64];
+	static struct iovec iov;
+	ssize_t r;
+
+	ASSERT(len <= sizeof(data), "recv_with_control: %zu bytes", len);
+	TRY(wait_queued(t, fd, len));
+	iov = (struct iovec){ .iov_base = data, .iov_len = len };
+	*msg = (struct msghdr){ .msg_iov = &iov,
+				.msg_iovlen = 1,
+				.msg_control = control,
+				.msg_controllen = room };
+	r = recvmsg(fd, msg, 0);
+	ASSERT(r == (ssize_t)len, "recvmsg: %zd (%s)", r,
+	       r < 0 ? errname(errno) : "short");
+	return 0;
+out:
+	return -1;
+}
+
+/*
+ * The kernel turns receive timestamps on for the whole host in the
+ * background (net_enable_timestamp()), so bytes that come at once may
+ * carry none: until one byte from @c reaches @s with a timestamp.
+ */
+static int timestamps_flow(struct tctx *t, int c, int s)
+{
+	union {
+		char buf[CMSG_SPACE(16) + CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} control;
+	int64_t end = now_ms() + io_ms();
+	struct cmsghdr *cm;
+	struct msghdr msg;
+
+	for (;;) {
+		TRY(send_all(t, c, "w", 1));
+		TRY(recv_with_control(t, s, 1, &msg, control.buf,
+				      sizeof(control.buf)));
+		for (cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm))
+			if (cm->cmsg_level == SOL_SOCKET)
+				return 0;
+		ASSERT(now_ms() < end, "no receive timestamp came");
+		sleep_ms(10);
+	}
+out:
+	return -1;
+}
+
+/* The seconds of the receive timestamp in @cm of @form (SO_TIMESTAMP*). */
+static int64_t timestamp_seconds(const struct cmsghdr *cm, int form)
+{
+	struct timeval tv;
+	struct timespec ts;
+	int64_t wide[2];
+
+	if (form == SO_TIMESTAMP_OLD) {
+		memcpy(&tv, CMSG_DATA(cm), sizeof(tv));
+		return tv.tv_sec;
+	}
+	if (form == SO_TIMESTAMPNS_OLD) {
+		memcpy(&ts, CMSG_DATA(cm), sizeof(ts));
+		return ts.tv_sec;
+	}
+	memcpy(wide, CMSG_DATA(cm), sizeof(wide));
+	return wide[0];
+}
+
+/*
+ * SO_TIMESTAMP and SO_TIMESTAMPNS, old and new: recvmsg() gives the time
+ * the bytes came in a control message of the form set last.
+ */
+static void receive_timestamp_comes_with_the_bytes_in_each_form(struct tctx *t)
+{
+	static const int forms[] = { SO_TIMESTAMP_OLD, SO_TIMESTAMPNS_OLD,
+				     SO_TIMESTAMP_NEW, SO_TIMESTAMPNS_NEW };
+	union {
+		char buf[CMSG_SPACE(16) * 2];
+		struct cmsghdr align;
+	} control;
+	int c = -1, s = -1, on = 1;
+	struct cmsghdr *cm;
+	struct msghdr msg;
+	int64_t before;
+	size_t i;
+
+	TRY(make_pair(t, &c, &s, PAIR_BIND_CLIENT));
+	for (i = 0; i < sizeof(forms) / sizeof(forms[0]); i++) {
+		ASSERT_OK(setsockopt(s, SOL_SOCKET, forms[i], &on, sizeof(on)));
+		TRY(timestamps_flow(t, c, s));
+		before = wall_s();
+		TRY(send_all(t, c, "stamp", 5));
+		TRY(recv_with_control(t, s, 5, &msg, control.buf,
+				      sizeof(control.buf)));
+		ASSERT(!(msg.msg_flags & MSG_CTRUNC), "form %zu: truncated", i);
+		cm = CMSG_FIRSTHDR(&msg);
+		ASSERT(cm && cm->cmsg_level == SOL_SOCKET &&
+			       cm->cmsg_type == forms[i] &&
+			       cm->cmsg_len == CMSG_LEN(16),
+		       "form %zu: no timestamp of that form", i);
+		ASSERT(!CMSG_NXTHDR(&msg, cm), "form %zu: more than one", i);
+		ASSERT(msg.msg_controllen == CMSG_SPACE(16),
+		       "form %zu: msg_controllen %zu", i,
+		       (size_t)msg.msg_controllen);
+		ASSERT(timestamp_seconds(cm, forms[i]) >= before - 1 &&
+			       timestamp_seconds(cm, forms[i]) <= wall_s() + 1,
+		       "form %zu: not the time of the bytes", i);
+	}
+out:
+	close_fd(&c);
+	close_fd(&s);
+}
+
+/* The timestamp comes before TCP_INQ's count, as tcp_recvmsg() puts them. */
+static void receive_timestamp_comes_before_the_inq_count(struct tctx *t)
+{
+	union {
+		char buf[CMSG_SPACE(16) + CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} control;
+	int c = -1, s = -1, on = 1, inq = -1;
+	struct cmsghdr *cm;
+	struct msghdr msg;
+
+	TRY(make_pair(t, &c, &s, PAIR_BIND_CLIENT));
+	ASSERT_OK(setsockopt(s, SOL_SOCKET, SO_TIMESTAMP, &on, sizeof(on)));
+	ASSERT_OK(setsockopt(s, IPPROTO_TCP, TCP_INQ, &on, sizeof(on)));
+	TRY(timestamps_flow(t, c, s));
+	TRY(send_all(t, c, "abcd", 4));
+	TRY(recv_with_control(t, s, 4, &msg, control.buf, sizeof(control.buf)));
+	ASSERT(msg.msg_controllen == sizeof(control.buf), "msg_controllen %zu",
+	       (size_t)msg.msg_controllen);
+	cm = CMSG_FIRSTHDR(&msg);
+	ASSERT(cm && cm->cmsg_level == SOL_SOCKET &&
+		       cm->cmsg_type == SO_TIMESTAMP,
+	       "the timestamp is not first");
+	cm = CMSG_NXTHDR(&msg, cm);
+	ASSERT(cm && cm->cmsg_level == SOL_TCP && cm->cmsg_type == TCP_CM_INQ,
+	       "no TCP_CM_INQ after the timestamp");
+	memcpy(&inq, CMSG_DATA(cm), sizeof(inq));
+	ASSERT(inq == 0, "TCP_CM_INQ %d after reading all", inq);
+out:
+	close_fd(&c);
+	close_fd(&s);
+}
+
+/*
+ * Without room for the timestamp the bytes still come, with MSG_CTRUNC;
+ * the end of the stream carries none.
+ */
+static void receive_timestamp_without_room_truncates(struct tctx *t)
+{
+	char eof;
+	int c = -1, s = -1, on = 1;
+	struct iovec iov = { .iov_base = &eof, .iov_len = 1 };
+	struct msghdr msg;
+	union {
+		char buf[CMSG_SPACE(16)];
+		struct cmsghdr align;
+	} control;
+
+	TRY(make_pair(t, &c, &s, PAIR_BIND_CLIENT));
+	ASSERT_OK(setsockopt(s, SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof(on)));
+	TRY(timestamps_flow(t, c, s));
+	TRY(send_all(t, c, "xyz", 3));
+	TRY(recv_with_control(t, s, 3, &msg, NULL, 0));
+	ASSERT(msg.msg_flags & MSG_CTRUNC, "no MSG_CTRUNC without room");
+	ASSERT(msg.msg_controllen == 0, "msg_controllen %zu",
+	       (size_t)msg.msg_controllen);
+	close_fd(&c);
+	TRY(expect_eof(t, s));
+	msg = (struct msghdr){ .msg_iov = &iov,
+			       .msg_iovlen = 1,
+			       .msg_control = control.buf,
+			       .msg_controllen = sizeof(control.buf) };
+	ASSERT(recvmsg(s, &msg, 0) == 0, "no end of stream");
+	ASSERT(msg.msg_controllen == 0 && !(msg.msg_flags & MSG_CTRUNC),
+	       "a control message at the end of the stream");
+out:
+	close_fd(&c);
+	close_fd(&s);
+}
+
 static void dontwait_gives_eagain_on_empty(struct tctx *t)
 {
 	int c = -1, s = -1, fl;
@@ -7778,6 +7976,9 @@ static const struct test tests[] = {
 	TEST(buffers_are_checked_as_the_kernel_does),
 	TEST(buffers_past_the_address_space_fail_with_efault),
 	TEST(waitall_blocks_until_full),
+	TEST(receive_timestamp_comes_with_the_bytes_in_each_form),
+	TEST(receive_timestamp_comes_before_the_inq_count),
+	TEST(receive_timestamp_without_room_truncates),
 	TEST(dontwait_gives_eagain_on_empty),
 	TEST(nosignal_send_to_closed_peer_gives_epipe),
 	TEST(send_to_closed_peer_raises_sigpipe),

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <linux/net_tstamp.h>
 #include <netinet/tcp.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -80,14 +81,63 @@ static void zerocopy_alone_is_not_tcp_only(void **state)
 	close(fd);
 }
 
-static void new_form_of_a_timestamp_is_seen(void **state)
+static void new_form_of_timestamping_is_seen(void **state)
 {
 	int fd = tcp_socket();
 
 	(void)state;
-	set_int(fd, SOL_SOCKET, SO_TIMESTAMP_NEW, 1);
-	assert_string_equal(sockopt_tcp_only_on(fd, false), "SO_TIMESTAMP_NEW");
+	set_int(fd, SOL_SOCKET, SO_TIMESTAMPING_NEW, SOF_TIMESTAMPING_SOFTWARE);
+	assert_non_null(sockopt_tcp_only_on(fd, false));
 	close(fd);
+}
+
+static void receive_timestamps_are_not_tcp_only(void **state)
+{
+	int fd = tcp_socket();
+
+	(void)state;
+	set_int(fd, SOL_SOCKET, SO_TIMESTAMP_OLD, 1);
+	assert_null(sockopt_tcp_only_on(fd, false));
+	set_int(fd, SOL_SOCKET, SO_TIMESTAMPNS_NEW, 1);
+	assert_null(sockopt_tcp_only_on(fd, false));
+	close(fd);
+}
+
+static void new_socket_has_no_receive_timestamp(void **state)
+{
+	int fd = tcp_socket();
+
+	(void)state;
+	assert_int_equal(sockopt_rx_timestamp_on(fd), 0);
+	close(fd);
+}
+
+/* Each form turns the others off: the last one set is the one on. */
+static void last_receive_timestamp_set_is_on(void **state)
+{
+	const int forms[] = { SO_TIMESTAMP_OLD, SO_TIMESTAMPNS_OLD,
+			      SO_TIMESTAMP_NEW, SO_TIMESTAMPNS_NEW,
+			      SO_TIMESTAMP_OLD };
+	int fd = tcp_socket();
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(forms) / sizeof(forms[0]); i++) {
+		set_int(fd, SOL_SOCKET, forms[i], 1);
+		assert_int_equal(sockopt_rx_timestamp_on(fd), forms[i]);
+	}
+	set_int(fd, SOL_SOCKET, SO_TIMESTAMP_OLD, 0);
+	assert_int_equal(sockopt_rx_timestamp_on(fd), 0);
+	close(fd);
+}
+
+static void receive_timestamp_options_are_known(void **state)
+{
+	(void)state;
+	assert_true(sockopt_rx_timestamp(SOL_SOCKET, SO_TIMESTAMPNS_OLD));
+	assert_true(sockopt_rx_timestamp(SOL_SOCKET, SO_TIMESTAMP_NEW));
+	assert_false(sockopt_rx_timestamp(SOL_SOCKET, SO_TIMESTAMPING_OLD));
+	assert_false(sockopt_rx_timestamp(IPPROTO_TCP, SO_TIMESTAMP_OLD));
 }
 
 static void async_is_tcp_only(void **state)
@@ -159,7 +209,11 @@ int main(void)
 		cmocka_unit_test(rcvlowat_back_to_one_is_not),
 		cmocka_unit_test(tcp_inq_is_not_tcp_only),
 		cmocka_unit_test(zerocopy_alone_is_not_tcp_only),
-		cmocka_unit_test(new_form_of_a_timestamp_is_seen),
+		cmocka_unit_test(new_form_of_timestamping_is_seen),
+		cmocka_unit_test(receive_timestamps_are_not_tcp_only),
+		cmocka_unit_test(new_socket_has_no_receive_timestamp),
+		cmocka_unit_test(last_receive_timestamp_set_is_on),
+		cmocka_unit_test(receive_timestamp_options_are_known),
 		cmocka_unit_test(async_is_tcp_only),
 		cmocka_unit_test(listener_async_is_not),
 		cmocka_unit_test(listener_rcvlowat_is),
