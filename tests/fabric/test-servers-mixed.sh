@@ -14,6 +14,8 @@
 #   git daemon (forks, execs upload-pack   git clone -> moved to TCP (fork),
 #   with the socket as its stdio)          or refused (handoff)
 #   iperf3 -P 4 -R                         4 parallel streams -> rdma
+#   iperf 2 -P 4 (sets SO_TIMESTAMP on     4 parallel streams -> rdma
+#   its sockets)
 #   multiprocessing.connection: 3 forked   40 exchanges from a fork pool:
 #   workers accept, a fork pool connects   the children of a process that
 #                                          began RDMA stay on TCP
@@ -201,6 +203,30 @@ if have iperf3; then
 	# The control connection and the 4 streams.
 	check_eq iperf3_server_5_conns_on_rdma 5 \
 		"$(count rdma/none/none "$s")"
+fi
+
+# ----------------------------------------------------------------- iperf2
+shape=iperf2
+PORT=18211
+if have iperf; then
+	sample_start "$tmp/$shape.stats"
+	timeout 120 "$RUN" iperf -s -B "$A" -p $PORT >"$tmp/iperf2.s" 2>&1 &
+	pid=$!
+	wait_port $PORT
+	timeout 120 "$RUN" iperf -c "$A" -p $PORT -P 4 -t 3 \
+		>"$tmp/iperf2.c" 2>&1
+	echo "rc $?" >>"$tmp/iperf2.c"
+	grep -E 'SUM' "$tmp/iperf2.c" | sed 's/^/    /'
+	check_eq iperf2_4_streams_exit_0 "rc 0" "$(tail -n1 "$tmp/iperf2.c")"
+	kill $pid 2>/dev/null
+	wait $pid
+	sample_stop
+	s=$(report server $PORT)
+	# Its sockets' SO_TIMESTAMP keeps them on RDMA (the probe's too).
+	at_least iperf2_server_4_streams_on_rdma 4 \
+		"$(count rdma/none/none "$s")"
+	check_eq iperf2_server_no_other_transport "" \
+		"$(others rdma/none/none "$s")"
 fi
 
 # -------------------------------------------------------- multiprocessing
