@@ -365,9 +365,10 @@ bool conn_move_flush_locked(struct conn *c)
 	while (c->backlog_from < c->backlog_to) {
 		pieces = transport_staged_iov(c->t, c->backlog_from,
 					      c->backlog_to, iov);
+		/* Never a FIN after part of the stream: a reset. */
 		if (pieces < 0 || c->kfd < 0) {
-			c->backlog_from = c->backlog_to;
-			break;
+			conn_move_reset_locked(c, "its bytes are gone");
+			return true;
 		}
 		msg.msg_iov = iov;
 		msg.msg_iovlen = pieces;
