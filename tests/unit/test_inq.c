@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 /* Specification of TCP_INQ's control message after an upgraded recvmsg()
- * (upgraded_put_inq()), as the kernel's tcp_recvmsg() and put_cmsg() give
- * it.  A connect that ended on TCP counts the kernel socket's bytes: these
- * tests use a loopback TCP pair, and a sock without a connection. */
+ * (upgraded_put_control()), as the kernel's tcp_recvmsg() and put_cmsg()
+ * give it, and of the receive timestamp before it.  A connect that ended on TCP
+ * counts the kernel socket's bytes: these tests use a loopback TCP pair, and a
+ * sock without a connection. */
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -14,6 +15,8 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -57,6 +60,7 @@ static void pair_with_queued(struct pair *p, const char *bytes, int n)
 	p->sock = sock_new(AF_INET);
 	assert_non_null(p->sock);
 	p->sock->tcp_inq = 1;
+	p->sock->rx_timestamp = 0;
 }
 
 static void pair_close(struct pair *p)
@@ -66,13 +70,16 @@ static void pair_close(struct pair *p)
 	sock_put(p->sock);
 }
 
-/* upgraded_put_inq() into a control buffer of room bytes (NULL for 0). */
+/*
+ * upgraded_put_control() after a recvmsg() of one byte, into a control
+ * buffer of room bytes (NULL for 0).
+ */
 static struct msghdr put_inq(struct pair *p, void *control, size_t room)
 {
 	struct msghdr msg = { .msg_control = room ? control : NULL,
 			      .msg_controllen = room };
 
-	upgraded_put_inq(p->sock, p->reader, &msg);
+	upgraded_put_control(p->sock, p->reader, &msg, 1);
 	return msg;
 }
 
@@ -168,6 +175,51 @@ static void without_a_buffer_is_truncated(void **state)
 	pair_close(&p);
 }
 
+static void a_receive_timestamp_comes_before_the_count(void **state)
+{
+	char control[64];
+	struct timeval tv;
+	struct cmsghdr *cm;
+	struct msghdr msg;
+	struct pair p;
+	time_t before = time(NULL);
+
+	(void)state;
+	pair_with_queued(&p, "x", 1);
+	p.sock->rx_timestamp = SO_TIMESTAMP_OLD;
+	msg = put_inq(&p, control, sizeof(control));
+	assert_false(msg.msg_flags & MSG_CTRUNC);
+	assert_int_equal(msg.msg_controllen,
+			 CMSG_SPACE(sizeof(tv)) + CMSG_SPACE(sizeof(int)));
+	cm = CMSG_FIRSTHDR(&msg);
+	assert_int_equal(cm->cmsg_level, SOL_SOCKET);
+	assert_int_equal(cm->cmsg_type, SO_TIMESTAMP_OLD);
+	assert_int_equal(cm->cmsg_len, CMSG_LEN(sizeof(tv)));
+	memcpy(&tv, CMSG_DATA(cm), sizeof(tv));
+	assert_true(tv.tv_sec >= before && tv.tv_sec <= time(NULL));
+	cm = CMSG_NXTHDR(&msg, cm);
+	assert_non_null(cm);
+	assert_int_equal(cm->cmsg_type, TCP_CM_INQ);
+	pair_close(&p);
+}
+
+static void a_read_of_nothing_has_no_timestamp(void **state)
+{
+	char control[64];
+	struct msghdr msg = { .msg_control = control,
+			      .msg_controllen = sizeof(control) };
+	struct pair p;
+
+	(void)state;
+	pair_with_queued(&p, "x", 1);
+	p.sock->rx_timestamp = SO_TIMESTAMPNS_NEW;
+	p.sock->tcp_inq = 0;
+	upgraded_put_control(p.sock, p.reader, &msg, 0);
+	assert_int_equal(msg.msg_controllen, 0);
+	assert_false(msg.msg_flags & MSG_CTRUNC);
+	pair_close(&p);
+}
+
 static void without_room_for_a_header_is_truncated(void **state)
 {
 	char control[64];
@@ -239,6 +291,8 @@ int main(void)
 		cmocka_unit_test(counts_nothing_when_the_option_is_off),
 		cmocka_unit_test(reads_the_option_from_the_kernel_once),
 		cmocka_unit_test(without_a_buffer_is_truncated),
+		cmocka_unit_test(a_receive_timestamp_comes_before_the_count),
+		cmocka_unit_test(a_read_of_nothing_has_no_timestamp),
 		cmocka_unit_test(without_room_for_a_header_is_truncated),
 		cmocka_unit_test(without_room_for_the_count_keeps_the_header),
 		cmocka_unit_test(without_room_for_the_padding_is_whole),
