@@ -674,8 +674,12 @@ static int wait_moved(struct conn *c, int fd, int flags, int opt)
 	int64_t deadline = -1, ms;
 	struct timespec ts;
 
-	if (real_call_nonblocking(fd, flags))
-		return -EAGAIN;
+	if (real_call_nonblocking(fd, flags)) {
+		/* A move the progress thread is ending ends under the lock. */
+		pthread_mutex_lock(&c->lock);
+		pthread_mutex_unlock(&c->lock);
+		return path_of(c) == CONN_MOVING ? -EAGAIN : 0;
+	}
 	ms = real_socket_timeout_ms(fd, opt);
 	if (ms >= 0)
 		deadline = clock_ms() + ms;
@@ -1032,6 +1036,33 @@ static ssize_t recv_after_reset(struct conn *c, int tcp_fd,
 	return kernel_recv(tcp_fd, iov, iovcnt, flags);
 }
 
+/*
+ * Just after a move, the peer's resend of what this end had not consumed
+ * is on its way.  A non-blocking read that finds none of it waits for it
+ * (a blocking one waits in the kernel): poll() may have told the program
+ * of bytes in the ring that the move then took back, and over TCP those
+ * would still be there to read (a program that reads EAGAIN after POLLIN
+ * may take it for the end, as ncat does).  true: read again.  Once the
+ * resend has come, or the move's timeout passed, the connection is plain
+ * (conn_is_plain()).
+ */
+static bool resend_comes(struct conn *c, int fd)
+{
+	struct pollfd pfd = { .fd = fd, .events = POLLIN | POLLRDHUP };
+	int64_t until;
+	bool coming;
+
+	if (!__atomic_load_n(&c->catch_up_to, __ATOMIC_RELAXED))
+		return false;
+	pthread_mutex_lock(&c->lock);
+	coming = !conn_move_caught_up_locked(c, clock_ms());
+	until = c->catch_up_until_ms;
+	pthread_mutex_unlock(&c->lock);
+	if (coming)
+		real.poll(&pfd, 1, clock_ms_left(until));
+	return coming;
+}
+
 ssize_t conn_recv(struct conn *c, int tcp_fd, const struct iovec *iov,
 		  int iovcnt, int flags, bool *kernel)
 {
@@ -1077,6 +1108,17 @@ ssize_t conn_recv(struct conn *c, int tcp_fd, const struct iovec *iov,
 			/* The progress thread's flush may read the reset. */
 			if (!n && (err = conn_take_error(c)))
 				return -err;
+			if (n == -EAGAIN &&
+			    real_call_nonblocking(tcp_fd, flags) &&
+			    resend_comes(c, tcp_fd))
+				continue;
+			/* The resend came: the connection is plain again. */
+			if (n > 0 && __atomic_load_n(&c->catch_up_to,
+						     __ATOMIC_RELAXED)) {
+				pthread_mutex_lock(&c->lock);
+				conn_move_caught_up_locked(c, clock_ms());
+				pthread_mutex_unlock(&c->lock);
+			}
 			return n;
 		default:
 			/* As after a TCP reset: the error once, then EOF. */
@@ -1268,6 +1310,7 @@ int conn_kernel_ready(struct conn *c, int fd)
 bool conn_is_plain(struct conn *c)
 {
 	return path_of(c) == CONN_TCP && c->backlog_from == c->backlog_to &&
+	       !__atomic_load_n(&c->catch_up_to, __ATOMIC_RELAXED) &&
 	       !__atomic_load_n(&c->taken_error, __ATOMIC_ACQUIRE);
 }
 

@@ -467,10 +467,13 @@ static void read_marker_locked(struct conn *c)
 		c->cause = m.cause;
 	/* What the peer resends: what it sent past this end's reads. */
 	if (m.sent > c->pos.consumed) {
-		c->catch_up_to =
-			WIRE_MARKER_LEN +
-			catch_up_bytes(c->kfd, m.sent - c->pos.consumed);
 		c->catch_up_until_ms = clock_ms() + c->timeout_ms;
+		__atomic_store_n(
+			&c->catch_up_to,
+			WIRE_MARKER_LEN +
+				catch_up_bytes(c->kfd,
+					       m.sent - c->pos.consumed),
+			__ATOMIC_RELAXED);
 	}
 	finish_locked(c, from);
 }
@@ -487,7 +490,7 @@ bool conn_move_caught_up_locked(struct conn *c, int64_t now_ms)
 	    tcp_info_bytes_received(c->kfd, &got) || got >= c->catch_up_to ||
 	    (real.poll(&pfd, 1, 0) == 1 &&
 	     (pfd.revents & (POLLERR | POLLHUP | POLLRDHUP))))
-		c->catch_up_to = 0;
+		__atomic_store_n(&c->catch_up_to, 0, __ATOMIC_RELAXED);
 	return !c->catch_up_to;
 }
 

@@ -737,6 +737,28 @@ static void backlog_that_cannot_go_resets_both_ends(void **state)
 	assert_int_equal(errno, ECONNRESET);
 }
 
+static void backlog_the_staging_ring_lost_resets_rather_than_ends(void **state)
+{
+	struct end *ends = *state;
+	struct pollfd pfd = { .fd = ends[1].fd, .events = POLLIN };
+	char buf[4096];
+	ssize_t n;
+
+	moved_with_a_large_backlog(ends);
+	/* The staging ring no longer holds the rest of the backlog. */
+	ends[0].t.pos.released = STREAM_MAX;
+	pthread_mutex_lock(&ends[0].c.lock);
+	assert_true(conn_move_flush_locked(&ends[0].c));
+	pthread_mutex_unlock(&ends[0].c.lock);
+	assert_int_equal(ends[0].c.backlog_from, ends[0].c.backlog_to);
+	do {
+		assert_int_equal(poll(&pfd, 1, 2000), 1);
+		n = recv(ends[1].fd, buf, sizeof(buf), 0);
+	} while (n > 0);
+	assert_int_equal(n, -1);
+	assert_int_equal(errno, ECONNRESET);
+}
+
 /* a moves on b's marker alone: b's resend is held back. */
 static void moved_without_b_s_resend(struct end *ends)
 {
@@ -872,6 +894,7 @@ int main(void)
 		CASE(write_shut_after_the_peer_closed_sends_fin_at_once),
 		CASE(fork_children_are_told_tcp_only_once_the_backlog_is_out),
 		CASE(backlog_that_cannot_go_resets_both_ends),
+		CASE(backlog_the_staging_ring_lost_resets_rather_than_ends),
 		CASE(catch_up_waits_for_the_first_bytes_the_peer_resends),
 		CASE(catch_up_ends_with_the_peer_s_close),
 		CASE(unanswered_marker_fails_the_move_after_its_timeout),
