@@ -713,12 +713,25 @@ fork_children_are_told_tcp_only_once_the_backlog_is_out(void **state)
 	assert_int_equal(published, SHARE_TCP);
 }
 
+/* fd reads what had arrived, then a reset, never an EOF. */
+static void expect_reset_after_what_arrived(int fd)
+{
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+	char buf[4096];
+	ssize_t n;
+
+	do {
+		assert_int_equal(poll(&pfd, 1, 2000), 1);
+		n = recv(fd, buf, sizeof(buf), 0);
+	} while (n > 0);
+	assert_int_equal(n, -1);
+	assert_int_equal(errno, ECONNRESET);
+}
+
 static void backlog_that_cannot_go_resets_both_ends(void **state)
 {
 	struct end *ends = *state;
-	struct pollfd pfd = { .fd = ends[1].fd, .events = POLLIN };
-	char buf[4096];
-	ssize_t n;
+	char buf[1];
 
 	moved_with_a_large_backlog(ends);
 	pthread_mutex_lock(&ends[0].c.lock);
@@ -728,21 +741,12 @@ static void backlog_that_cannot_go_resets_both_ends(void **state)
 	assert_int_equal(published, SHARE_TCP);
 	assert_int_equal(recv(ends[0].fd, buf, 1, MSG_DONTWAIT), -1);
 	assert_int_equal(errno, ECONNRESET);
-	/* b reads what had arrived, then the reset, never an EOF. */
-	do {
-		assert_int_equal(poll(&pfd, 1, 2000), 1);
-		n = recv(ends[1].fd, buf, sizeof(buf), 0);
-	} while (n > 0);
-	assert_int_equal(n, -1);
-	assert_int_equal(errno, ECONNRESET);
+	expect_reset_after_what_arrived(ends[1].fd);
 }
 
 static void backlog_the_staging_ring_lost_resets_rather_than_ends(void **state)
 {
 	struct end *ends = *state;
-	struct pollfd pfd = { .fd = ends[1].fd, .events = POLLIN };
-	char buf[4096];
-	ssize_t n;
 
 	moved_with_a_large_backlog(ends);
 	/* The staging ring no longer holds the rest of the backlog. */
@@ -751,12 +755,7 @@ static void backlog_the_staging_ring_lost_resets_rather_than_ends(void **state)
 	assert_true(conn_move_flush_locked(&ends[0].c));
 	pthread_mutex_unlock(&ends[0].c.lock);
 	assert_int_equal(ends[0].c.backlog_from, ends[0].c.backlog_to);
-	do {
-		assert_int_equal(poll(&pfd, 1, 2000), 1);
-		n = recv(ends[1].fd, buf, sizeof(buf), 0);
-	} while (n > 0);
-	assert_int_equal(n, -1);
-	assert_int_equal(errno, ECONNRESET);
+	expect_reset_after_what_arrived(ends[1].fd);
 }
 
 /* a moves on b's marker alone: b's resend is held back. */
