@@ -342,40 +342,32 @@ int upgraded_readable_bytes(struct sock *sock, int fd)
 }
 
 /*
- * TCP_INQ as the kernel has it, read once; setsockopt() keeps it.  errno
- * may change.
+ * An option's value as the kernel socket has it, kept in *cache (-1:
+ * not read yet): read once with read_option(fd), and a setsockopt()
+ * meanwhile has the last word.  errno may change.
  */
-static bool inq_on(struct sock *sock, int fd)
+static int option_once(int *cache, int fd, int (*read_option)(int fd))
 {
-	int on = __atomic_load_n(&sock->tcp_inq, __ATOMIC_RELAXED);
-	socklen_t len = sizeof(on);
+	int value = __atomic_load_n(cache, __ATOMIC_RELAXED);
 	int unknown = -1;
 
-	if (on >= 0)
-		return on;
-	if (real.getsockopt(fd, IPPROTO_TCP, TCP_INQ, &on, &len))
-		on = 0;
-	/* A setsockopt() meanwhile has the last word. */
-	if (!__atomic_compare_exchange_n(&sock->tcp_inq, &unknown, on, false,
+	if (value >= 0)
+		return value;
+	value = read_option(fd);
+	if (!__atomic_compare_exchange_n(cache, &unknown, value, false,
 					 __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-		on = unknown;
-	return on;
+		value = unknown;
+	return value;
 }
 
-/* The receive timestamp the kernel socket has on, read once; 0: none. */
-static int rx_timestamp_on(struct sock *sock, int fd)
+/* TCP_INQ as the kernel has it; off where it cannot say. */
+static int tcp_inq_of(int fd)
 {
-	int on = __atomic_load_n(&sock->rx_timestamp, __ATOMIC_RELAXED);
-	int unknown = -1;
+	socklen_t len = sizeof(int);
+	int on;
 
-	if (on >= 0)
-		return on;
-	on = sockopt_rx_timestamp_on(fd);
-	/* A setsockopt() meanwhile has the last word. */
-	if (!__atomic_compare_exchange_n(&sock->rx_timestamp, &unknown, on,
-					 false, __ATOMIC_RELAXED,
-					 __ATOMIC_RELAXED))
-		on = unknown;
+	if (real.getsockopt(fd, IPPROTO_TCP, TCP_INQ, &on, &len))
+		on = 0;
 	return on;
 }
 
@@ -459,10 +451,12 @@ void upgraded_put_control(struct sock *sock, int fd, struct msghdr *msg,
 	int err = errno, form;
 
 	/* As tcp_recvmsg(): the timestamp of bytes read, then TCP_INQ. */
-	form = ret > 0 ? rx_timestamp_on(sock, fd) : 0;
+	form = ret > 0 ? option_once(&sock->rx_timestamp, fd,
+				     sockopt_rx_timestamp_on)
+		       : 0;
 	if (form)
 		put_rx_timestamp(&out, form);
-	if (inq_on(sock, fd)) {
+	if (option_once(&sock->tcp_inq, fd, tcp_inq_of)) {
 		int inq = conn_inq_hint(
 			__atomic_load_n(&sock->conn, __ATOMIC_ACQUIRE), fd);
 
