@@ -195,6 +195,20 @@ static bool source_is_requester(struct rdma_cm_id *id,
 	       same_host(&cm, source);
 }
 
+/*
+ * Whether the request's client still waits for an answer.  One that gave
+ * up while the request waited here (a loaded progress thread) has sent
+ * its REJ, and the CM then holds the id in a state that no queue pair can
+ * be set up from (EINVAL): the rings would be pinned for nothing.
+ */
+static bool client_still_waits(struct rdma_cm_id *id)
+{
+	struct ibv_qp_attr attr = { .qp_state = IBV_QPS_INIT };
+	int mask;
+
+	return !rdmacm.init_qp_attr(id, &attr, &mask) || errno != EINVAL;
+}
+
 /* This end of the TCP connection that the request on id says it has. */
 static int tcp_local(struct rdma_cm_id *id, uint16_t local_port,
 		     struct roceshim_stats_endpoint *local)
@@ -394,6 +408,11 @@ bool handshake_on_connect_request(const struct config *cfg,
 			"cm: connect request refused: the client's ring starts "
 			"at %u KiB, above this end's ROCESHIM_RING_KB (%u)",
 			hello.ring.size >> 10, tc.ring_max >> 10);
+		goto reject;
+	}
+	if (!client_still_waits(id)) {
+		log_debug("cm: connect request dropped: its client gave up "
+			  "waiting for the answer");
 		goto reject;
 	}
 	tc.ring_bytes = hello.ring.size;

@@ -69,6 +69,7 @@ static const struct symbol rdmacm_symbols[] = {
 	SYMBOL(rdmacm, rdma_, reject),
 	SYMBOL(rdmacm, rdma_, disconnect),
 	SYMBOL(rdmacm, rdma_, create_qp),
+	SYMBOL(rdmacm, rdma_, init_qp_attr),
 	SYMBOL(rdmacm, rdma_, destroy_qp),
 	SYMBOL(rdmacm, rdma_, get_src_port),
 	SYMBOL(rdmacm, rdma_, get_devices),

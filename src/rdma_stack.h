@@ -62,6 +62,7 @@ struct rdmacm_api {
 	__typeof__(rdma_reject) *reject;
 	__typeof__(rdma_disconnect) *disconnect;
 	__typeof__(rdma_create_qp) *create_qp;
+	__typeof__(rdma_init_qp_attr) *init_qp_attr;
 	__typeof__(rdma_destroy_qp) *destroy_qp;
 	__typeof__(rdma_get_src_port) *get_src_port;
 	__typeof__(rdma_get_devices) *get_devices;

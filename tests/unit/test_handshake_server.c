@@ -46,7 +46,8 @@ static struct {
 	unsigned int rejected;
 	uint8_t reject_data[WIRE_REJECT_LEN];
 	uint8_t reject_len;
-	uint16_t port; /* the listener's, in network order */
+	bool client_gave_up; /* its REJ came while the request waited */
+	uint16_t port;	     /* the listener's, in network order */
 } cm;
 
 static struct rdma_event_channel shared_channel = { .fd = -1 };
@@ -113,6 +114,20 @@ static int fake_reject(struct rdma_cm_id *id, const void *data, uint8_t len)
 		memcpy(cm.reject_data, data, len);
 	cm.reject_len = len;
 	cm.rejected++;
+	return 0;
+}
+
+/* EINVAL once the client gave up: the CM holds its id past the request. */
+static int fake_init_qp_attr(struct rdma_cm_id *id, struct ibv_qp_attr *attr,
+			     int *mask)
+{
+	(void)id;
+	(void)attr;
+	*mask = 0;
+	if (cm.client_gave_up) {
+		errno = EINVAL;
+		return -1;
+	}
 	return 0;
 }
 
@@ -219,6 +234,7 @@ static int group_setup(void **state)
 		.get_src_port = fake_get_src_port,
 		.accept = fake_accept,
 		.reject = fake_reject,
+		.init_qp_attr = fake_init_qp_attr,
 		.event_str = fake_event_str,
 	};
 	return 0;
@@ -545,6 +561,20 @@ static void no_queue_pair_refuses_with_the_reason(void **state)
 	assert_int_equal(refusal_reason(), ROCESHIM_REASON_FD_LIMIT);
 }
 
+static void
+a_request_whose_client_gave_up_is_refused_without_rings(void **state)
+{
+	struct wire_hello hello = hello_from("127.0.0.1", 50009);
+
+	(void)state;
+	cm.client_gave_up = true;
+	assert_false(send_hello(&hello));
+	assert_int_equal(cm.rejected, 1);
+	assert_int_equal(doubles.ring_bytes, 0);
+	assert_int_equal(doubles.conns, 0);
+	assert_int_equal(cm.accepted, 0);
+}
+
 static void a_ring_the_transport_cannot_take_is_refused(void **state)
 {
 	struct wire_hello hello = hello_from("127.0.0.1", 50008);
@@ -599,6 +629,7 @@ int main(void)
 		T(a_peer_this_ends_rules_exclude_is_refused),
 		T(a_ring_above_this_ends_maximum_is_refused),
 		T(no_queue_pair_refuses_with_the_reason),
+		T(a_request_whose_client_gave_up_is_refused_without_rings),
 		T(a_ring_the_transport_cannot_take_is_refused),
 		T(a_second_request_whose_connection_was_accepted_is_refused),
 		T(a_listener_lets_twice_its_backlog_wait_for_accept),
