@@ -2,9 +2,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fd_room.h"
@@ -114,6 +117,66 @@ static void write_stderr(const char *line, int n)
 		(void)!real.send(STDERR_FILENO, line, n, MSG_NOSIGNAL);
 }
 
+/*
+ * The proleptic Gregorian date of a day counted from 1970-01-01, in
+ * eras of 400 years (146097 days) that start on a 1 March, so that the
+ * leap day ends its year.  Plain arithmetic: gmtime_r() may take glibc's
+ * time-zone lock, which a signal handler that logs could find held.
+ */
+static void civil_date(int64_t days, int64_t *year, int *month, int *day)
+{
+	int64_t era, doe, yoe, doy, mp;
+
+	days += 719468; /* 0000-03-01 to 1970-01-01 */
+	era = (days >= 0 ? days : days - 146096) / 146097;
+	doe = days - era * 146097;
+	yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+	doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+	mp = (5 * doy + 2) / 153;
+	*day = (int)(doy - (153 * mp + 2) / 5 + 1);
+	*month = (int)(mp < 10 ? mp + 3 : mp - 9);
+	*year = yoe + era * 400 + (*month <= 2);
+}
+
+int log_format_utc(int64_t unix_ms, char *out, size_t size)
+{
+	int64_t secs = unix_ms / 1000, ms = unix_ms % 1000, days, year;
+	int month, day, sod;
+
+	if (ms < 0) {
+		ms += 1000;
+		secs--;
+	}
+	days = secs / 86400;
+	sod = (int)(secs % 86400);
+	if (sod < 0) {
+		sod += 86400;
+		days--;
+	}
+	civil_date(days, &year, &month, &day);
+	return snprintf(out, size, "%04lld-%02d-%02dT%02d:%02d:%02d.%03dZ",
+			(long long)year, month, day, sod / 3600, sod / 60 % 60,
+			sod % 60, (int)ms);
+}
+
+/* Where a line goes to a file, it begins with its time. */
+static int line_head(char *line, size_t size, bool timed)
+{
+	struct timespec now;
+	int n = 0;
+
+	if (timed && !clock_gettime(CLOCK_REALTIME, &now)) {
+		n = log_format_utc((int64_t)now.tv_sec * 1000 +
+					   now.tv_nsec / 1000000,
+				   line, size);
+		if (n < 0 || (size_t)n >= size - 1)
+			n = 0;
+		else
+			line[n++] = ' ';
+	}
+	return n;
+}
+
 void log_msg(int level, const char *fmt, ...)
 {
 	char line[1024];
@@ -123,8 +186,14 @@ void log_msg(int level, const char *fmt, ...)
 
 	if (level < LOG_LEVEL_ERROR || level > LOG_LEVEL_DEBUG)
 		level = LOG_LEVEL_ERROR;
-	n = snprintf(line, sizeof(line), "roceshim[%d]: %s: ", getpid(),
+	/* Before any wrapped call: the configuration's own warnings. */
+	real_init();
+	/* A log line that cannot be written is dropped, never retried. */
+	fd = __atomic_load_n(&log_fd, __ATOMIC_ACQUIRE);
+	n = line_head(line, sizeof(line), fd != STDERR_FILENO);
+	m = snprintf(line + n, sizeof(line) - n, "roceshim[%d]: %s: ", getpid(),
 		     level_names[level]);
+	n += m > 0 ? m : 0;
 	va_start(ap, fmt);
 	m = vsnprintf(line + n, sizeof(line) - n - 1, fmt, ap);
 	va_end(ap);
@@ -134,10 +203,6 @@ void log_msg(int level, const char *fmt, ...)
 	if ((size_t)n > sizeof(line) - 2)
 		n = sizeof(line) - 2;
 	line[n++] = '\n';
-	/* Before any wrapped call: the configuration's own warnings. */
-	real_init();
-	/* A log line that cannot be written is dropped, never retried. */
-	fd = __atomic_load_n(&log_fd, __ATOMIC_ACQUIRE);
 	if (fd == STDERR_FILENO && real.getsockopt && real.send)
 		write_stderr(line, n);
 	else if (real.write)
