@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * CLOCK_MONOTONIC in the units that waits use, what is left of a
- * deadline as a poll() timeout, and a deadline as a timespec.
+ * deadline as a poll() timeout, and a deadline as a timespec; and the
+ * wall clock in milliseconds since 1970, for times shown to people.
  *
  * Contract: any thread, any time; no state.
  */
@@ -17,6 +18,14 @@ static inline int64_t clock_ms(void)
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static inline int64_t clock_unix_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 

@@ -7,9 +7,9 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "fd_room.h"
 #include "log.h"
 #include "real.h"
@@ -162,13 +162,10 @@ int log_format_utc(int64_t unix_ms, char *out, size_t size)
 /* Where a line goes to a file, it begins with its time. */
 static int line_head(char *line, size_t size, bool timed)
 {
-	struct timespec now;
 	int n = 0;
 
-	if (timed && !clock_gettime(CLOCK_REALTIME, &now)) {
-		n = log_format_utc((int64_t)now.tv_sec * 1000 +
-					   now.tv_nsec / 1000000,
-				   line, size);
+	if (timed) {
+		n = log_format_utc(clock_unix_ms(), line, size);
 		if (n < 0 || (size_t)n >= size - 1)
 			n = 0;
 		else

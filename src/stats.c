@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "fork_page.h"
 #include "lock_by.h"
 #include "log.h"
@@ -47,14 +48,6 @@ static inline struct roceshim_stats_row *
 row_at(struct roceshim_stats_header *seg, int row)
 {
 	return (struct roceshim_stats_row *)((char *)seg + sizeof(*seg)) + row;
-}
-
-static uint64_t unix_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* The prefix, then the pid in decimal: no stdio, as it runs at start-up. */
@@ -152,7 +145,7 @@ static void header_stamp(struct roceshim_stats_header *seg)
 {
 	seg->pid = getpid();
 	seg->start_ticks = procinfo_start_ticks(seg->pid);
-	seg->created_unix_ms = unix_ms();
+	seg->created_unix_ms = clock_unix_ms();
 	procinfo_command(seg->pid, seg->command, sizeof(seg->command));
 }
 
@@ -308,7 +301,7 @@ int stats_row_open(int fd, enum roceshim_role role,
 				 : ROCESHIM_TRANSPORT_TCP;
 	row->reason = reason;
 	row->downgrade = ROCESHIM_DOWNGRADE_NONE;
-	row->opened_unix_ms = unix_ms();
+	row->opened_unix_ms = clock_unix_ms();
 	row->local = *local;
 	row->peer = *peer;
 	memset(&row->counters, 0, sizeof(row->counters));
