@@ -781,6 +781,16 @@ static void moved_without_b_s_resend(struct end *ends)
 	kernel_event(&ends[0]);
 }
 
+/* b's resend of what a had not consumed, which a's move waits for. */
+static void resend_of_b(struct end *ends)
+{
+	size_t n = b_pos.staged - a_pos.consumed;
+
+	assert_int_equal(
+		send(ends[1].fd, ends[1].t.stream + a_pos.consumed, n, 0),
+		(ssize_t)n);
+}
+
 static void catch_up_waits_for_the_first_bytes_the_peer_resends(void **state)
 {
 	struct end *ends = *state;
@@ -789,9 +799,7 @@ static void catch_up_waits_for_the_first_bytes_the_peer_resends(void **state)
 	moved_without_b_s_resend(ends);
 	assert_int_equal(path(&ends[0]), CONN_TCP);
 	assert_false(caught_up(&ends[0]));
-	assert_int_equal(send(ends[1].fd, ends[1].t.stream + a_pos.consumed,
-			      b_pos.staged - a_pos.consumed, 0),
-			 (ssize_t)(b_pos.staged - a_pos.consumed));
+	resend_of_b(ends);
 	assert_int_equal(poll(&pfd, 1, 2000), 1);
 	assert_true(caught_up(&ends[0]));
 }
@@ -808,17 +816,13 @@ static void catch_up_ends_with_the_peer_s_close(void **state)
 	assert_true(caught_up(&ends[0]));
 }
 
-/* b's resend of what a had not consumed, 100 ms from now. */
+/* b's resend, 100 ms from now. */
 static void *resend_of_b_later(void *arg)
 {
-	struct end *ends = arg;
 	struct timespec pause = { .tv_nsec = 100 * 1000000 };
-	size_t n = b_pos.staged - a_pos.consumed;
 
 	nanosleep(&pause, NULL);
-	assert_int_equal(
-		send(ends[1].fd, ends[1].t.stream + a_pos.consumed, n, 0),
-		(ssize_t)n);
+	resend_of_b(arg);
 	return NULL;
 }
 
