@@ -1194,6 +1194,19 @@ int conn_readable_bytes(struct conn *c, int fd)
 	return n > INT_MAX ? INT_MAX : (int)n;
 }
 
+int conn_unacked_bytes(struct conn *c, bool unsent_only)
+{
+	size_t unacked, unsent;
+
+	claim_if_inherited(c, false);
+	if (path_of(c) != CONN_RDMA)
+		return -ENOTCONN;
+	unacked = transport_unacked(c->t, &unsent);
+	if (unsent_only)
+		unacked = unsent;
+	return unacked > INT_MAX ? INT_MAX : (int)unacked;
+}
+
 /* tcp_inq_hint()'s count of bytes unread, with or after the stream's end. */
 static int inq_count(int bytes, bool fin, bool done)
 {

@@ -118,6 +118,11 @@ int conn_shutdown(struct conn *c, int fd, int how);
 /* FIONREAD. */
 int conn_readable_bytes(struct conn *c, int fd);
 /*
+ * SIOCOUTQ (unsent_only: SIOCOUTQNSD) while the connection is on RDMA;
+ * -ENOTCONN where the kernel socket has the answer.
+ */
+int conn_unacked_bytes(struct conn *c, bool unsent_only);
+/*
  * TCP_INQ's count, as the kernel's tcp_inq_hint() has it: the bytes to
  * read, one more once the peer's FIN came (the FIN takes a sequence
  * number), and at least 1 once nothing more can come, so that the reader

@@ -13,6 +13,7 @@
 #include <stdarg.h>
 #include <stdint.h>
 #include <string.h>
+#include <linux/sockios.h>
 #include <sys/ioctl.h>
 #include <sys/syscall.h>
 
@@ -148,9 +149,33 @@ long shim_fcntl_syscall(const long *arg)
 			  (void *)arg[2]);
 }
 
+/*
+ * The byte counts of an upgraded connection's queues are roceshim's, not
+ * those of its idle kernel socket: the count, or a negative errno value
+ * where the kernel socket has the answer.
+ */
+static int upgraded_queue_ioctl(int fd, unsigned long request)
+{
+	struct sock *sock = shim_lookup(fd);
+	int n = -ENOTCONN;
+
+	if (!sock)
+		return n;
+	if (sock->conn && !conn_is_plain(sock->conn))
+		n = upgraded_queue_bytes(sock, fd, request);
+	sock_put(sock);
+	return n;
+}
+
+static bool counts_a_queue(unsigned long request)
+{
+	return request == FIONREAD || request == SIOCOUTQ ||
+	       request == SIOCOUTQNSD;
+}
+
 SHIM_EXPORT int ioctl(int fd, unsigned long request, ...)
 {
-	int ret, entry = errno;
+	int n, ret, entry = errno;
 	struct sock *sock = NULL;
 	struct conn *c = NULL;
 	va_list ap;
@@ -160,16 +185,13 @@ SHIM_EXPORT int ioctl(int fd, unsigned long request, ...)
 	arg = va_arg(ap, void *);
 	va_end(ap);
 	shim_ensure_init();
-	if (request == FIONREAD && arg) {
-		sock = shim_lookup(fd);
-		if (sock && sock->conn && !conn_is_plain(sock->conn)) {
-			*(int *)arg = upgraded_readable_bytes(sock, fd);
-			sock_put(sock);
+	if (counts_a_queue(request) && arg) {
+		n = upgraded_queue_ioctl(fd, request);
+		if (n >= 0) {
+			*(int *)arg = n;
 			errno = entry;
 			return 0;
 		}
-		if (sock)
-			sock_put(sock);
 	}
 	if (request == FIONBIO)
 		c = call_opt_changing(fd, &sock);

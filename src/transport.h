@@ -360,6 +360,13 @@ uint64_t transport_peer_consumed(struct transport *t, uint64_t *unconsumed);
 uint64_t transport_arrivals(struct transport *t);
 /* Bytes that a read would return now. */
 size_t transport_available(struct transport *t);
+/*
+ * What this end has taken from its program that the peer's ring does not
+ * hold yet, as SIOCOUTQ counts what the peer has not acknowledged: bytes
+ * queued, staged, or written but not completed.  *unsent: those no write
+ * carries yet (SIOCOUTQNSD).  Both 0 once failed or frozen.
+ */
+size_t transport_unacked(struct transport *t, size_t *unsent);
 
 /*
  * The peer's FIN came and the program has read every byte before it:

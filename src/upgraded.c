@@ -6,6 +6,8 @@
 #include <signal.h>
 #include <stdint.h>
 #include <string.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <time.h>
@@ -336,9 +338,16 @@ int upgraded_take_error(struct sock *sock)
 	return c ? conn_take_error(c) : 0;
 }
 
-int upgraded_readable_bytes(struct sock *sock, int fd)
+int upgraded_queue_bytes(struct sock *sock, int fd, unsigned long request)
 {
-	return conn_readable_bytes(sock->conn, fd);
+	switch (request) {
+	case FIONREAD:
+		return conn_readable_bytes(sock->conn, fd);
+	case SIOCOUTQ:
+		return conn_unacked_bytes(sock->conn, false);
+	default:
+		return conn_unacked_bytes(sock->conn, true);
+	}
 }
 
 /*

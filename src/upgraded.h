@@ -52,8 +52,12 @@ ssize_t upgraded_read(struct sock *sock, int fd, const struct iovec *iov,
 		      int iovcnt, int flags);
 /* shutdown(): SHUT_WR sends FIN after the queued data. */
 int upgraded_shutdown(struct sock *sock, int fd, int how);
-/* FIONREAD. */
-int upgraded_readable_bytes(struct sock *sock, int fd);
+/*
+ * FIONREAD, SIOCOUTQ or SIOCOUTQNSD, as request names: the count, or
+ * -ENOTCONN where the kernel socket has the answer (a connection that
+ * has moved, or is moving, to it).
+ */
+int upgraded_queue_bytes(struct sock *sock, int fd, unsigned long request);
 /*
  * After a recvmsg() that read ret >= 0 bytes into msg: the control
  * messages that the kernel's would carry (MSG_CTRUNC where msg has no

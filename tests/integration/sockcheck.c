@@ -39,6 +39,7 @@
 #include <fnmatch.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <linux/sockios.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -4474,6 +4475,101 @@ out:
 }
 
 /*
+ * The peer holds every byte @sent that the sender's SIOCOUTQ no longer
+ * counts: what it read (@got) and FIONREAD there add up to @sent, at
+ * once or as soon as the arrivals are counted (within the I/O timeout).
+ */
+static int expect_peer_holds(struct tctx *t, int s, size_t sent, size_t got)
+{
+	int64_t end = now_ms() + io_ms();
+	int inq = -1;
+
+	for (;;) {
+		ASSERT_OK(ioctl(s, FIONREAD, &inq));
+		if ((size_t)inq + got == sent)
+			return 0;
+		ASSERT(now_ms() < end,
+		       "SIOCOUTQ said 0 with %zu of %zu bytes at the peer",
+		       (size_t)inq + got, sent);
+		sleep_ms(1);
+	}
+out:
+	return -1;
+}
+
+/* Waits until @fd's SIOCOUTQ says 0: the peer has acknowledged it all. */
+static int wait_outq_empty(struct tctx *t, int fd)
+{
+	int64_t end = now_ms() + io_ms();
+	int outq = -1;
+
+	for (;;) {
+		ASSERT_OK(ioctl(fd, SIOCOUTQ, &outq));
+		if (!outq)
+			return 0;
+		ASSERT(now_ms() < end,
+		       "SIOCOUTQ still %d after the peer read every byte",
+		       outq);
+		sleep_ms(1);
+	}
+out:
+	return -1;
+}
+
+/*
+ * SIOCOUTQ counts the bytes the peer has not acknowledged: when it says
+ * 0, the peer holds all that was sent, so a program may wait for 0
+ * before it lets its process end.  Bytes a sender queued while its peer
+ * read nothing count until they arrive, and SIOCOUTQNSD (those not sent
+ * yet) is never more.
+ */
+static void siocoutq_is_zero_only_once_the_peer_holds_every_byte(struct tctx *t)
+{
+	const size_t offered = 1 << 20;
+	unsigned char *buf = malloc(offered);
+	size_t sent = 0, got = 0, bad;
+	int c = -1, s = -1, round, outq = -1, unsent = -1;
+	ssize_t r;
+
+	ASSERT(buf, "out of memory");
+	TRY(make_pair(t, &c, &s, PAIR_NONBLOCK));
+	pattern_fill(buf, offered, 47, 0);
+	for (round = 0; round < 4 && sent < offered; round++) {
+		while (sent < offered) {
+			r = send(c, buf + sent, offered - sent, MSG_NOSIGNAL);
+			if (r < 0 && errno == EAGAIN)
+				break;
+			ASSERT(r > 0, "send: %s", r ? errname(errno) : "0");
+			sent += r;
+		}
+		sleep_ms(200);
+	}
+	ASSERT_OK(ioctl(c, SIOCOUTQ, &outq));
+	ASSERT_OK(ioctl(c, SIOCOUTQNSD, &unsent));
+	ASSERT(outq >= 0 && (size_t)outq <= sent,
+	       "SIOCOUTQ %d with %zu bytes sent", outq, sent);
+	ASSERT(unsent >= 0 && unsent <= outq, "SIOCOUTQNSD %d, SIOCOUTQ %d",
+	       unsent, outq);
+	while (got < sent) {
+		ASSERT_OK(ioctl(c, SIOCOUTQ, &outq));
+		if (!outq)
+			TRY(expect_peer_holds(t, s, sent, got));
+		r = sent - got < 8192 ? (ssize_t)(sent - got) : 8192;
+		TRY(recv_exact(t, s, buf, r));
+		bad = pattern_mismatch(buf, r, 47, got);
+		ASSERT(bad == (size_t)r, "data mismatch at byte %zu",
+		       got + bad);
+		got += r;
+	}
+	TRY(wait_outq_empty(t, c));
+	note(t, "counted");
+out:
+	close_fd(&c);
+	close_fd(&s);
+	free(buf);
+}
+
+/*
  * A blocking read that timed out, then FIONBIO on, then off: the reads
  * after each follow the flag the kernel holds, at once and after the
  * timeout.
@@ -8013,6 +8109,7 @@ static const struct test tests[] = {
 	TEST(sndtimeo_changed_between_sends_holds_for_the_next),
 	/* ioctl, fcntl and options */
 	TEST(fionread_reports_queued_bytes),
+	TEST(siocoutq_is_zero_only_once_the_peer_holds_every_byte),
 	TEST(fcntl_toggles_nonblock),
 	TEST(fionbio_turns_a_blocking_socket_non_blocking_and_back),
 	TEST(tcp_nodelay_set_get),
