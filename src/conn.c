@@ -4,6 +4,7 @@
  * the routing of each call to RDMA or to that socket, and its close.
  */
 #include <errno.h>
+#include <linux/sockios.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -1194,17 +1195,44 @@ int conn_readable_bytes(struct conn *c, int fd)
 	return n > INT_MAX ? INT_MAX : (int)n;
 }
 
-int conn_unacked_bytes(struct conn *c, bool unsent_only)
+/*
+ * Bytes a move to TCP still owes the kernel socket: while it moves, all
+ * the peer may not have consumed (the resend starts where it says it
+ * did); after, the resend not written yet.
+ */
+static uint64_t move_owes(struct conn *c)
 {
-	size_t unacked, unsent;
+	uint64_t owed = 0;
+
+	pthread_mutex_lock(&c->lock);
+	if (path_of(c) == CONN_MOVING)
+		owed = c->pos.staged - c->pos.released;
+	else if (path_of(c) == CONN_TCP)
+		owed = c->backlog_to - c->backlog_from;
+	pthread_mutex_unlock(&c->lock);
+	return owed;
+}
+
+int conn_unacked_bytes(struct conn *c, int fd, bool unsent_only)
+{
+	unsigned long request = unsent_only ? SIOCOUTQNSD : SIOCOUTQ;
+	uint64_t n;
+	size_t unsent;
+	int kernel;
 
 	claim_if_inherited(c, false);
-	if (path_of(c) != CONN_RDMA)
-		return -ENOTCONN;
-	unacked = transport_unacked(c->t, &unsent);
-	if (unsent_only)
-		unacked = unsent;
-	return unacked > INT_MAX ? INT_MAX : (int)unacked;
+	if (path_of(c) == CONN_RDMA) {
+		n = transport_unacked(c->t, &unsent);
+		if (unsent_only)
+			n = unsent;
+	} else {
+		n = move_owes(c);
+		if (!n)
+			return -ENOTCONN;
+		if (!real.ioctl(fd, request, &kernel) && kernel > 0)
+			n += (uint64_t)kernel;
+	}
+	return n > INT_MAX ? INT_MAX : (int)n;
 }
 
 /* tcp_inq_hint()'s count of bytes unread, with or after the stream's end. */

@@ -118,10 +118,11 @@ int conn_shutdown(struct conn *c, int fd, int how);
 /* FIONREAD. */
 int conn_readable_bytes(struct conn *c, int fd);
 /*
- * SIOCOUTQ (unsent_only: SIOCOUTQNSD) while the connection is on RDMA;
- * -ENOTCONN where the kernel socket has the answer.
+ * SIOCOUTQ (unsent_only: SIOCOUTQNSD): on RDMA, transport_unacked()'s;
+ * while a move to TCP owes the kernel socket bytes, those and the
+ * socket's own; -ENOTCONN where the kernel socket alone has the answer.
  */
-int conn_unacked_bytes(struct conn *c, bool unsent_only);
+int conn_unacked_bytes(struct conn *c, int fd, bool unsent_only);
 /*
  * TCP_INQ's count, as the kernel's tcp_inq_hint() has it: the bytes to
  * read, one more once the peer's FIN came (the FIN takes a sequence

@@ -187,9 +187,9 @@ SHIM_EXPORT int ioctl(int fd, unsigned long request, ...)
 	shim_ensure_init();
 	if (counts_a_queue(request) && arg) {
 		n = upgraded_queue_ioctl(fd, request);
+		errno = entry;
 		if (n >= 0) {
 			*(int *)arg = n;
-			errno = entry;
 			return 0;
 		}
 	}

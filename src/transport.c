@@ -1249,16 +1249,13 @@ size_t transport_available(struct transport *t)
 
 size_t transport_unacked(struct transport *t, size_t *unsent)
 {
-	size_t queued, n = 0;
+	size_t queued, n;
 
-	*unsent = 0;
 	pthread_mutex_lock(&t->lock);
 	progress_locked(t);
-	if (!t->frozen && !t->error) {
-		queued = send_queue_len(&t->queued);
-		*unsent = stream_unsent(&t->s) + queued;
-		n = t->s.tx_staged - t->s.tx_completed + queued;
-	}
+	queued = send_queue_len(&t->queued);
+	*unsent = stream_unsent(&t->s) + queued;
+	n = t->s.tx_staged - t->s.tx_completed + queued;
 	pthread_mutex_unlock(&t->lock);
 	return n;
 }

@@ -363,8 +363,9 @@ size_t transport_available(struct transport *t);
 /*
  * What this end has taken from its program that the peer's ring does not
  * hold yet, as SIOCOUTQ counts what the peer has not acknowledged: bytes
- * queued, staged, or written but not completed.  *unsent: those no write
- * carries yet (SIOCOUTQNSD).  Both 0 once failed or frozen.
+ * queued, staged, or written but not completed (a failed write never
+ * completes, as a reset leaves TCP's count).  *unsent: those no write
+ * carries yet (SIOCOUTQNSD).
  */
 size_t transport_unacked(struct transport *t, size_t *unsent);
 

@@ -344,9 +344,11 @@ int upgraded_queue_bytes(struct sock *sock, int fd, unsigned long request)
 	case FIONREAD:
 		return conn_readable_bytes(sock->conn, fd);
 	case SIOCOUTQ:
-		return conn_unacked_bytes(sock->conn, false);
+		return conn_unacked_bytes(sock->conn, fd, false);
+	case SIOCOUTQNSD:
+		return conn_unacked_bytes(sock->conn, fd, true);
 	default:
-		return conn_unacked_bytes(sock->conn, true);
+		return -ENOTCONN;
 	}
 }
 

@@ -54,8 +54,8 @@ ssize_t upgraded_read(struct sock *sock, int fd, const struct iovec *iov,
 int upgraded_shutdown(struct sock *sock, int fd, int how);
 /*
  * FIONREAD, SIOCOUTQ or SIOCOUTQNSD, as request names: the count, or
- * -ENOTCONN where the kernel socket has the answer (a connection that
- * has moved, or is moving, to it).
+ * -ENOTCONN where the kernel socket alone has the answer (a connection
+ * that has moved to it and owes it nothing).
  */
 int upgraded_queue_bytes(struct sock *sock, int fd, unsigned long request);
 /*
